@@ -1,0 +1,83 @@
+"""Every label, annotation, condition type, reason and well-known name queuectl uses.
+
+One module so that the webhooks, the controller, the agent and the CLI can never disagree on a
+spelling. Values follow DESIGN.md §2; GPU node labels reuse NVIDIA GPU Feature Discovery names.
+"""
+
+from typing import Final
+
+GROUP: Final = "queuectl.io"
+VERSION: Final = "v1beta1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+FIELD_MANAGER: Final = "queuectl-controller"
+SYSTEM_NAMESPACE: Final = "queuectl-system"
+
+# --- Job labels set by users -------------------------------------------------------------
+LABEL_QUEUE_NAME: Final = "queuectl.io/queue-name"
+LABEL_PRIORITY_CLASS: Final = "queuectl.io/priority-class"
+LABEL_MAX_EXEC_TIME: Final = "queuectl.io/max-exec-time-seconds"
+DEFAULT_LOCAL_QUEUE: Final = "default"
+
+# --- Labels and annotations the system sets ----------------------------------------------
+LABEL_CLUSTER_QUEUE: Final = "queuectl.io/cluster-queue"
+LABEL_WORKLOAD: Final = "queuectl.io/workload"
+ANNOTATION_PREEMPTION_DEADLINE: Final = "queuectl.io/preemption-deadline"
+ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topology"
+ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
+
+# --- GPU node labels (GFD-compatible) and ours -------------------------------------------
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
+LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
+LABEL_GPU_MEMORY: Final = "nvidia.com/gpu.memory"
+LABEL_GPU_FAMILY: Final = "nvidia.com/gpu.family"
+LABEL_GPU_COMPUTE_MAJOR: Final = "nvidia.com/gpu.compute.major"
+LABEL_GPU_COMPUTE_MINOR: Final = "nvidia.com/gpu.compute.minor"
+LABEL_GPU_CLIQUE: Final = "nvidia.com/gpu.clique"
+LABEL_GPU_NVLINK: Final = "gpu.queuectl.io/nvlink"
+LABEL_GPU_HEALTHY_COUNT: Final = "gpu.queuectl.io/healthy-count"
+ANNOTATION_GPU_TOPOLOGY_MATRIX: Final = "gpu.queuectl.io/topology-matrix"
+TAINT_GPU_UNHEALTHY: Final = "gpu.queuectl.io/unhealthy"
+NODE_CONDITION_GPU_HEALTHY: Final = "GPUHealthy"
+
+# Topology levels used by the samples and the fake nodes of testenv.
+LABEL_TOPOLOGY_BLOCK: Final = "topology.queuectl.io/block"
+LABEL_TOPOLOGY_RACK: Final = "topology.queuectl.io/rack"
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+
+# --- Workload condition types ------------------------------------------------------------
+COND_QUOTA_RESERVED: Final = "QuotaReserved"
+COND_ADMITTED: Final = "Admitted"
+COND_EVICTED: Final = "Evicted"
+COND_PREEMPTED: Final = "Preempted"
+COND_REQUEUED: Final = "Requeued"
+COND_FINISHED: Final = "Finished"
+# Queue condition type.
+COND_ACTIVE: Final = "Active"
+
+# --- Reasons (CamelCase, stable: dashboards and `queuectl describe` key on them) ----------
+REASON_PENDING: Final = "Pending"
+REASON_WAITING_FOR_QUOTA: Final = "WaitingForQuota"
+REASON_EXCEEDS_MAX_QUOTA: Final = "ExceedsMaxQuota"
+REASON_NO_MATCHING_FLAVOR: Final = "NoMatchingFlavor"
+REASON_TOPOLOGY_PLACEMENT_FAILED: Final = "TopologyPlacementFailed"
+REASON_WAITING_FOR_PREEMPTED: Final = "WaitingForPreemptedWorkloads"
+REASON_INACTIVE: Final = "Inactive"
+REASON_CLUSTER_QUEUE_STOPPED: Final = "ClusterQueueStopped"
+REASON_LOCAL_QUEUE_STOPPED: Final = "LocalQueueStopped"
+REASON_CLUSTER_QUEUE_NOT_FOUND: Final = "ClusterQueueNotFound"
+REASON_LOCAL_QUEUE_NOT_FOUND: Final = "LocalQueueNotFound"
+REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_QUOTA_RESERVED: Final = "QuotaReserved"
+REASON_ADMITTED: Final = "Admitted"
+REASON_PREEMPTED_RECLAIM: Final = "InCohortReclamation"
+REASON_PREEMPTED_WITHIN_CQ: Final = "InClusterQueue"
+REASON_PREEMPTED_BORROW: Final = "InCohortReclaimWhileBorrowing"
+REASON_EVICTED_PREEMPTION: Final = "Preempted"
+REASON_EVICTED_NODE_FAILURES: Final = "NodeFailures"
+REASON_EVICTED_MAX_EXEC_TIME: Final = "MaximumExecutionTimeExceeded"
+REASON_EVICTED_STOPPED: Final = "ClusterQueueStopped"
+REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
+REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
+REASON_FINISHED_FAILED: Final = "Failed"
+REASON_READY: Final = "Ready"
