@@ -81,3 +81,19 @@ REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
 REASON_FINISHED_FAILED: Final = "Failed"
 REASON_READY: Final = "Ready"
+REASON_GPU_NVML_UNAVAILABLE: Final = "NVMLUnavailable"
+
+# --- Admission webhooks (docs/design/webhooks.md) ----------------------------------------
+# The controller's in-cluster identity; the Job webhook lets only it (or an admitted Workload)
+# unsuspend a queued Job and touch the labels/annotations the system owns.
+CONTROLLER_SERVICE_ACCOUNT: Final = "queuectl-controller"
+CONTROLLER_USERNAME: Final = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}"
+WEBHOOK_SERVICE: Final = "queuectl-webhook"
+WEBHOOK_PORT: Final = 9443
+WEBHOOK_CERT_SECRET: Final = "queuectl-webhook-certs"
+MUTATING_WEBHOOK_CONFIGURATION: Final = "queuectl-mutating"
+VALIDATING_WEBHOOK_CONFIGURATION: Final = "queuectl-validating"
+WEBHOOK_PATH_MUTATE_JOB: Final = "/mutate-job"
+WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
+WEBHOOK_PATH_VALIDATE_QUEUECTL: Final = "/validate-queuectl"
+WEBHOOK_PATH_HEALTHZ: Final = "/healthz"
