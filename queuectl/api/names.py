@@ -81,6 +81,28 @@ REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
 REASON_FINISHED_FAILED: Final = "Failed"
 REASON_READY: Final = "Ready"
+
+# --- GPU node agent (docs/design/agent.md) -----------------------------------------------
+AGENT_FIELD_MANAGER: Final = "queuectl-agent"
+# Per-GPU health detail (compact JSON, keyed by GPU UUID); lets a restarted agent keep hysteresis.
+ANNOTATION_GPU_HEALTH: Final = "gpu.queuectl.io/health"
+# Values of the gpu.queuectl.io/nvlink label.
+NVLINK_CLASS_NVSWITCH: Final = "nvswitch"
+NVLINK_CLASS_FULL_MESH: Final = "full-mesh"
+NVLINK_CLASS_PARTIAL_MESH: Final = "partial-mesh"
+NVLINK_CLASS_PAIRS: Final = "pairs"
+NVLINK_CLASS_NONE: Final = "none"
+# Reasons of the GPUHealthy node condition; an unhealthy reason is also the taint's value.
+REASON_GPU_ALL_HEALTHY: Final = "AllGPUsHealthy"
+REASON_GPU_XID: Final = "CriticalXid"
+REASON_GPU_DOUBLE_BIT_ECC: Final = "DoubleBitEccError"
+REASON_GPU_RETIRED_PAGES_PENDING: Final = "RetiredPagesPending"
+REASON_GPU_ROW_REMAP_PENDING: Final = "RowRemapPending"
+REASON_GPU_ROW_REMAP_FAILURE: Final = "RowRemapFailure"
+REASON_GPU_OVERHEATED: Final = "Overheated"
+REASON_GPU_NOT_ANSWERING: Final = "GPUNotAnswering"
+REASON_GPU_MISSING: Final = "GPUMissing"
+REASON_GPU_MULTIPLE: Final = "MultipleGPUFaults"
 REASON_GPU_NVML_UNAVAILABLE: Final = "NVMLUnavailable"
 
 # --- Admission webhooks (docs/design/webhooks.md) ----------------------------------------
