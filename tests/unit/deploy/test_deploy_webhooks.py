@@ -1,0 +1,176 @@
+"""The static webhook configurations send the right requests to the right routes, and fail safe.
+
+Scenarios evaluate the configurations the way the API server does (rules, namespaceSelector,
+objectSelector matching the old or the new object) with the webhook package's selector matcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import pytest
+from deploy_manifests import Obj, one
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from queuectl.api import names
+from queuectl.webhooks.selectors import selector_matches
+
+CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+JOB = ("batch", "v1", "jobs")
+CLUSTER_QUEUE = (names.GROUP, names.VERSION, "clusterqueues")
+LABELLED = {names.LABEL_QUEUE_NAME: "team-a"}
+ROUTES = {
+    names.WEBHOOK_PATH_MUTATE_JOB,
+    names.WEBHOOK_PATH_VALIDATE_JOB,
+    names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
+}
+
+Hit = tuple[str, str, str]  # (configuration kind, path, failurePolicy)
+
+
+def webhooks(objects: list[Obj]) -> list[tuple[str, dict[str, Any]]]:
+    return [(o["kind"], w) for o in objects if o["kind"] in CONFIG_KINDS for w in o["webhooks"]]
+
+
+def _rule_matches(rule: Mapping[str, Any], resource: tuple[str, str, str], op: str) -> bool:
+    group, version, plural = resource
+    return (
+        any(g in ("*", group) for g in rule["apiGroups"])
+        and any(v in ("*", version) for v in rule["apiVersions"])
+        and any(r in ("*", plural) for r in rule["resources"])
+        and any(o in ("*", op) for o in rule["operations"])
+    )
+
+
+def called(
+    objects: list[Obj],
+    resource: tuple[str, str, str],
+    op: str,
+    namespace: str | None,
+    new_labels: Mapping[str, str] | None,
+    old_labels: Mapping[str, str] | None = None,
+) -> set[Hit]:
+    """Which webhooks the API server calls for this request, with their failure policies."""
+    hits = set()
+    for kind, hook in webhooks(objects):
+        if not any(_rule_matches(rule, resource, op) for rule in hook["rules"]):
+            continue
+        # namespaceSelector never skips cluster-scoped objects (namespace None).
+        ns_labels = {"kubernetes.io/metadata.name": namespace} if namespace else None
+        ns_selector = hook.get("namespaceSelector", {})
+        if ns_labels is not None and not selector_matches(ns_selector, ns_labels):
+            continue
+        obj_selector = hook.get("objectSelector", {})
+        versions = [labels for labels in (new_labels, old_labels) if labels is not None]
+        if not any(selector_matches(obj_selector, labels) for labels in versions):
+            continue
+        hits.add((kind, hook["clientConfig"]["service"]["path"], hook["failurePolicy"]))
+    return hits
+
+
+MUTATE_FAIL = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_JOB, "Fail")
+MUTATE_IGNORE = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_JOB, "Ignore")
+VALIDATE_FAIL = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Fail")
+VALIDATE_IGNORE = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Ignore")
+VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_QUEUECTL, "Fail")
+
+
+class Req(NamedTuple):
+    resource: tuple[str, str, str]
+    op: str
+    namespace: str | None
+    new: dict[str, str] | None
+    old: dict[str, str] | None = None
+
+
+def job(op: str, namespace: str, new: dict[str, str], old: dict[str, str] | None = None) -> Req:
+    return Req(JOB, op, namespace, new, old)
+
+
+def cluster_queue(op: str) -> Req:
+    return Req(CLUSTER_QUEUE, op, None, {}, {} if op == "UPDATE" else None)
+
+
+SYSTEM_NS = names.SYSTEM_NAMESPACE
+# fmt: off
+SCENARIOS = [
+    pytest.param(job("CREATE", "team-a", LABELLED), {MUTATE_FAIL, VALIDATE_FAIL},
+                 id="a queued Job cannot skip the queue"),
+    pytest.param(job("CREATE", "team-a", {}), {MUTATE_IGNORE, VALIDATE_IGNORE},
+                 id="an unlabelled Job is defaulted best-effort"),
+    # The API server calls a webhook when the old or the new object matches its selector, so a
+    # label change reaches both; the Fail one makes the check unskippable.
+    pytest.param(job("UPDATE", "team-a", {}, LABELLED), {VALIDATE_FAIL, VALIDATE_IGNORE},
+                 id="removing the queue label is checked"),
+    pytest.param(job("UPDATE", "team-a", LABELLED, {}), {VALIDATE_FAIL, VALIDATE_IGNORE},
+                 id="adding a queue label later is checked"),
+    pytest.param(job("UPDATE", "team-a", {}, {}), {VALIDATE_IGNORE},
+                 id="an unlabelled Job's update is checked best-effort"),
+    pytest.param(job("CREATE", "kube-system", LABELLED), set(),
+                 id="kube-system is never intercepted"),
+    pytest.param(job("CREATE", SYSTEM_NS, LABELLED), set(),
+                 id="queuectl's own namespace is never intercepted"),
+    pytest.param(job("DELETE", "team-a", LABELLED, LABELLED), set(),
+                 id="deleting a Job is not intercepted"),
+    pytest.param(cluster_queue("CREATE"), {VALIDATE_OURS},
+                 id="our resources are validated beyond CEL"),
+    pytest.param(cluster_queue("UPDATE"), {VALIDATE_OURS}, id="and on every change"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("request_", "expected"), SCENARIOS)
+def test_requests_reach_the_right_webhooks(
+    rendered: list[Obj], request_: Req, expected: set[Hit]
+) -> None:
+    assert called(rendered, *request_) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    labels=st.dictionaries(
+        st.sampled_from([names.LABEL_QUEUE_NAME, names.LABEL_PRIORITY_CLASS, "app", "team"]),
+        st.sampled_from(["a", "b", "team-a"]),
+    ),
+    namespace=st.sampled_from(["default", "team-a", "research"]),
+)
+def test_every_job_create_is_seen_exactly_once_per_route(
+    base: list[Obj], labels: dict[str, str], namespace: str
+) -> None:
+    hits = called(base, JOB, "CREATE", namespace, labels)
+    paths = sorted(path for _, path, _ in hits)
+    assert paths == sorted([names.WEBHOOK_PATH_MUTATE_JOB, names.WEBHOOK_PATH_VALIDATE_JOB])
+    policy = "Fail" if names.LABEL_QUEUE_NAME in labels else "Ignore"
+    assert {p for _, _, p in hits} == {policy}
+
+
+def test_every_webhook_is_quick_side_effect_free_and_speaks_v1(rendered: list[Obj]) -> None:
+    hooks = webhooks(rendered)
+    assert len(hooks) >= 5
+    assert len({hook["name"] for _, hook in hooks}) == len(hooks)
+    for _, hook in hooks:
+        assert hook["sideEffects"] == "None", hook["name"]
+        assert hook["admissionReviewVersions"] == ["v1"], hook["name"]
+        assert hook["timeoutSeconds"] == 5, hook["name"]
+        assert hook["name"].endswith(".queuectl.io"), hook["name"]
+
+
+def test_every_webhook_calls_our_service(rendered: list[Obj]) -> None:
+    svc = one(rendered, "Service", names.WEBHOOK_SERVICE)
+    [port] = svc["spec"]["ports"]
+    for _, hook in webhooks(rendered):
+        ref = hook["clientConfig"]["service"]
+        assert (ref["name"], ref["namespace"]) == (names.WEBHOOK_SERVICE, names.SYSTEM_NAMESPACE)
+        assert ref["port"] == port["port"]
+        assert ref["path"] in ROUTES
+
+
+def test_configurations_carry_the_names_the_controller_patches(rendered: list[Obj]) -> None:
+    assert one(rendered, "MutatingWebhookConfiguration")["metadata"]["name"] == (
+        names.MUTATING_WEBHOOK_CONFIGURATION
+    )
+    assert one(rendered, "ValidatingWebhookConfiguration")["metadata"]["name"] == (
+        names.VALIDATING_WEBHOOK_CONFIGURATION
+    )
