@@ -119,3 +119,12 @@ WEBHOOK_PATH_MUTATE_JOB: Final = "/mutate-job"
 WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
 WEBHOOK_PATH_VALIDATE_QUEUECTL: Final = "/validate-queuectl"
 WEBHOOK_PATH_HEALTHZ: Final = "/healthz"
+
+# --- Local control plane (queuectl/testenv): fake kwok nodes and test-driven pod endings ----
+ANNOTATION_KWOK_NODE: Final = "kwok.x-k8s.io/node"
+KWOK_NODE_FAKE: Final = "fake"
+LABEL_TESTENV_FAKE_NODE: Final = "testenv.queuectl.io/fake-node"
+# On a pod (or a Job's pod template) bound to a fake node: finish Succeeded / Failed after this
+# duration ("0s", "30s") or at this RFC3339 time. Without either, the pod runs until deleted.
+ANNOTATION_TESTENV_SUCCEED_AFTER: Final = "testenv.queuectl.io/succeed-after"
+ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
