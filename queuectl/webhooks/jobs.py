@@ -1,0 +1,247 @@
+"""Admission decisions for batch/v1 Jobs: queue them on create, keep them from escaping the queue.
+
+Pure functions of (request, lookup): no I/O, so they are tested directly and the server is a thin
+shell. The rules are in docs/design/webhooks.md; the short version:
+- mutate: a Job with a queue label, or an unlabelled one in a namespace with a LocalQueue named
+  `default`, is created suspended and labelled with its LocalQueue and ClusterQueue;
+- validate: only the controller (by identity) or an admitted Workload may unsuspend a queued Job;
+  the queue label cannot be removed, nor changed while the Job is admitted or running; the labels
+  and annotations the system owns are the controller's alone; label values must be well formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from queuectl.api import names
+from queuectl.webhooks.formats import LABEL_CHECKS
+from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.review import (
+    JsonPatch,
+    Request,
+    Response,
+    allow,
+    deny,
+    escape_pointer,
+    user_name,
+)
+
+DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
+# Labels and annotations only the controller may add, change or remove after create.
+SYSTEM_LABELS = (names.LABEL_WORKLOAD,)
+SYSTEM_ANNOTATIONS = (names.ANNOTATION_PREEMPTION_DEADLINE,)
+
+
+def is_job(request: Request) -> bool:
+    kind = request.get("kind") or {}
+    return kind.get("group") == "batch" and kind.get("kind") == "Job"
+
+
+def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+
+def _annotations(obj: Mapping[str, Any] | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
+
+
+def is_suspended(job: Mapping[str, Any] | None) -> bool:
+    """spec.suspend, which defaults to false."""
+    return bool(((job or {}).get("spec") or {}).get("suspend"))
+
+
+def _namespace(request: Request) -> str:
+    obj = request.get("object") or request.get("oldObject") or {}
+    ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+    return str(ns)
+
+
+def _job_ref(request: Request) -> str:
+    obj = request.get("object") or request.get("oldObject") or {}
+    name = request.get("name") or (obj.get("metadata") or {}).get("name") or "<generated>"
+    return f"Job {_namespace(request)}/{name}"
+
+
+def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> JsonPatch:
+    """Ops that make the Job's labels match `wanted` (None = absent); empty when they already do."""
+    current = _labels(job)
+    if not ((job.get("metadata") or {}).get("labels")):
+        present = {k: v for k, v in wanted.items() if v is not None}
+        return [{"op": "add", "path": "/metadata/labels", "value": present}] if present else []
+    ops: JsonPatch = []
+    for key, value in wanted.items():
+        path = "/metadata/labels/" + escape_pointer(key)
+        if value is None and key in current:
+            ops.append({"op": "remove", "path": path})
+        elif value is not None and current.get(key) != value:
+            ops.append({"op": "add", "path": path, "value": value})
+    return ops
+
+
+def _suspend_patch(job: Mapping[str, Any]) -> JsonPatch:
+    if is_suspended(job):
+        return []
+    if not isinstance(job.get("spec"), dict):
+        return [{"op": "add", "path": "/spec", "value": {"suspend": True}}]
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+
+
+def mutate_job(request: Request, lookup: QueueLookup) -> Response:
+    """Queue a Job on create; keep its cluster-queue label in step when its queue changes."""
+    job = request.get("object")
+    if not is_job(request) or not isinstance(job, dict):
+        return allow(request)
+    ns = _namespace(request)
+    labels = _labels(job)
+    queue = labels.get(names.LABEL_QUEUE_NAME)
+    if request.get("operation") == "UPDATE":
+        old_queue = _labels(request.get("oldObject")).get(names.LABEL_QUEUE_NAME)
+        if queue is None or queue == old_queue:
+            return allow(request)
+        cluster_queue = lookup.local_queue(ns, queue)
+        if cluster_queue is None:
+            return allow(request)
+        return allow(request, _label_patch(job, {names.LABEL_CLUSTER_QUEUE: cluster_queue}))
+    if request.get("operation") != "CREATE":
+        return allow(request)
+    warnings: list[str] = []
+    if queue is None:
+        if lookup.local_queue(ns, names.DEFAULT_LOCAL_QUEUE) is None:
+            return allow(request)  # not queued: no label and no default LocalQueue here
+        queue = names.DEFAULT_LOCAL_QUEUE
+    cluster_queue = lookup.local_queue(ns, queue)
+    if cluster_queue is None:
+        warnings.append(
+            f"LocalQueue {ns}/{queue} does not exist; the Job stays suspended until it is "
+            f"created (`kubectl get localqueues -n {ns}` lists the queues here)"
+        )
+    wanted = {names.LABEL_QUEUE_NAME: queue, names.LABEL_CLUSTER_QUEUE: cluster_queue}
+    return allow(request, _label_patch(job, wanted) + _suspend_patch(job), warnings)
+
+
+def _format_problems(new: Mapping[str, str], old: Mapping[str, str]) -> list[str]:
+    """Malformed values among the queuectl labels that this request sets or changes."""
+    problems = []
+    for key, check in LABEL_CHECKS.items():
+        value = new.get(key)
+        if value is not None and value != old.get(key):
+            problem = check(value)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def _owned_changes(request: Request) -> list[str]:
+    """System-owned labels/annotations that this request adds, changes or removes."""
+    old, new = request.get("oldObject"), request.get("object")
+    changed = [
+        f"label {key}" for key in SYSTEM_LABELS if _labels(old).get(key) != _labels(new).get(key)
+    ]
+    changed += [
+        f"annotation {key}"
+        for key in SYSTEM_ANNOTATIONS
+        if _annotations(old).get(key) != _annotations(new).get(key)
+    ]
+    return changed
+
+
+def validate_job(
+    request: Request,
+    lookup: QueueLookup,
+    controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+) -> Response:
+    """Refuse changes to a queued Job that would bypass the queue or corrupt its labels."""
+    job = request.get("object")
+    if not is_job(request) or not isinstance(job, dict):
+        return allow(request)
+    if user_name(request) in controller_users:
+        return allow(request)
+    operation = request.get("operation")
+    if operation == "CREATE":
+        problems = _create_problems(request, job, lookup)
+    elif operation == "UPDATE":
+        problems = _update_problems(request, job, lookup)
+    else:
+        return allow(request)
+    if problems:
+        return deny(request, f"{_job_ref(request)}: " + "; ".join(problems))
+    return allow(request)
+
+
+def _create_problems(request: Request, job: Mapping[str, Any], lookup: QueueLookup) -> list[str]:
+    labels = _labels(job)
+    queue = labels.get(names.LABEL_QUEUE_NAME)
+    if queue is None:
+        return []
+    problems = _format_problems(labels, {})
+    if not is_suspended(job):
+        problems.append(
+            f"a Job queued in LocalQueue {queue!r} must be created with spec.suspend=true so "
+            "that queuectl can admit it; the queuectl mutating webhook sets it, so check that "
+            f"MutatingWebhookConfiguration {names.MUTATING_WEBHOOK_CONFIGURATION} exists and that "
+            "no other webhook clears spec.suspend"
+        )
+    expected = lookup.local_queue(_namespace(request), queue)
+    given = labels.get(names.LABEL_CLUSTER_QUEUE)
+    if expected is not None and given is not None and given != expected:
+        problems.append(
+            f"label {names.LABEL_CLUSTER_QUEUE}={given!r} does not match LocalQueue {queue!r}, "
+            f"which feeds ClusterQueue {expected!r}; queuectl sets this label, so leave it out"
+        )
+    problems += [
+        f"{what} is set by queuectl only; leave it out"
+        for what in _owned_changes({"object": job, "oldObject": None})
+    ]
+    return problems
+
+
+def _update_problems(request: Request, job: Mapping[str, Any], lookup: QueueLookup) -> list[str]:
+    old = request.get("oldObject") or {}
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return []  # finalizers being removed from a Job on its way out
+    ns, name = _namespace(request), str(request.get("name") or job["metadata"].get("name", ""))
+    new_labels, old_labels = _labels(job), _labels(old)
+    new_queue = new_labels.get(names.LABEL_QUEUE_NAME)
+    old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
+    problems = _format_problems(new_labels, old_labels)
+    admitted = lookup.is_job_admitted(ns, name)
+    running = not is_suspended(old)
+
+    if old_queue is not None and new_queue is None:
+        problems.append(
+            f"label {names.LABEL_QUEUE_NAME} cannot be removed from a queued Job; to run it "
+            "outside queuectl, delete the Job and create it again without the label"
+        )
+    elif old_queue is not None and new_queue != old_queue and (admitted or running):
+        problems.append(
+            f"label {names.LABEL_QUEUE_NAME} cannot change from {old_queue!r} to {new_queue!r} "
+            "while the Job is admitted; wait until it finishes, or delete it and create it again "
+            "in the other queue"
+        )
+    elif old_queue is None and new_queue is not None and not is_suspended(job):
+        problems.append(
+            f"label {names.LABEL_QUEUE_NAME} can only be added to a suspended Job; set "
+            "spec.suspend=true in the same change, or delete the Job and create it with the label"
+        )
+
+    old_cq = old_labels.get(names.LABEL_CLUSTER_QUEUE)
+    new_cq = new_labels.get(names.LABEL_CLUSTER_QUEUE)
+    if new_cq != old_cq and (
+        new_cq is None or new_queue is None or new_cq != lookup.local_queue(ns, new_queue)
+    ):
+        problems.append(
+            f"label {names.LABEL_CLUSTER_QUEUE} is set by queuectl from the LocalQueue; "
+            "leave it as it is"
+        )
+    problems += [
+        f"{what} is managed by queuectl; leave it as it is" for what in _owned_changes(request)
+    ]
+
+    if new_queue is not None and is_suspended(old) and not is_suspended(job) and not admitted:
+        problems.append(
+            f"it is queued in LocalQueue {new_queue!r} and not admitted yet, so it cannot be "
+            "unsuspended by hand; queuectl unsuspends it once quota is available (see why it "
+            f"waits with `kubectl get workloads -n {ns}` or `queuectl describe job {name} -n {ns}`)"
+        )
+    return problems

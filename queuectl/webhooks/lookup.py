@@ -1,0 +1,72 @@
+"""The narrow view of cluster state the admission decisions need.
+
+The controller implements `QueueLookup` from its informer cache (no API calls inside a webhook
+request); tests use `InMemoryLookup`. Every method answers from memory and must not block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ClusterQueueInfo:
+    """What the webhooks need of a ClusterQueue: its spec.namespaceSelector.
+
+    None means the field is unset (selects no namespace); {} selects every namespace.
+    """
+
+    namespace_selector: Mapping[str, Any] | None
+
+
+class QueueLookup(Protocol):
+    """Read-only questions the webhooks ask of the controller's cache."""
+
+    def local_queue(self, namespace: str, name: str) -> str | None:
+        """The spec.clusterQueue of LocalQueue namespace/name, or None if there is no such queue."""
+        ...
+
+    def cluster_queue(self, name: str) -> ClusterQueueInfo | None:
+        """The ClusterQueue called name, or None if it does not exist."""
+        ...
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """The labels of a namespace, or None if the namespace is unknown."""
+        ...
+
+    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
+        """Whether the Workload of this Job holds quota: QuotaReserved=True or Admitted=True,
+        and it is not Evicted and not Finished."""
+        ...
+
+    def cohort_parent(self, name: str) -> str | None:
+        """The spec.parentName of Cohort name; None if it has none or does not exist."""
+        ...
+
+
+@dataclass
+class InMemoryLookup:
+    """A `QueueLookup` over plain dicts, for tests and `queuectl` dry runs."""
+
+    local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueueInfo] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    admitted_jobs: set[tuple[str, str]] = field(default_factory=set)
+    cohort_parents: dict[str, str | None] = field(default_factory=dict)
+
+    def local_queue(self, namespace: str, name: str) -> str | None:
+        return self.local_queues.get((namespace, name))
+
+    def cluster_queue(self, name: str) -> ClusterQueueInfo | None:
+        return self.cluster_queues.get(name)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return self.namespaces.get(namespace)
+
+    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
+        return (namespace, job_name) in self.admitted_jobs
+
+    def cohort_parent(self, name: str) -> str | None:
+        return self.cohort_parents.get(name)
