@@ -1,0 +1,145 @@
+"""pytest fixtures for tests that need a real cluster (registered by the repo's conftest.py).
+
+- `control_plane` (session): a `Cluster`; the one named by QUEUECTL_KUBECONFIG if set (e.g. from
+  `queuectl dev up`, for fast local iteration), else a `ControlPlane` started for this session.
+- `kubeconfig` (session): its admin kubeconfig path.
+- `k8s_client` (session): a synchronous `kubernetes.client.ApiClient`.
+- `namespace` (function): a fresh namespace whose default service account exists.
+- `gpu_nodes` (session): a standard fake GPU fleet (see `StandardFleet`).
+
+A test that uses any of these is marked `cluster`. If the cluster cannot start the test ERRORS
+with the reason; it is never skipped. The first build of the binaries happens before the test
+loop, so it is not charged to any test's timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from queuectl.testenv.build import Binaries, ensure_binaries
+from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.controlplane import ControlPlane
+from queuectl.testenv.errors import TestEnvError
+from queuectl.testenv.nodes import A100, H100, FakeNode
+
+CLUSTER_FIXTURES = frozenset(
+    {"control_plane", "kubeconfig", "k8s_client", "namespace", "gpu_nodes"}
+)
+EXTERNAL_KUBECONFIG_ENV = "QUEUECTL_KUBECONFIG"
+LABEL_TEST_NAMESPACE = "testenv.queuectl.io/test"
+
+_binaries: Binaries | None = None
+_build_error: TestEnvError | None = None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Build (or find cached) binaries once, outside every test's timeout."""
+    global _binaries, _build_error
+    if os.environ.get(EXTERNAL_KUBECONFIG_ENV) or session.config.option.collectonly:
+        return
+    if not any(item.get_closest_marker("cluster") for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    try:
+        _binaries = ensure_binaries(progress)
+    except TestEnvError as exc:
+        _build_error = exc  # reported by every cluster test as its setup error
+
+
+@dataclass(frozen=True)
+class StandardFleet:
+    """2 blocks x 2 racks x 2 nodes of 8 H100, plus 2 nodes of 8 A100 (one block, one rack)."""
+
+    h100: list[FakeNode]
+    a100: list[FakeNode]
+
+    @property
+    def all(self) -> list[FakeNode]:
+        return [*self.h100, *self.a100]
+
+
+def _external(kubeconfig: str) -> Cluster:
+    cluster = Cluster(kubeconfig)
+    try:
+        with cluster.api_client() as api:
+            k8s.VersionApi(api).get_code()
+    except Exception as exc:
+        raise TestEnvError(
+            f"{EXTERNAL_KUBECONFIG_ENV}={kubeconfig} names a cluster that does not answer ({exc})",
+            "start it with `queuectl dev up`, or unset the variable to start one per session",
+        ) from exc
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    external = os.environ.get(EXTERNAL_KUBECONFIG_ENV)
+    if external:
+        yield _external(external)
+        return
+    if _build_error is not None:
+        raise _build_error
+    plane = ControlPlane(tmp_path_factory.mktemp("controlplane"), binaries=_binaries)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: Cluster) -> str:
+    return control_plane.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def k8s_client(control_plane: Cluster) -> Iterator[k8s.ApiClient]:
+    with control_plane.api_client() as api:
+        yield api
+
+
+def _namespace_name(test_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{stem}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def namespace(
+    control_plane: Cluster, k8s_client: k8s.ApiClient, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    core = k8s.CoreV1Api(k8s_client)
+    name = _namespace_name(request.node.name)
+    body: dict[str, Any] = {"metadata": {"name": name, "labels": {LABEL_TEST_NAMESPACE: "true"}}}
+    core.create_namespace(body)  # type: ignore[arg-type]
+    control_plane.wait_for_service_account(name)
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="session")
+def gpu_nodes(control_plane: Cluster) -> StandardFleet:
+    h100 = control_plane.add_gpu_nodes(
+        8, 8, H100, 81559, blocks=2, racks_per_block=2, name_prefix="h100"
+    )
+    a100 = control_plane.add_gpu_nodes(2, 8, A100, 81920, name_prefix="a100")
+    return StandardFleet(h100=h100, a100=a100)
