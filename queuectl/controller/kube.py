@@ -1,0 +1,224 @@
+"""A thin async REST layer over kubernetes_asyncio that speaks plain dicts.
+
+The generated model classes cost a deserialisation per object, which matters at tens of thousands
+of Jobs and Workloads, and they know nothing of our CRDs. Every call here goes through the
+`ApiClient` (so its authentication, TLS and connection pool apply) with `_preload_content=False`
+and decodes JSON once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import quote
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from queuectl.api import names
+
+JSON: Final = "application/json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
+APPLY_PATCH: Final = "application/apply-patch+yaml"
+
+Obj = dict[str, Any]
+
+
+class KubeError(Exception):
+    """A non-2xx answer from the API server, with its status code and Status reason."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the REST tree."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if sub:
+                base += f"/{sub}"
+        return base
+
+
+def _ours(plural: str, kind: str, namespaced: bool = False) -> Resource:
+    return Resource(names.GROUP, names.VERSION, plural, namespaced, kind)
+
+
+JOBS: Final = Resource("batch", "v1", "jobs", True, "Job")
+PODS: Final = Resource("", "v1", "pods", True, "Pod")
+NODES: Final = Resource("", "v1", "nodes", False, "Node")
+NAMESPACES: Final = Resource("", "v1", "namespaces", False, "Namespace")
+EVENTS: Final = Resource("events.k8s.io", "v1", "events", True, "Event")
+PRIORITY_CLASSES: Final = Resource(
+    "scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass"
+)
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
+WORKLOADS: Final = _ours("workloads", "Workload", namespaced=True)
+LOCAL_QUEUES: Final = _ours("localqueues", "LocalQueue", namespaced=True)
+CLUSTER_QUEUES: Final = _ours("clusterqueues", "ClusterQueue")
+COHORTS: Final = _ours("cohorts", "Cohort")
+RESOURCE_FLAVORS: Final = _ours("resourceflavors", "ResourceFlavor")
+TOPOLOGIES: Final = _ours("topologies", "Topology")
+PRIORITY_CLASSES_OURS: Final = _ours("workloadpriorityclasses", "WorkloadPriorityClass")
+
+
+class Kube:
+    """Dict-in, dict-out API calls sharing one `ApiClient`."""
+
+    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+        self.api_client = api_client
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None) -> Kube:
+        """From a kubeconfig file, or the in-cluster service account when `kubeconfig` is None."""
+        configuration = k8s_client.Configuration()
+        if kubeconfig:
+            await k8s_config.load_kube_config(
+                config_file=kubeconfig, client_configuration=configuration
+            )
+        else:
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        configuration.connection_pool_maxsize = 64
+        return cls(k8s_client.ApiClient(configuration))
+
+    async def close(self) -> None:
+        await self.api_client.close()
+
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | aiohttp.ClientTimeout | None = 30.0,
+    ) -> aiohttp.ClientResponse:
+        """The open response; the caller reads it (watch streams) and releases it."""
+        response: aiohttp.ClientResponse = await self.api_client.call_api(
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": JSON},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float = 30.0,
+    ) -> Obj:
+        response = await self.raw(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
+        async with response:
+            data = await response.read()
+            status = response.status
+        decoded: Obj = json.loads(data) if data else {}
+        if not 200 <= status <= 299:
+            raise KubeError(
+                status, str(decoded.get("reason", "")), str(decoded.get("message", data[:500]))
+            )
+        return decoded
+
+    # --- conveniences -------------------------------------------------------------------
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        return await self.request("GET", res.path(namespace, name))
+
+    async def list(self, res: Resource, namespace: str | None = None, **query: Any) -> Obj:
+        return await self.request("GET", res.path(namespace), query=query)
+
+    async def create(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
+        return await self.request(
+            "POST", res.path(namespace), body=body, query={"fieldManager": names.FIELD_MANAGER}
+        )
+
+    async def replace_status(self, res: Resource, body: Obj) -> Obj:
+        """PUT the status subresource; body carries metadata.resourceVersion, so a stale
+        writer gets 409 Conflict instead of overwriting a newer decision."""
+        meta = body["metadata"]
+        return await self.request(
+            "PUT",
+            res.path(meta.get("namespace"), meta["name"], "status"),
+            body=body,
+            query={"fieldManager": names.FIELD_MANAGER},
+        )
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        content_type: str = MERGE_PATCH,
+        sub: str = "",
+    ) -> Obj:
+        return await self.request(
+            "PATCH",
+            res.path(namespace, name, sub),
+            body=patch,
+            content_type=content_type,
+            query={"fieldManager": names.FIELD_MANAGER},
+        )
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str = "Background",
+    ) -> Obj:
+        return await self.request(
+            "DELETE",
+            res.path(namespace, name),
+            body={"propagationPolicy": propagation},
+        )

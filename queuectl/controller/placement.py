@@ -1,0 +1,50 @@
+"""core.Admission + flavors -> what each pod set's template must carry (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from queuectl.controller.jobs.base import PodSetPlacement
+from queuectl.core import types as core
+
+Obj = Mapping[str, Any]
+
+
+def domain_constraint(topo: core.TopologyAssignment) -> dict[str, tuple[str, ...]]:
+    """Node label -> allowed values. One domain: its label value at every level from the top
+    down to the chosen one. Spread (no single domain): the finest level's values in use."""
+    if topo.level is not None and topo.level in topo.levels:
+        depth = topo.levels.index(topo.level) + 1
+        return {
+            label: (value,) for label, value in zip(topo.levels[:depth], topo.domain, strict=False)
+        }
+    if not topo.levels or not topo.domains:
+        return {}
+    finest = topo.levels[-1]
+    values = sorted({d.values[-1] for d in topo.domains if d.values})
+    return {finest: tuple(values)} if values else {}
+
+
+def placements(admission: core.Admission, flavors: Mapping[str, Obj]) -> list[PodSetPlacement]:
+    """One placement per pod set: the union of its chosen flavors' node labels and
+    tolerations, and its topology domain. `flavors` maps name -> ResourceFlavor object."""
+    out = []
+    for psa in admission.podsets:
+        labels: dict[str, str] = {}
+        tolerations: list[Mapping[str, Any]] = []
+        for flavor_name in sorted(set(psa.flavors.values())):
+            spec = (flavors.get(flavor_name) or {}).get("spec") or {}
+            labels.update(spec.get("nodeLabels") or {})
+            for tol in spec.get("tolerations") or ():
+                if tol not in tolerations:
+                    tolerations.append(tol)
+        out.append(
+            PodSetPlacement(
+                name=psa.name,
+                node_labels=labels,
+                tolerations=tuple(tolerations),
+                domain=domain_constraint(psa.topology) if psa.topology else {},
+            )
+        )
+    return out

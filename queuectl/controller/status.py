@@ -1,0 +1,196 @@
+"""Pure edits of Workload status: each returns the merge patch for the status subresource.
+
+Every patch carries metadata.resourceVersion, so the API server applies it only to the version
+we decided on (409 otherwise): the optimistic concurrency that keeps two writers — an old
+leader and a new one, or a restarted controller — from ever admitting one workload twice.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from queuectl.api import names
+from queuectl.controller import convert
+from queuectl.core import types as core
+from queuectl.core.results import Preemption
+
+Obj = Mapping[str, Any]
+Patch = dict[str, Any]
+MAX_MESSAGE = 32768
+
+
+def set_condition(
+    conditions: list[dict[str, Any]],
+    type_: str,
+    status: bool,
+    reason: str,
+    message: str,
+    now: float,
+    generation: int | None = None,
+) -> bool:
+    """Set one condition in place (keyed by type); lastTransitionTime moves only when the
+    status flips. Returns whether anything changed."""
+    value = "True" if status else "False"
+    message = message[:MAX_MESSAGE]
+    for cond in conditions:
+        if cond.get("type") != type_:
+            continue
+        if (cond.get("status"), cond.get("reason"), cond.get("message")) == (
+            value,
+            reason,
+            message,
+        ):
+            return False
+        if cond.get("status") != value:
+            cond["lastTransitionTime"] = convert.format_time(now)
+        cond.update(status=value, reason=reason, message=message)
+        if generation is not None:
+            cond["observedGeneration"] = generation
+        return True
+    new: dict[str, Any] = {
+        "type": type_,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": convert.format_time(now),
+    }
+    if generation is not None:
+        new["observedGeneration"] = generation
+    conditions.append(new)
+    return True
+
+
+def _conditions(wl: Obj) -> list[dict[str, Any]]:
+    return copy.deepcopy(list((wl.get("status") or {}).get("conditions") or []))
+
+
+def _patch(wl: Obj, status: dict[str, Any]) -> Patch:
+    return {"metadata": {"resourceVersion": wl["metadata"]["resourceVersion"]}, "status": status}
+
+
+def _gen(wl: Obj) -> int | None:
+    gen = (wl.get("metadata") or {}).get("generation")
+    return int(gen) if gen is not None else None
+
+
+def admit(wl: Obj, admission: core.Admission, now: float) -> Patch:
+    conds = _conditions(wl)
+    flavors = ", ".join(
+        f"{ps.name}: " + ", ".join(f"{r}={f}" for r, f in sorted(ps.flavors.items()))
+        for ps in admission.podsets
+    )
+    msg = f"Quota reserved in ClusterQueue {admission.cluster_queue} ({flavors})"
+    set_condition(
+        conds, names.COND_QUOTA_RESERVED, True, names.REASON_QUOTA_RESERVED, msg, now, _gen(wl)
+    )
+    set_condition(
+        conds,
+        names.COND_ADMITTED,
+        True,
+        names.REASON_ADMITTED,
+        "The workload is admitted",
+        now,
+        _gen(wl),
+    )
+    for stale in (names.COND_EVICTED, names.COND_PREEMPTED, names.COND_REQUEUED):
+        for cond in conds:
+            if cond.get("type") == stale and cond.get("status") == "True":
+                set_condition(
+                    conds,
+                    stale,
+                    False,
+                    cond.get("reason") or "Admitted",
+                    "Admitted again",
+                    now,
+                    _gen(wl),
+                )
+    return _patch(
+        wl,
+        {
+            "admission": convert.admission_to_status(admission),
+            "conditions": conds,
+            "preemption": None,
+        },
+    )
+
+
+def pending(wl: Obj, reason: str, message: str, now: float) -> Patch | None:
+    """QuotaReserved=False with the core's reason; None when the condition already says so."""
+    conds = _conditions(wl)
+    if not set_condition(conds, names.COND_QUOTA_RESERVED, False, reason, message, now, _gen(wl)):
+        return None
+    return _patch(wl, {"conditions": conds})
+
+
+def preempted(wl: Obj, p: Preemption, now: float) -> Patch:
+    conds = _conditions(wl)
+    msg = f"{p.message} (preempted by {p.preemptor}; stops at {convert.format_time(p.deadline)})"
+    set_condition(conds, names.COND_PREEMPTED, True, p.reason, msg, now, _gen(wl))
+    return _patch(
+        wl,
+        {
+            "conditions": conds,
+            "preemption": {"preemptor": p.preemptor, "deadline": convert.format_time(p.deadline)},
+        },
+    )
+
+
+def evicted(wl: Obj, reason: str, message: str, now: float) -> Patch:
+    conds = _conditions(wl)
+    set_condition(conds, names.COND_EVICTED, True, reason, message, now, _gen(wl))
+    return _patch(wl, {"conditions": conds})
+
+
+def requeued(wl: Obj, now: float, accumulated: float) -> Patch:
+    """Quota released after the pods are gone: back to pending, at its original position."""
+    conds = _conditions(wl)
+    evicted_cond = convert.condition({"status": {"conditions": conds}}, names.COND_EVICTED)
+    why = (evicted_cond or {}).get("reason") or names.REASON_EVICTED_PREEMPTION
+    set_condition(
+        conds,
+        names.COND_QUOTA_RESERVED,
+        False,
+        names.REASON_PENDING,
+        f"Quota released after eviction ({why}); waiting to be admitted again",
+        now,
+        _gen(wl),
+    )
+    set_condition(
+        conds, names.COND_ADMITTED, False, why, "The workload's pods are gone", now, _gen(wl)
+    )
+    set_condition(
+        conds, names.COND_EVICTED, False, why, "Eviction complete; pods are gone", now, _gen(wl)
+    )
+    set_condition(conds, names.COND_PREEMPTED, False, why, "Eviction complete", now, _gen(wl))
+    set_condition(
+        conds, names.COND_REQUEUED, True, why, "Requeued at its original position", now, _gen(wl)
+    )
+    return _patch(
+        wl,
+        {
+            "admission": None,
+            "conditions": conds,
+            "preemption": None,
+            "accumulatedPastExecutionTimeSeconds": int(accumulated),
+        },
+    )
+
+
+def finished(wl: Obj, reason: str, message: str, now: float) -> Patch:
+    conds = _conditions(wl)
+    set_condition(conds, names.COND_FINISHED, True, reason, message, now, _gen(wl))
+    return _patch(wl, {"conditions": conds})
+
+
+def admitted_seconds(wl: Obj, now: float) -> float:
+    """Admitted time so far: past admissions plus the current one."""
+    status = wl.get("status") or {}
+    past = float(status.get("accumulatedPastExecutionTimeSeconds") or 0)
+    cond = convert.condition(wl, names.COND_ADMITTED)
+    if cond and cond.get("status") == "True":
+        since = convert.parse_time(cond.get("lastTransitionTime"))
+        if since is not None:
+            past += max(0.0, now - since)
+    return past

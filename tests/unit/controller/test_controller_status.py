@@ -1,0 +1,121 @@
+"""Workload status edits: conditional on the resourceVersion, conditions set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuectl.api import names
+from queuectl.controller import convert, placement, status
+from queuectl.core import types as core
+from queuectl.core.results import Preemption
+
+T0 = 1_735_689_600.0
+
+
+def wl(**st: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "w", "namespace": "ns", "resourceVersion": "7", "generation": 1},
+        "status": st,
+    }
+
+
+def cond(patch: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return convert.condition({"status": patch["status"]}, type_)
+
+
+ADMISSION = core.Admission(
+    "cq", (core.PodSetAssignment("main", 2, {"nvidia.com/gpu": "h100"}, {"nvidia.com/gpu": 16}),)
+)
+
+
+def test_every_write_is_conditional_on_the_version_decided_on() -> None:
+    for patch in (
+        status.admit(wl(), ADMISSION, T0),
+        status.finished(wl(), "Succeeded", "", T0),
+        status.requeued(wl(), T0, 0),
+    ):
+        assert patch["metadata"] == {"resourceVersion": "7"}
+
+
+def test_admission_sets_quota_reserved_and_admitted() -> None:
+    patch = status.admit(wl(), ADMISSION, T0)
+    assert patch["status"]["admission"]["clusterQueue"] == "cq"
+    for type_ in (names.COND_QUOTA_RESERVED, names.COND_ADMITTED):
+        c = cond(patch, type_)
+        assert c is not None and c["status"] == "True"
+        assert c["lastTransitionTime"] == "2025-01-01T00:00:00Z"
+    assert "h100" in cond(patch, names.COND_QUOTA_RESERVED)["message"]  # type: ignore[index]
+
+
+def test_pending_is_written_only_when_reason_or_message_changed() -> None:
+    first = status.pending(wl(), "WaitingForQuota", "needs 8 nvidia.com/gpu", T0)
+    assert first is not None
+    again = wl(**first["status"])
+    assert status.pending(again, "WaitingForQuota", "needs 8 nvidia.com/gpu", T0 + 5) is None
+    changed = status.pending(again, "WaitingForQuota", "needs 4 nvidia.com/gpu", T0 + 5)
+    assert changed is not None
+    c = cond(changed, names.COND_QUOTA_RESERVED)
+    assert c is not None and c["lastTransitionTime"] == "2025-01-01T00:00:00Z"  # no flip
+
+
+def test_preemption_notice_then_requeue_clears_admission_and_keeps_history() -> None:
+    admitted = wl(**status.admit(wl(), ADMISSION, T0)["status"])
+    notice = status.preempted(
+        admitted, Preemption("ns/w", "ns/p", "InCohortReclamation", "reclaimed", T0 + 300), T0
+    )
+    assert notice["status"]["preemption"] == {
+        "preemptor": "ns/p",
+        "deadline": "2025-01-01T00:05:00Z",
+    }
+    evicting = wl(**{**admitted["status"], **notice["status"]})
+    evicting = wl(
+        **{
+            **evicting["status"],
+            **status.evicted(evicting, "Preempted", "grace over", T0 + 300)["status"],
+        }
+    )
+    back = status.requeued(evicting, T0 + 310, 310)
+    assert back["status"]["admission"] is None
+    assert back["status"]["accumulatedPastExecutionTimeSeconds"] == 310
+    assert cond(back, names.COND_QUOTA_RESERVED)["status"] == "False"  # type: ignore[index]
+    assert cond(back, names.COND_REQUEUED)["status"] == "True"  # type: ignore[index]
+    assert cond(back, names.COND_EVICTED)["status"] == "False"  # type: ignore[index]
+
+
+def test_admitted_seconds_adds_the_running_admission_to_the_past() -> None:
+    admitted = wl(
+        **status.admit(wl(), ADMISSION, T0)["status"], accumulatedPastExecutionTimeSeconds=100
+    )
+    assert status.admitted_seconds(admitted, T0 + 50) == 150
+
+
+def test_placement_of_one_rack_pins_every_level_down_to_the_rack() -> None:
+    topo = core.TopologyAssignment(
+        ("block", "rack", "host"),
+        "rack",
+        ("b1", "r2"),
+        (core.DomainAssignment(("b1", "r2", "n1"), ("n1",), 2),),
+    )
+    assert placement.domain_constraint(topo) == {"block": ("b1",), "rack": ("r2",)}
+    spread = core.TopologyAssignment(
+        ("block", "host"),
+        None,
+        (),
+        (
+            core.DomainAssignment(("b1", "n2"), ("n2",), 1),
+            core.DomainAssignment(("b2", "n1"), ("n1",), 1),
+        ),
+    )
+    assert placement.domain_constraint(spread) == {"host": ("n1", "n2")}
+
+
+def test_placements_merge_the_chosen_flavors() -> None:
+    adm = core.Admission(
+        "cq", (core.PodSetAssignment("main", 1, {"nvidia.com/gpu": "h100", "cpu": "default"}, {}),)
+    )
+    flavors = {
+        "h100": {"spec": {"nodeLabels": {"gpu": "h100"}, "tolerations": [{"key": "gpu"}]}},
+        "default": {"spec": {}},
+    }
+    (p,) = placement.placements(adm, flavors)
+    assert (p.node_labels, p.tolerations, p.domain) == ({"gpu": "h100"}, ({"key": "gpu"},), {})
