@@ -1,0 +1,203 @@
+"""`queuectl dev up|down|status|kubeconfig`: a local cluster with fake GPU nodes in one command.
+
+The environment lives in a state dir (~/.local/state/queuectl/dev/<name> by default) that
+holds its PKI, etcd data, kubeconfig, one log per process and the record of the processes it
+started; `down` stops exactly those. `up` on a running environment only says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from queuectl.cli.main import Subparsers
+from queuectl.testenv import ControlPlane, TestEnvError
+from queuectl.testenv.nodes import H100
+
+# Processes `dev up` starts after the control plane and the fake nodes. The controller (and
+# its webhooks) will be added here as one call each, e.g.
+#   plane.start_process("queuectl-controller",
+#                       [sys.executable, "-m", "queuectl.cli.main", "controller",
+#                        "--kubeconfig", plane.kubeconfig], ready=http_probe(".../readyz"))
+# `dev down` stops them with the rest; their logs go to <state dir>/logs/<name>.log.
+EXTRA_PROCESSES: list[Callable[[ControlPlane], object]] = []
+
+_KEEP_ON_RESTART = frozenset({"logs"})
+
+
+def state_dir(name: str) -> Path:
+    explicit = os.environ.get("QUEUECTL_STATE_DIR")
+    if explicit:
+        return Path(explicit) / name
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "queuectl" / "dev" / name
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _usage(plane: ControlPlane) -> str:
+    return "\n".join(
+        [
+            f"  export KUBECONFIG={plane.kubeconfig}",
+            "  kubectl get nodes -L nvidia.com/gpu.product,nvidia.com/gpu.count",
+            f"  export QUEUECTL_KUBECONFIG={plane.kubeconfig}   # tests reuse this cluster",
+            f"  queuectl dev down{_name_flag(plane.name)}   # stops every process it started",
+        ]
+    )
+
+
+def _name_flag(name: str) -> str:
+    return "" if name == "default" else f" --name {name}"
+
+
+def _wipe(directory: Path) -> None:
+    """Remove what a previous run left, except logs (a fresh start gets fresh PKI and etcd)."""
+    if not directory.exists():
+        return
+    for entry in directory.iterdir():
+        if entry.name in _KEEP_ON_RESTART:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def up(args: argparse.Namespace) -> int:
+    directory = state_dir(args.name)
+    existing = ControlPlane.attach(directory)
+    if existing.is_running():
+        print(f'queuectl dev environment "{args.name}" is already up ({existing.server}).')
+        print(_usage(existing))
+        return 0
+    if existing.supervisor.records:
+        _err(f"Cleaning up a partly stopped environment in {directory}")
+        existing.stop()
+    _wipe(directory)
+    plane = ControlPlane(
+        directory, name=args.name, apiserver_port=args.apiserver_port, progress=_err
+    )
+    try:
+        plane.start()
+        if args.nodes:
+            _err(f"Adding {args.nodes} fake GPU nodes ({args.gpus_per_node} x {args.product})")
+            plane.add_gpu_nodes(
+                args.nodes,
+                args.gpus_per_node,
+                args.product,
+                args.gpu_memory_mib,
+                blocks=args.blocks,
+                racks_per_block=args.racks_per_block,
+                name_prefix=args.node_prefix,
+            )
+        for start in EXTRA_PROCESSES:
+            start(plane)
+    except TestEnvError as exc:
+        plane.stop()
+        _err(f"queuectl dev up failed: {exc}")
+        return 1
+    except BaseException:
+        plane.stop()
+        raise
+    print(
+        f'queuectl dev environment "{args.name}" is up: {plane.server}, '
+        f"{args.nodes} fake GPU nodes, started in {plane.start_seconds or 0:.1f}s."
+    )
+    print(_usage(plane))
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    plane = ControlPlane.attach(state_dir(args.name))
+    stopped = plane.stop()
+    if not stopped:
+        print(f'queuectl dev environment "{args.name}" is not running.')
+        return 0
+    print(f'Stopped queuectl dev environment "{args.name}": {", ".join(stopped)}.')
+    return 0
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def status(args: argparse.Namespace) -> int:
+    plane = ControlPlane.attach(state_dir(args.name))
+    records = plane.supervisor.records
+    if not records:
+        print(f'queuectl dev environment "{args.name}" is not up (`queuectl dev up`).')
+        return 3
+    state = plane.state() or {}
+    print(f'queuectl dev environment "{args.name}" in {plane.work_dir}')
+    if state:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(state["started_at"])))  # type: ignore[arg-type]
+        print(f"  server      {state['server']}  (up since {started})")
+        print(f"  kubeconfig  {plane.kubeconfig}")
+    total = 0.0
+    for record in records:
+        alive = record.alive()
+        rss = _rss_mib(record.pid) if alive else 0.0
+        total += rss
+        word = "running" if alive else "STOPPED"
+        print(f"  {record.name:<24} {word:<8} pid {record.pid:<8} {rss:7.0f} MiB")
+    print(f"  {'total':<24} {'':<8} {'':<12} {total:7.0f} MiB")
+    if plane.is_running():
+        return 0
+    print(f"Some processes stopped; see {plane.work_dir / 'logs'}; `queuectl dev down` cleans up.")
+    return 1
+
+
+def kubeconfig(args: argparse.Namespace) -> int:
+    plane = ControlPlane.attach(state_dir(args.name))
+    if not plane.is_running():
+        _err(f'queuectl dev environment "{args.name}" is not up (`queuectl dev up`).')
+        return 1
+    print(plane.kubeconfig)
+    return 0
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    dev = subparsers.add_parser(
+        "dev", help="run a local Kubernetes control plane with fake GPU nodes"
+    )
+
+    def usage(_: argparse.Namespace) -> int:
+        dev.print_help()
+        return 2
+
+    dev.set_defaults(func=usage)
+    actions = dev.add_subparsers(dest="dev_command", metavar="ACTION")
+
+    def named(
+        name: str, func: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, help=help)
+        parser.add_argument("--name", default="default", help="environment name (default: default)")
+        parser.set_defaults(func=func)
+        return parser
+
+    p = named("up", up, "start the environment (builds the binaries the first time)")
+    p.add_argument("--nodes", type=int, default=4, help="fake GPU nodes to create (default 4)")
+    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    p.add_argument("--product", default=H100, help=f"nvidia.com/gpu.product (default {H100})")
+    p.add_argument("--gpu-memory-mib", type=int, default=81559, help="nvidia.com/gpu.memory")
+    p.add_argument("--blocks", type=int, default=1, help="topology blocks (default 1)")
+    p.add_argument("--racks-per-block", type=int, default=1, help="racks per block (default 1)")
+    p.add_argument("--node-prefix", default="gpu", help="node name prefix (default gpu)")
+    p.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
+    named("down", down, "stop every process the environment started")
+    named("status", status, "show the environment's processes and memory")
+    named("kubeconfig", kubeconfig, "print the path of the admin kubeconfig")
