@@ -73,7 +73,6 @@ def called(
 MUTATE_FAIL = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_JOB, "Fail")
 MUTATE_IGNORE = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_JOB, "Ignore")
 VALIDATE_FAIL = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Fail")
-VALIDATE_IGNORE = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Ignore")
 VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_QUEUECTL, "Fail")
 
 
@@ -98,16 +97,18 @@ SYSTEM_NS = names.SYSTEM_NAMESPACE
 SCENARIOS = [
     pytest.param(job("CREATE", "team-a", LABELLED), {MUTATE_FAIL, VALIDATE_FAIL},
                  id="a queued Job cannot skip the queue"),
-    pytest.param(job("CREATE", "team-a", {}), {MUTATE_IGNORE, VALIDATE_IGNORE},
+    pytest.param(job("CREATE", "team-a", {}), {MUTATE_IGNORE},
                  id="an unlabelled Job is defaulted best-effort"),
     # The API server calls a webhook when the old or the new object matches its selector, so a
-    # label change reaches both; the Fail one makes the check unskippable.
-    pytest.param(job("UPDATE", "team-a", {}, LABELLED), {VALIDATE_FAIL, VALIDATE_IGNORE},
+    # label change reaches the Fail webhooks, which makes the check unskippable.
+    pytest.param(job("UPDATE", "team-a", {}, LABELLED), {MUTATE_FAIL, VALIDATE_FAIL},
                  id="removing the queue label is checked"),
-    pytest.param(job("UPDATE", "team-a", LABELLED, {}), {VALIDATE_FAIL, VALIDATE_IGNORE},
+    pytest.param(job("UPDATE", "team-a", LABELLED, {}), {MUTATE_FAIL, VALIDATE_FAIL},
                  id="adding a queue label later is checked"),
-    pytest.param(job("UPDATE", "team-a", {}, {}), {VALIDATE_IGNORE},
-                 id="an unlabelled Job's update is checked best-effort"),
+    pytest.param(job("UPDATE", "team-a", LABELLED, LABELLED), {MUTATE_FAIL, VALIDATE_FAIL},
+                 id="unsuspending a queued Job is checked"),
+    pytest.param(job("UPDATE", "team-a", {}, {}), set(),
+                 id="an unqueued Job's updates are left alone"),
     pytest.param(job("CREATE", "kube-system", LABELLED), set(),
                  id="kube-system is never intercepted"),
     pytest.param(job("CREATE", SYSTEM_NS, LABELLED), set(),
@@ -136,19 +137,19 @@ def test_requests_reach_the_right_webhooks(
     ),
     namespace=st.sampled_from(["default", "team-a", "research"]),
 )
-def test_every_job_create_is_seen_exactly_once_per_route(
+def test_every_job_create_is_seen_once_and_fails_closed_only_when_queued(
     base: list[Obj], labels: dict[str, str], namespace: str
 ) -> None:
     hits = called(base, JOB, "CREATE", namespace, labels)
-    paths = sorted(path for _, path, _ in hits)
-    assert paths == sorted([names.WEBHOOK_PATH_MUTATE_JOB, names.WEBHOOK_PATH_VALIDATE_JOB])
-    policy = "Fail" if names.LABEL_QUEUE_NAME in labels else "Ignore"
-    assert {p for _, _, p in hits} == {policy}
+    if names.LABEL_QUEUE_NAME in labels:
+        assert hits == {MUTATE_FAIL, VALIDATE_FAIL}
+    else:
+        assert hits == {MUTATE_IGNORE}
 
 
 def test_every_webhook_is_quick_side_effect_free_and_speaks_v1(rendered: list[Obj]) -> None:
     hooks = webhooks(rendered)
-    assert len(hooks) >= 5
+    assert len(hooks) >= 4
     assert len({hook["name"] for _, hook in hooks}) == len(hooks)
     for _, hook in hooks:
         assert hook["sideEffects"] == "None", hook["name"]

@@ -1,19 +1,20 @@
-"""The base installs exactly the CRDs that `python -m queuectl.crds` generates.
+"""The base installs exactly the CRDs and webhook configurations the package generates.
 
-Kustomize cannot reach queuectl/crds/ from the base, so base/crds/ holds copies; after
-regenerating the CRDs run `python deploy/kustomize/sync_crds.py`.
+Kustomize cannot reach the package from the base, so the base holds copies; after regenerating
+the CRDs or changing queuectl.webhooks.configs run `python deploy/kustomize/sync_generated.py`.
 """
 
 from __future__ import annotations
 
 import yaml
-from deploy_manifests import BASE, REPO, Obj
+from deploy_manifests import BASE, REPO, Obj, one
 
 from queuectl.api import names
+from queuectl.webhooks.configs import ServiceClient, render_webhook_configurations
 
 GENERATED = REPO / "queuectl" / "crds"
 COPIES = BASE / "crds"
-FIX = "run: python deploy/kustomize/sync_crds.py"
+FIX = "run: python deploy/kustomize/sync_generated.py"
 # DESIGN.md §2: every kind of group queuectl.io.
 PLURALS = {
     "resourceflavors",
@@ -48,3 +49,12 @@ def test_the_base_installs_a_crd_for_every_kind(base: list[Obj]) -> None:
     assert {c["spec"]["names"]["plural"] for c in crds} == PLURALS, (
         f"queuectl/crds/ lacks some kinds, or {FIX}"
     )
+
+
+def test_the_static_webhook_configurations_are_what_the_webhooks_render(base: list[Obj]) -> None:
+    """One source of truth: the controller patches, and dev up installs, the same objects."""
+    for expected in render_webhook_configurations(ServiceClient()):
+        rendered = one(base, expected["kind"], expected["metadata"]["name"])
+        labels = rendered["metadata"].get("labels", {})
+        assert labels.items() >= expected["metadata"]["labels"].items()
+        assert rendered["webhooks"] == expected["webhooks"], FIX
