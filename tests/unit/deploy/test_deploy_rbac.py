@@ -63,6 +63,7 @@ GRANTED = [
     Ask("list", "", "nodes"),
     Ask("patch", "", "nodes", name="gpu-node-1"),  # cordon during auto-drain
     Ask("watch", "", "namespaces"),
+    Ask("watch", "scheduling.k8s.io", "priorityclasses"),
     Ask("create", "", "events", "team-a"),
     Ask("patch", "events.k8s.io", "events", "team-a"),
     Ask("update", "coordination.k8s.io", "leases", SYSTEM_NS, "queuectl-controller"),
@@ -92,6 +93,7 @@ DENIED = [
     Ask("create", "apiextensions.k8s.io", "customresourcedefinitions"),
     Ask("bind", "rbac.authorization.k8s.io", "clusterroles"),
     Ask("create", "", "namespaces"),
+    Ask("create", "scheduling.k8s.io", "priorityclasses"),
 ]  # fmt: skip
 
 
