@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -96,8 +97,9 @@ def find_go(explicit: str | None = None) -> Path | None:
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
-    parts = text.removeprefix("go").split(".")
-    return tuple(int("".join(c for c in p if c.isdigit()) or 0) for p in parts[:3])
+    """`go1.26.8` -> (1, 26, 8); `go1.27rc1` -> (1, 27): leading digits of each part."""
+    parts = text.removeprefix("go").split(".")[:3]
+    return tuple(int(m.group()) if (m := re.match(r"\d+", p)) else 0 for p in parts)
 
 
 def check_go(go: Path | None, need: str) -> Path:

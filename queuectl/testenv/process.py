@@ -127,6 +127,8 @@ class Supervisor:
 
     def stop_all(self, timeout: float = 10.0) -> list[str]:
         """Stop every recorded process, newest first; return the names that were running."""
+        if not self._records:
+            return []
         stopped = []
         for record in reversed(self._records):
             if self._stop(record, timeout):

@@ -1,0 +1,106 @@
+"""The supervisor stops exactly the processes it started, even from another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from queuectl.testenv.errors import ComponentFailed, PortInUse
+from queuectl.testenv.process import ProcessRecord, Supervisor, process_start_time
+from queuectl.testenv.readiness import wait_ready
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(300)"]
+
+
+def test_down_stops_every_recorded_process_and_nothing_else(tmp_path: Path) -> None:
+    bystander = subprocess.Popen(SLEEP)
+    try:
+        sup = Supervisor(tmp_path)
+        ours = [sup.spawn(f"p{i}", SLEEP) for i in range(3)]
+        assert all(r.alive() for r in ours)
+
+        # Another process (e.g. `queuectl dev down`) reads the record and stops them.
+        stopped = Supervisor(tmp_path).stop_all(timeout=5)
+
+        assert sorted(stopped) == ["p0", "p1", "p2"]
+        assert not any(r.alive() for r in ours)
+        assert bystander.poll() is None, "a process we did not start was touched"
+        assert Supervisor(tmp_path).records == []
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_recycled_pid_is_never_signalled(tmp_path: Path) -> None:
+    bystander = subprocess.Popen(SLEEP, start_new_session=True)
+    try:
+        # A record whose pid now belongs to someone else: same pid, other start time.
+        stale = ProcessRecord("old", bystander.pid, "1", SLEEP, str(tmp_path / "old.log"))
+        assert not stale.alive()
+        sup = Supervisor(tmp_path)
+        sup._records.append(stale)
+        assert sup.stop_all(timeout=1) == []
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_start_time_identifies_a_live_process() -> None:
+    child = subprocess.Popen(SLEEP)
+    try:
+        assert process_start_time(child.pid) is not None
+    finally:
+        child.kill()
+        child.wait()
+    assert process_start_time(child.pid) is None
+
+
+def test_a_name_is_recorded_once(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path)
+    sup.spawn("x", SLEEP)
+    try:
+        with pytest.raises(ValueError, match="already recorded"):
+            sup.spawn("x", SLEEP)
+    finally:
+        sup.stop_all()
+
+
+@pytest.mark.parametrize(
+    ("script", "error", "says"),
+    [
+        ("print('boom: bad flag'); raise SystemExit(1)", ComponentFailed, "exited during start-up"),
+        (
+            "print('listen tcp 127.0.0.1:6443: bind: address already in use'); raise SystemExit(1)",
+            PortInUse,
+            "could not bind its port",
+        ),
+    ],
+)
+def test_a_component_that_dies_fails_fast_with_its_log(
+    tmp_path: Path, script: str, error: type[Exception], says: str
+) -> None:
+    sup = Supervisor(tmp_path)
+    record = sup.spawn("comp", [sys.executable, "-c", script])
+    with pytest.raises(error) as caught:
+        wait_ready(record, lambda: False, timeout=30)
+    assert says in str(caught.value)
+    assert "comp.log" in str(caught.value)
+    sup.stop_all()
+
+
+def test_a_component_that_never_gets_ready_times_out_with_its_log(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path)
+    record = sup.spawn(
+        "slow",
+        [sys.executable, "-c", "print('warming up', flush=True); import time; time.sleep(60)"],
+    )
+    try:
+        with pytest.raises(ComponentFailed, match="not ready after") as caught:
+            wait_ready(record, lambda: False, timeout=0.5)
+        assert "warming up" in str(caught.value)
+    finally:
+        sup.stop_all()
