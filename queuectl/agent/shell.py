@@ -1,0 +1,310 @@
+"""The agent's async shell: NVML off the event loop, one pass at a time, Node writes when needed.
+
+A pass: refresh discovery when due, wait for NVML events (this is the loop's pacing), sample
+every GPU (each call under its own timeout, so a wedged GPU reads as "not answering" instead of
+stalling the agent), step the health state machine, publish metrics, patch the Node if it differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from queuectl import metrics
+from queuectl.agent import health, nodestate
+from queuectl.agent.discovery import Inventory, read_inventory
+from queuectl.agent.health import GpuState, HealthPolicy, NodeHealth
+from queuectl.agent.kube import Conflict, NodeClient
+from queuectl.agent.nodestate import DesiredNode, NodePatch, NodeView
+from queuectl.agent.observe import observation, sample_gpu
+from queuectl.agent.reader import GpuEvent, GpuReader, GpuSample, NvmlUnavailable
+from queuectl.api import names
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STATUS_STARTING = "starting"
+STATUS_OK = "ok"
+STATUS_NVML_UNAVAILABLE = "nvml-unavailable"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    node_name: str
+    policy: HealthPolicy = field(default_factory=HealthPolicy)
+    poll_s: float = 10.0  # how long a pass waits for NVML events: the loop's period
+    discovery_s: float = 300.0  # re-read the inventory this often
+    call_timeout_s: float = 15.0  # one NVML call longer than this: that GPU is not answering
+    heartbeat_s: float = 300.0  # refresh the condition's heartbeat at least this often
+    resync_s: float = 60.0  # re-read the Node (others may have changed it) this often
+    gfd_labels: bool = True
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """Everything one pass found and did, for `--once` output and for tests."""
+
+    now: float
+    inventory: Inventory
+    state: dict[str, GpuState]
+    node_health: NodeHealth
+    samples: dict[int, GpuSample | str]
+    events: tuple[GpuEvent, ...]
+    desired: DesiredNode
+    patch: NodePatch | None  # None without a Node to compare with
+    written: bool
+
+
+async def call_blocking(fn: Callable[..., T], *args: Any, timeout: float) -> T:
+    """Run `fn(*args)` on a fresh daemon thread and wait at most `timeout` seconds.
+
+    A daemon thread (not an executor) so that an NVML call that never returns neither blocks the
+    next call nor keeps the process from exiting.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def work() -> None:
+        try:
+            result: Any = fn(*args)
+            ok = True
+        except BaseException as exc:  # handed to the awaiting task
+            result, ok = exc, False
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting any more
+            loop.call_soon_threadsafe(settle, ok, result)
+
+    threading.Thread(target=work, name="nvml", daemon=True).start()
+    return await asyncio.wait_for(future, timeout)
+
+
+class Agent:
+    """One node's agent. `node_client` None: compute, never read or write the Node; `write`
+    False: read the Node and compute the patch, but do not send it (`--once` without `--write`)."""
+
+    def __init__(
+        self,
+        reader: GpuReader,
+        config: AgentConfig,
+        node_client: NodeClient | None = None,
+        *,
+        write: bool = True,
+        clock: Callable[[], float] = time.time,
+        collector: metrics.GpuCollector = metrics.GPU_COLLECTOR,
+    ) -> None:
+        self.reader = reader
+        self.config = config
+        self.node_client = node_client
+        self.write = write
+        self.clock = clock
+        self.collector = collector
+        self.status = STATUS_STARTING
+        self.unavailable: NvmlUnavailable | None = None
+        self.inventory = Inventory(())
+        self.state: dict[str, GpuState] = {}
+        self._inventory_at: float | None = None
+        self._node: NodeView | None = None
+        self._node_at: float | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> NvmlUnavailable | None:
+        """Open NVML and read the inventory; restore unhealthy GPUs a previous agent recorded."""
+        node = self.config.node_name
+        self.unavailable = await call_blocking(self.reader.open, timeout=self.config.call_timeout_s)
+        metrics.AGENT_NVML_AVAILABLE.labels(node).set(0 if self.unavailable else 1)
+        if self.unavailable is not None:
+            self.status = STATUS_NVML_UNAVAILABLE
+            log.warning("NVML unavailable on %s: %s", node, self.unavailable.reason)
+            return self.unavailable
+        await self._refresh_inventory(self.clock())
+        if self.node_client is not None:
+            view = await self._read_node(self.clock())
+            restored = health.decode(
+                view.annotations.get(names.ANNOTATION_GPU_HEALTH), self.clock()
+            )
+            known = {g.uuid for g in self.inventory.gpus}
+            self.state = {u: s for u, s in restored.items() if u in known}
+            if self.state:
+                log.info("restored %d unhealthy GPU(s) from the Node", len(self.state))
+        self.status = STATUS_OK
+        return None
+
+    async def close(self) -> None:
+        try:
+            await call_blocking(self.reader.close, timeout=self.config.call_timeout_s)
+        except TimeoutError:
+            log.warning("NVML shutdown did not return")
+
+    async def report_unavailable(self) -> NodePatch | None:
+        """Write GPUHealthy=Unknown (reason NVMLUnavailable) once, leaving labels and taints."""
+        if self.unavailable is None or self.node_client is None:
+            return None
+        now = self.clock()
+        view = await self._read_node(now)
+        patch = nodestate.diff(
+            view,
+            nodestate.desired_unavailable(self.unavailable.reason),
+            now,
+            self.config.heartbeat_s,
+        )
+        if not patch.empty and self.write:
+            await self._write(patch, now)
+        return patch
+
+    # --- one pass --------------------------------------------------------------------------
+    async def _refresh_inventory(self, now: float) -> None:
+        try:
+            self.inventory = await call_blocking(
+                read_inventory, self.reader, timeout=self.config.call_timeout_s * 4
+            )
+            self._inventory_at = now
+        except TimeoutError:
+            log.warning("GPU discovery did not finish; keeping the previous inventory")
+
+    async def _read_node(self, now: float) -> NodeView:
+        assert self.node_client is not None
+        self._node = await self.node_client.get(self.config.node_name)
+        self._node_at = now
+        return self._node
+
+    async def _write(self, patch: NodePatch, now: float) -> bool:
+        assert self.node_client is not None
+        node = self.config.node_name
+        for change in patch.changes:
+            log.info("%s: %s", node, change)
+        try:
+            self._node = await self.node_client.patch(node, patch)
+        except Conflict:
+            metrics.AGENT_NODE_WRITES.labels(node, "conflict").inc()
+            self._node = None  # re-read and retry on the next pass
+            return False
+        except Exception:
+            metrics.AGENT_NODE_WRITES.labels(node, "error").inc()
+            log.exception("patching Node %s failed", node)
+            self._node = None
+            return False
+        metrics.AGENT_NODE_WRITES.labels(node, "ok").inc()
+        return True
+
+    async def _sample_all(self) -> dict[int, GpuSample | str]:
+        results: dict[int, GpuSample | str] = {}
+        for gpu in self.inventory.gpus:
+            try:
+                results[gpu.index] = await call_blocking(
+                    sample_gpu, self.reader, gpu.index, timeout=self.config.call_timeout_s
+                )
+            except TimeoutError:
+                results[gpu.index] = f"no answer within {self.config.call_timeout_s:g} s"
+        return results
+
+    async def run_pass(self, *, wait_s: float | None = None) -> PassResult:
+        """One discovery-and-health pass; writes to the Node only what changed."""
+        cfg = self.config
+        if self._inventory_at is None or self.clock() - self._inventory_at >= cfg.discovery_s:
+            await self._refresh_inventory(self.clock())
+        wait = cfg.poll_s if wait_s is None else wait_s
+        try:
+            events = await call_blocking(
+                self.reader.wait_events, wait, timeout=wait + cfg.call_timeout_s
+            )
+        except TimeoutError:
+            log.warning("waiting for NVML events did not return")
+            events = []
+        samples = await self._sample_all()
+        now = self.clock()
+        self.state = health.step(
+            cfg.policy, self.state, observation(now, self.inventory, samples, events)
+        )
+        node_health = health.summarize(self.state)
+        self._publish(samples)
+        desired = nodestate.desired_node(
+            self.inventory, node_health, health.encode(self.state), gfd_labels=cfg.gfd_labels
+        )
+        patch, written = None, False
+        if self.node_client is not None:
+            if self._node is None or self._node_at is None or now - self._node_at >= cfg.resync_s:
+                await self._read_node(now)
+            assert self._node is not None
+            patch = nodestate.diff(self._node, desired, now, cfg.heartbeat_s)
+            if not patch.empty and self.write:
+                written = await self._write(patch, now)
+        metrics.AGENT_PASSES.labels(cfg.node_name).inc()
+        return PassResult(
+            now,
+            self.inventory,
+            dict(self.state),
+            node_health,
+            samples,
+            tuple(events),
+            desired,
+            patch,
+            written,
+        )
+
+    def _publish(self, samples: dict[int, GpuSample | str]) -> None:
+        rows = []
+        by_uuid = {s.uuid: s for s in self.state.values()}
+        for gpu in self.inventory.gpus:
+            s = samples.get(gpu.index)
+            sample = s if isinstance(s, GpuSample) else GpuSample(gpu.index, gpu.uuid)
+            state = by_uuid.get(gpu.uuid)
+            rows.append(
+                metrics.GpuMetricSample(
+                    node=self.config.node_name,
+                    gpu=gpu.index,
+                    uuid=gpu.uuid,
+                    model=gpu.name,
+                    healthy=state.healthy if state else True,
+                    last_xid=state.last_xid if state else 0,
+                    utilization_ratio=sample.utilization_ratio,
+                    memory_utilization_ratio=sample.memory_utilization_ratio,
+                    memory_used_bytes=sample.memory_used_bytes,
+                    memory_free_bytes=sample.memory_free_bytes,
+                    temperature_c=sample.temperature_c,
+                    power_w=sample.power_w,
+                    ecc_sbe_total=sample.ecc_sbe_volatile,
+                    ecc_dbe_total=sample.ecc_dbe_volatile,
+                )
+            )
+        self.collector.update(rows)
+
+    # --- the loop --------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start, then pass after pass until `stop` is set. Without NVML: report once, stay idle
+        (the DaemonSet pod stays Running with /healthz saying so; exiting would crash-loop it)."""
+        if await self.start() is not None:
+            log.warning(
+                "no NVML: the agent stays idle (pod Running, /healthz says %s)", self.status
+            )
+            try:
+                await self.report_unavailable()
+            except Exception:
+                log.exception("could not report NVMLUnavailable on the Node")
+            await stop.wait()
+            return
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    await self.run_pass()
+                except Exception:
+                    log.exception("agent pass failed; trying again next period")
+                # A reader that returns early (no event support) must not spin the loop.
+                rest = self.config.poll_s - (time.monotonic() - started)
+                if rest > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), rest)
+        finally:
+            await self.close()

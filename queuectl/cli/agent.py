@@ -1,0 +1,208 @@
+"""`queuectl agent`: the GPU node agent (a DaemonSet), or with --once a one-shot check of a node.
+
+`--once` runs one discovery and health pass and prints what it found and what it would write to
+the Node; it writes only with `--write`. Without NVML it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import yaml
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from queuectl.agent import report
+from queuectl.agent.health import APPLICATION_XIDS, HealthPolicy
+from queuectl.agent.kube import KubeNodeClient
+from queuectl.agent.nvml import NvmlReader
+from queuectl.agent.reader import GpuReader
+from queuectl.agent.scripted import ScriptedReader
+from queuectl.agent.server import serve
+from queuectl.agent.shell import Agent, AgentConfig
+from queuectl.cli.main import Subparsers
+
+log = logging.getLogger("queuectl.agent")
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "agent",
+        help="GPU node agent: NVML discovery, topology, health",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME") or socket.gethostname(),
+        help="the Node to report on (default: $NODE_NAME, else the hostname)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG"),
+        help="kubeconfig file (default: $KUBECONFIG; in a pod: the service account)",
+    )
+    p.add_argument("--once", action="store_true", help="one pass, print it, exit")
+    p.add_argument("--write", action="store_true", help="with --once: also patch the Node")
+    p.add_argument("--json", action="store_true", help="with --once: print JSON")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="port for /metrics, /healthz, /readyz (0: do not serve)",
+    )
+    p.add_argument("--poll-seconds", type=float, default=10.0, help="period of a pass")
+    p.add_argument(
+        "--max-temperature",
+        type=float,
+        default=90.0,
+        help="GPU temperature (C) at or above which a GPU is unhealthy",
+    )
+    p.add_argument(
+        "--recovery-passes",
+        type=int,
+        default=3,
+        help="consecutive clean passes before an unhealthy GPU counts as healthy again",
+    )
+    p.add_argument(
+        "--hold-down-seconds",
+        type=float,
+        default=300.0,
+        help="minimum time since a GPU's last fault before it counts as healthy again",
+    )
+    p.add_argument(
+        "--ignore-xids",
+        default=",".join(map(str, sorted(APPLICATION_XIDS))),
+        help="XIDs that do not make a GPU unhealthy (application errors)",
+    )
+    p.add_argument(
+        "--no-gfd-labels",
+        action="store_true",
+        help="leave nvidia.com/gpu.* labels to GPU Feature Discovery",
+    )
+    p.add_argument(
+        "--scripted",
+        type=Path,
+        metavar="SCENARIO.yaml",
+        help="read a scripted node instead of NVML (testenv, demos)",
+    )
+    p.set_defaults(func=run)
+
+
+def config_from(args: argparse.Namespace) -> AgentConfig:
+    ignored = frozenset(int(x) for x in str(args.ignore_xids).split(",") if x.strip())
+    policy = HealthPolicy(
+        ignored_xids=ignored,
+        max_temperature_c=args.max_temperature,
+        recovery_passes=args.recovery_passes,
+        hold_down_s=args.hold_down_seconds,
+    )
+    return AgentConfig(
+        node_name=args.node_name,
+        policy=policy,
+        poll_s=args.poll_seconds,
+        gfd_labels=not args.no_gfd_labels,
+    )
+
+
+def reader_from(args: argparse.Namespace) -> GpuReader:
+    if args.scripted is not None:
+        scenario = yaml.safe_load(args.scripted.read_text()) or {}
+        return ScriptedReader.from_scenario(scenario, time.time)
+    return NvmlReader()
+
+
+@contextlib.asynccontextmanager
+async def kube_client(kubeconfig: str | None) -> AsyncIterator[k8s.ApiClient]:
+    configuration = k8s.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await k8s_config.load_kube_config(
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    async with k8s.ApiClient(configuration=configuration) as api:
+        yield api
+
+
+def wants_cluster(args: argparse.Namespace) -> bool:
+    return bool(args.write or args.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+async def once(args: argparse.Namespace) -> int:
+    """One pass: read the Node when a cluster is at hand, write only with --write."""
+    config = config_from(args)
+    mode = "write" if args.write else ("dry-run" if wants_cluster(args) else "no-cluster")
+    async with contextlib.AsyncExitStack() as stack:
+        node_client = None
+        if mode != "no-cluster":
+            node_client = KubeNodeClient(
+                await stack.enter_async_context(kube_client(args.kubeconfig))
+            )
+        agent = Agent(reader_from(args), config, node_client, write=args.write)
+        unavailable = await agent.start()
+        if unavailable is not None:
+            if args.write:
+                await agent.report_unavailable()
+            if args.json:
+                print(
+                    json.dumps(report.to_json(config.node_name, None, unavailable, mode), indent=2)
+                )
+            else:
+                print(report.unavailable_text(config.node_name, unavailable))
+            return 0
+        try:
+            result = await agent.run_pass(wait_s=1.0)
+        finally:
+            await agent.close()
+    if args.json:
+        print(
+            json.dumps(report.to_json(config.node_name, result, None, mode), indent=2, default=str)
+        )
+    else:
+        print(report.to_text(config.node_name, result, mode))
+    return 0
+
+
+async def daemon(args: argparse.Namespace) -> int:
+    """The DaemonSet loop, serving /metrics and /healthz, until SIGTERM or SIGINT."""
+    config = config_from(args)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with kube_client(args.kubeconfig) as api:
+        agent = Agent(reader_from(args), config, KubeNodeClient(api))
+        runner = await serve(lambda: agent.status, args.metrics_port) if args.metrics_port else None
+        try:
+            await agent.run(stop)
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.write and not args.once:
+        print(
+            "queuectl agent: --write only applies with --once (the daemon always writes)",
+            file=sys.stderr,
+        )
+        return 2
+    return asyncio.run(once(args) if args.once else daemon(args))
