@@ -1,0 +1,179 @@
+"""Workload: the unit of admission, one per job (or created directly), admitted as a whole."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from queuectl.api import names
+from queuectl.api.base import (
+    INT32_MAX,
+    MAX_NAME_LENGTH,
+    Condition,
+    KubeModel,
+    Resource,
+    Rule,
+    cel_rules,
+    conditions_field,
+    is_true,
+)
+from queuectl.api.quantity import Quantity
+from queuectl.api.quota import ObjectName
+
+MAX_POD_SETS: Final = 8
+MAX_RESOURCES: Final = 16
+MAX_TOPOLOGY_DOMAINS: Final = 10_000
+MAX_TOPOLOGY_LEVELS: Final = 8
+DNS_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DEFAULT_POD_SET: Final = "main"
+
+ONE_TOPOLOGY_MODE: Final = Rule(
+    "!(has(self.required) && has(self.preferred))",
+    "set either required or preferred, not both",
+)
+POD_SET_NAMES_UNIQUE: Final = Rule(
+    "self.podSets.all(p, self.podSets.filter(x, x.name == p.name).size() == 1)",
+    "podSets names must be unique; give each pod set its own name",
+)
+
+PodSetName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+LabelKey = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
+
+
+class PodSetTopologyRequest(KubeModel):
+    """Keep a pod set inside one domain of a topology level (a node label of the Topology)."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(ONE_TOPOLOGY_MODE))
+
+    required: LabelKey | None = None
+    """All pods in ONE domain of this level, or no admission."""
+    preferred: LabelKey | None = None
+    """As close as possible, falling back to coarser levels."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PodSetTopologyRequest:
+        if self.required is not None and self.preferred is not None:
+            raise ValueError(ONE_TOPOLOGY_MODE.message)
+        return self
+
+
+class PodSet(KubeModel):
+    """Identical pods of a workload: count copies of template."""
+
+    name: PodSetName = DEFAULT_POD_SET
+    count: int = Field(default=1, ge=0, le=INT32_MAX)
+    template: dict[str, Any] = Field(
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    """A core/v1 PodTemplateSpec; its containers' requests are what the gang asks for."""
+    topology_request: PodSetTopologyRequest | None = None
+
+
+class WorkloadSpec(KubeModel):
+    """What to admit (pod sets), where to queue it, and at which priority."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(POD_SET_NAMES_UNIQUE))
+
+    pod_sets: list[PodSet] = Field(min_length=1, max_length=MAX_POD_SETS)
+    queue_name: ObjectName | None = None
+    """The LocalQueue in the workload's namespace."""
+    priority_class_name: ObjectName | None = None
+    """A WorkloadPriorityClass (or, failing that, a scheduling.k8s.io PriorityClass)."""
+    priority: int | None = Field(default=None, ge=-INT32_MAX, le=INT32_MAX)
+    """Resolved from the priority class when the workload is created."""
+    active: bool = True
+    """False deactivates it: not admitted, and evicted if running."""
+    maximum_execution_time_seconds: int | None = Field(default=None, ge=1)
+    """Admitted time after which the workload is deactivated."""
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadSpec:
+        pod_set_names = [p.name for p in self.pod_sets]
+        if len(set(pod_set_names)) != len(pod_set_names):
+            raise ValueError(POD_SET_NAMES_UNIQUE.message)
+        return self
+
+
+class TopologyDomainAssignment(KubeModel):
+    """count pods go to the domain named by values (one value per assigned level)."""
+
+    values: list[str] = Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)
+    count: int = Field(ge=1, le=INT32_MAX)
+
+
+class TopologyAssignment(KubeModel):
+    """Where the pods of a pod set go, as domains of the listed levels."""
+
+    levels: list[LabelKey] = Field(min_length=1, max_length=MAX_TOPOLOGY_LEVELS)
+    domains: list[TopologyDomainAssignment] = Field(max_length=MAX_TOPOLOGY_DOMAINS)
+
+
+class PodSetAssignment(KubeModel):
+    """The flavor per resource, the quota taken and the placement of one pod set."""
+
+    name: PodSetName
+    flavors: dict[str, str] = Field(default_factory=dict, max_length=MAX_RESOURCES)
+    """Resource name -> ResourceFlavor name."""
+    resource_usage: dict[str, Quantity] = Field(default_factory=dict, max_length=MAX_RESOURCES)
+    """Resource name -> total quota taken by all pods of the set."""
+    count: int = Field(ge=0, le=INT32_MAX)
+    topology_assignment: TopologyAssignment | None = None
+
+
+class Admission(KubeModel):
+    """Quota reserved in a ClusterQueue for this workload."""
+
+    cluster_queue: ObjectName
+    pod_set_assignments: list[PodSetAssignment] = Field(min_length=1, max_length=MAX_POD_SETS)
+
+
+class RequeueState(KubeModel):
+    """Backoff after an eviction."""
+
+    count: int = Field(default=0, ge=0)
+    requeue_at: datetime | None = None
+
+
+class PreemptionNotice(KubeModel):
+    """Set on a victim: who preempts it and when its Job gets suspended."""
+
+    preemptor: str = Field(max_length=2 * MAX_NAME_LENGTH + 1)
+    """namespace/name of the workload that needs the quota."""
+    deadline: datetime
+    reason: str | None = Field(default=None, max_length=64)
+
+
+class WorkloadStatus(KubeModel):
+    admission: Admission | None = None
+    conditions: list[Condition] = conditions_field()
+    requeue_state: RequeueState | None = None
+    preemption: PreemptionNotice | None = None
+    accumulated_past_execution_time_seconds: int | None = Field(default=None, ge=0)
+
+
+class Workload(Resource):
+    """One job's request for quota; admitted whole or not at all."""
+
+    NAMESPACED = True
+
+    kind: Literal["Workload"] = "Workload"
+    spec: WorkloadSpec
+    status: WorkloadStatus | None = None
+
+    def has_condition(self, type_: str) -> bool:
+        """Whether the condition of that type is True."""
+        return self.status is not None and is_true(self.status.conditions, type_)
+
+    @property
+    def is_admitted(self) -> bool:
+        return self.has_condition(names.COND_ADMITTED)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.has_condition(names.COND_FINISHED)
+
+    @property
+    def has_quota_reservation(self) -> bool:
+        return self.has_condition(names.COND_QUOTA_RESERVED)
