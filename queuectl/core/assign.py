@@ -1,0 +1,299 @@
+"""Flavor assignment: can this workload be admitted now, by preemption, or why not.
+
+Pod sets are taken in order; for each resource group a pod set needs, flavors are tried in the
+queue's order and the first one that fits without borrowing wins. A flavor that fits only by
+borrowing, or only by preempting, is taken at once or remembered while later flavors are tried, as
+`flavorFungibility` says. The answer is all-or-nothing over pod sets (a gang), and every "no"
+carries the resource, flavor, requested and available amounts that explain it. This same function
+serves the cycle and `explain`, and it never changes the state it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from queuectl.core import reasons
+from queuectl.core.quota import QNode, available, potential
+from queuectl.core.results import PendingInfo
+from queuectl.core.state import Charge, State
+from queuectl.core.topology import NodeUse, charge_of, place, tolerated
+from queuectl.core.types import (
+    Admission,
+    ClusterQueue,
+    Flavor,
+    FlavorResource,
+    PodSet,
+    PodSetAssignment,
+    ResourceGroup,
+    TopologyAssignment,
+    Workload,
+)
+
+Mode = Literal["fit", "borrow", "preempt"]
+# Lower rank = more useful to tell the user.
+_RANK = {
+    reasons.TOPOLOGY_PLACEMENT_FAILED: 0,
+    reasons.WAITING_FOR_QUOTA: 1,
+    reasons.EXCEEDS_MAX_QUOTA: 2,
+    reasons.NO_MATCHING_FLAVOR: 3,
+}
+
+
+@dataclass(slots=True)
+class Decision:
+    kind: Literal["fit", "preempt", "fail"]
+    admission: Admission | None = None
+    victims: list[tuple[Charge, str]] = field(default_factory=list)
+    info: PendingInfo | None = None
+    retry_at: float | None = None
+    """A protected victim comes of age then: preemption may succeed without any event."""
+    topology: bool = False
+
+
+@dataclass(slots=True)
+class _Choice:
+    flavor: str
+    mode: Mode
+    topology: TopologyAssignment | None = None
+
+
+def _ineligible(flavor: Flavor, ps: PodSet) -> str | None:
+    for k, v in ps.node_selector.items():
+        have = flavor.node_labels.get(k)
+        if have is not None and have != v:
+            return f"node selector {k}={v} conflicts with the flavor's {k}={have}"
+    if not tolerated(flavor.node_taints, flavor.tolerations + ps.tolerations):
+        return "the pod set does not tolerate the flavor's taints"
+    return None
+
+
+def place_podset(
+    st: State, flavor: Flavor, ps: PodSet, extra: NodeUse
+) -> TopologyAssignment | str | None:
+    """Node placement for a flavor with a Topology (None: the flavor has none)."""
+    if flavor.topology_name is None:
+        return None
+    topo = st.topologies.get(flavor.topology_name)
+    if topo is None:
+        return f"topology {flavor.topology_name} of flavor {flavor.name} not found"
+    used = st.node_used
+    if extra:
+        used = dict(used)
+        for node, use in extra.items():
+            merged = dict(used.get(node, {}))
+            for res, v in use.items():
+                merged[res] = merged.get(res, 0) + v
+            used[node] = merged
+    nodes = st.nodes_for(flavor, ps)
+    return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, ps.requests)
+
+
+def _merge(into: NodeUse, more: NodeUse) -> None:
+    for node, use in more.items():
+        dst = into.setdefault(node, {})
+        for res, v in use.items():
+            dst[res] = dst.get(res, 0) + v
+
+
+class _Fail(Exception):
+    def __init__(self, info: PendingInfo) -> None:
+        self.info = info
+
+
+def _choose(
+    st: State,
+    w: Workload,
+    cq: ClusterQueue,
+    node: QNode,
+    ps: PodSet,
+    group: ResourceGroup,
+    rs: list[str],
+    totals: dict[str, int],
+    acc: dict[FlavorResource, int],
+    extra: NodeUse,
+) -> _Choice:
+    borrow_choice: _Choice | None = None
+    preempt_choice: _Choice | None = None
+    worst: PendingInfo | None = None
+    skipped: list[str] = []
+    name = cq.name
+
+    def note(info: PendingInfo) -> None:
+        nonlocal worst
+        if worst is None or _RANK[info.reason] < _RANK[worst.reason]:
+            worst = info
+
+    for fq in group.flavors:
+        flavor = st.flavors[fq.name]
+        why = _ineligible(flavor, ps)
+        if why is not None:
+            skipped.append(f"{flavor.name}: {why}")
+            continue
+        fits = borrows = True
+        borrows = False
+        possible = True
+        short: tuple[FlavorResource, int, int] | None = None
+        for r in rs:
+            fr = (flavor.name, r)
+            n = acc.get(fr, 0) + totals[r]
+            a = available(node, fr)
+            if n > a:
+                fits = False
+                p = potential(node, fr)
+                if n > p:
+                    if possible:
+                        short = (fr, n, p)
+                    possible = False
+                elif short is None:
+                    short = (fr, n, a)
+            if node.usage.get(fr, 0) + n > node.subtree.get(fr, 0):
+                borrows = True
+        if fits:
+            topo = place_podset(st, flavor, ps, extra)
+            if isinstance(topo, str):
+                note(
+                    PendingInfo(
+                        w.key,
+                        reasons.TOPOLOGY_PLACEMENT_FAILED,
+                        f"quota allows flavor {flavor.name} for pod set {ps.name} but {topo}",
+                        flavor=flavor.name,
+                    )
+                )
+                if cq.preemption.any and preempt_choice is None:
+                    preempt_choice = _Choice(flavor.name, "preempt")
+                continue
+            choice = _Choice(flavor.name, "borrow" if borrows else "fit", topo)
+            if not borrows or cq.flavor_fungibility.when_can_borrow == "Borrow":
+                return choice
+            borrow_choice = borrow_choice or choice
+            continue
+        assert short is not None
+        (f, r), n, a = short
+        if possible:
+            note(
+                PendingInfo(
+                    w.key,
+                    reasons.WAITING_FOR_QUOTA,
+                    f"insufficient {r} in flavor {f}: pod set {ps.name} needs {n}, "
+                    f"{max(a, 0)} available to ClusterQueue {name} (short by {n - max(a, 0)})",
+                    resource=r,
+                    flavor=f,
+                    requested=n,
+                    available=max(a, 0),
+                    shortfall=n - max(a, 0),
+                )
+            )
+            if cq.preemption.any:
+                if cq.flavor_fungibility.when_can_preempt == "Preempt" and borrow_choice is None:
+                    return _Choice(flavor.name, "preempt")
+                preempt_choice = preempt_choice or _Choice(flavor.name, "preempt")
+        else:
+            note(
+                PendingInfo(
+                    w.key,
+                    reasons.EXCEEDS_MAX_QUOTA,
+                    f"pod set {ps.name} needs {n} {r} in flavor {f}, more than ClusterQueue {name} "
+                    f"can ever hold ({a})",
+                    resource=r,
+                    flavor=f,
+                    requested=n,
+                    available=a,
+                    shortfall=n - a,
+                )
+            )
+    if borrow_choice is not None:
+        return borrow_choice
+    if preempt_choice is not None:
+        return preempt_choice
+    if worst is None:
+        worst = PendingInfo(
+            w.key,
+            reasons.NO_MATCHING_FLAVOR,
+            f"no flavor of ClusterQueue {name} fits pod set {ps.name}: " + "; ".join(skipped),
+            resource=rs[0],
+        )
+    raise _Fail(worst)
+
+
+def assign(st: State, w: Workload, now: float) -> Decision:
+    """Decide for one pending workload whose ClusterQueue is active."""
+    from queuectl.core.preempt import search
+
+    name = w.cluster_queue
+    cq = st.queues[name]
+    node = st.tree.queues[name]
+    covering = st.tree.covering[name]
+    acc: dict[FlavorResource, int] = {}
+    extra: NodeUse = {}
+    picks: list[PodSetAssignment] = []
+    chosen: list[dict[str, str]] = []
+    needs_preempt = False
+    try:
+        for ps in w.podsets:
+            totals = {r: v * ps.count for r, v in ps.requests.items() if v > 0}
+            groups: dict[int, list[str]] = {}
+            for r in sorted(totals):
+                gi = covering.get(r)
+                if gi is None:
+                    raise _Fail(
+                        PendingInfo(
+                            w.key,
+                            reasons.NO_MATCHING_FLAVOR,
+                            f"resource {r} is not covered by ClusterQueue {name}",
+                            resource=r,
+                            requested=totals[r],
+                            available=0,
+                            shortfall=totals[r],
+                        )
+                    )
+                groups.setdefault(gi, []).append(r)
+            flavors: dict[str, str] = {}
+            topo: TopologyAssignment | None = None
+            for gi in sorted(groups):
+                rs = groups[gi]
+                choice = _choose(
+                    st, w, cq, node, ps, cq.resource_groups[gi], rs, totals, acc, extra
+                )
+                for r in rs:
+                    fr = (choice.flavor, r)
+                    acc[fr] = acc.get(fr, 0) + totals[r]
+                    flavors[r] = choice.flavor
+                if choice.mode == "preempt":
+                    needs_preempt = True
+                if choice.topology is not None and topo is None:
+                    topo = choice.topology
+                    _merge(extra, charge_of(topo, ps.requests))
+            chosen.append(flavors)
+            picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
+    except _Fail as fail:
+        return Decision(
+            "fail", info=fail.info, topology=fail.info.reason == reasons.TOPOLOGY_PLACEMENT_FAILED
+        )
+    admission = Admission(name, tuple(picks))
+    if not needs_preempt:
+        return Decision("fit", admission=admission)
+    return search(st, w, cq, node, acc, _placer(st, w, chosen), now)
+
+
+def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[], bool]:
+    """A check that every pod set with a topology flavor can be placed on the nodes as they are."""
+    todo = []
+    for ps, flavors in zip(w.podsets, chosen, strict=True):
+        for fname in dict.fromkeys(flavors.values()):
+            flavor = st.flavors[fname]
+            if flavor.topology_name is not None:
+                todo.append((flavor, ps))
+                break
+
+    def check() -> bool:
+        extra: NodeUse = {}
+        for flavor, ps in todo:
+            topo = place_podset(st, flavor, ps, extra)
+            if topo is None or isinstance(topo, str):
+                return False
+            _merge(extra, charge_of(topo, ps.requests))
+        return True
+
+    return check

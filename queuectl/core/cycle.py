@@ -1,0 +1,302 @@
+"""One admission cycle.
+
+Order of work, each step cheap when nothing happened:
+1. time-driven changes: back-offs that ended, protected victims that came of age, workloads past
+   their maximum execution time, queues draining (HoldAndDrain);
+2. nominated preemptors whose victims are all gone take the quota held for them, before anyone;
+3. parked buckets of every cohort tree where quota was freed (or nodes changed) wake up;
+4. the admission loop: one heap over the heads of all active queues, ordered by fair share (the
+   lowest weighted dominant-resource share first, compared from the top cohort down), then
+   priority, then age. Each pop evaluates one workload; the queue's next head goes back on the
+   heap. Within a cycle usage only grows, so shares only grow and a stale heap key is simply
+   recomputed and pushed again. The loop runs until no queue has a candidate left: a deep queue
+   is drained in one cycle.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from queuectl.core import reasons
+from queuectl.core.assign import assign
+from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
+from queuectl.core.quota import share_path
+from queuectl.core.results import (
+    Admitted,
+    CycleResult,
+    Eviction,
+    PendingInfo,
+    Preemption,
+)
+from queuectl.core.state import Charge, charge_for
+from queuectl.core.types import Admission, Workload
+
+if TYPE_CHECKING:
+    from queuectl.core.scheduler import Scheduler
+
+
+@dataclass(slots=True)
+class _Out:
+    admitted: list[Admitted] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    pending: list[PendingInfo] = field(default_factory=list)
+    evaluated: int = 0
+
+
+def run_cycle(s: Scheduler, now: float) -> CycleResult:
+    s.now = now
+    s.st.ensure_tree()
+    out = _Out()
+    _timers(s, now, out)
+    _settle_nominations(s, now, out)
+    _wake(s)
+    _idle_queues(s, out)
+    _admission_loop(s, now, out)
+    if s.fresh:
+        out.pending.extend(s.fresh[k] for k in sorted(s.fresh))
+        s.fresh.clear()
+    return CycleResult(
+        admitted=tuple(out.admitted),
+        preemptions=tuple(out.preemptions),
+        evictions=tuple(out.evictions),
+        pending=tuple(out.pending),
+        problems=tuple(s.st.tree.problems),
+        next_wakeup=_next_wakeup(s),
+        evaluated=out.evaluated,
+    )
+
+
+def _timers(s: Scheduler, now: float, out: _Out) -> None:
+    st = s.st
+    while s.waiting and s.waiting[0][0] <= now:
+        t, key = heapq.heappop(s.waiting)
+        if s.waiting_at.get(key) == t:
+            del s.waiting_at[key]
+            s.fresh.pop(key, None)
+            w = st.workloads[key]
+            s.pq.setdefault(w.cluster_queue, PendingQueue()).add(w)
+    while s.retries and s.retries[0][0] <= now:
+        _, cq = heapq.heappop(s.retries)
+        rq = s.pq.get(cq)
+        if rq is not None:
+            rq.unpark_all()
+    while s.deadlines and s.deadlines[0][0] <= now:
+        t, key = heapq.heappop(s.deadlines)
+        dw = st.workloads.get(key)
+        charge = st.charges.get(key)
+        if (
+            dw is None
+            or charge is None
+            or dw.max_execution_seconds is None
+            or charge.admitted_at + dw.max_execution_seconds != t
+            or key in st.evicting
+        ):
+            continue
+        st.evicting.add(key)
+        out.evictions.append(
+            Eviction(
+                key,
+                reasons.EVICTED_MAX_EXEC_TIME,
+                f"exceeded its maximum execution time of {dw.max_execution_seconds:g}s",
+            )
+        )
+    for name, spec in st.queues.items():
+        if spec.stop_policy != "HoldAndDrain":
+            continue
+        for key in sorted(st.by_cq.get(name, {})):
+            if key not in st.evicting and key not in st.victim_of:
+                st.evicting.add(key)
+                out.evictions.append(
+                    Eviction(
+                        key,
+                        reasons.EVICTED_STOPPED,
+                        f"ClusterQueue {name} is stopped (HoldAndDrain)",
+                    )
+                )
+
+
+def _settle_nominations(s: Scheduler, now: float, out: _Out) -> None:
+    """A preemptor whose victims are all gone takes the quota they held, first."""
+    st = s.st
+    ready = [p for p, victims in s.nominations.items() if not any(v in st.charges for v in victims)]
+    for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
+        w = st.workloads[key]
+        s._cancel_nomination(key)
+        if _idle_reason(s, w.cluster_queue) is None:
+            out.evaluated += 1
+            d = assign(st, w, now)
+            if d.kind == "fit" and d.admission is not None:
+                _admit(s, w, d.admission, now, out)
+                continue
+        s._enqueue(w)
+
+
+def _wake(s: Scheduler) -> None:
+    st = s.st
+    if st.all_dirty:
+        for q in s.pq.values():
+            q.unpark_all()
+    else:
+        for root in st.dirty_roots:
+            for leaf in st.tree.leaves.get(root, ()):
+                lq = s.pq.get(leaf.name)
+                if lq is not None:
+                    lq.unpark_all()
+        if st.nodes_dirty:
+            for q in s.pq.values():
+                q.unpark_all(topology_only=True)
+    st.all_dirty = st.nodes_dirty = False
+    st.dirty_roots.clear()
+
+
+def _idle_reason(s: Scheduler, cq: str) -> PendingInfo | None:
+    """Why a queue admits nothing at all (None when it is active)."""
+    st = s.st
+    spec = st.queues.get(cq)
+    if spec is None:
+        return PendingInfo("", reasons.CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue {cq} not found")
+    why = st.tree.inactive.get(cq)
+    if why is not None:
+        return PendingInfo(
+            "", reasons.CLUSTER_QUEUE_INACTIVE, f"ClusterQueue {cq} is inactive: {why}"
+        )
+    if spec.stop_policy != "None":
+        return PendingInfo(
+            "", reasons.CLUSTER_QUEUE_STOPPED, f"ClusterQueue {cq} is stopped ({spec.stop_policy})"
+        )
+    return None
+
+
+def _idle_queues(s: Scheduler, out: _Out) -> None:
+    for name in sorted(s.pq):
+        q = s.pq[name]
+        if not q.entries:
+            continue
+        info = _idle_reason(s, name)
+        if info is not None:
+            for bucket in list(q.buckets.values()):
+                report(s, q, bucket, info, out)
+
+
+def report(s: Scheduler, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: _Out) -> None:
+    """Tell every member of the bucket whose reason changed (or who never heard it)."""
+    sig = (info.reason, info.flavor, info.resource)
+    if sig != bucket.signature:
+        keys = q.members(bucket)
+        bucket.signature = sig
+    else:
+        keys = sorted(bucket.unreported)
+    bucket.unreported.clear()
+    if keys and info.flavor is not None and info.resource is not None and not info.holders:
+        cq = s.st.workloads[keys[0]].cluster_queue
+        info = replace(info, holders=s.holders(cq, info.flavor, info.resource))
+    bucket.info = info
+    out.pending.extend(replace(info, key=k) for k in keys)
+
+
+def _order(s: Scheduler, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
+    return share_path(s.st.tree.queues[cq]), head
+
+
+def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
+    st = s.st
+    heap: list[tuple[tuple[tuple[float, ...], SortKey], str]] = []
+    for name, q in s.pq.items():
+        if q.blocked_at is not None or not q.entries or _idle_reason(s, name) is not None:
+            continue
+        head = q.head()
+        if head is not None:
+            heap.append((_order(s, name, head[0]), name))
+    heapq.heapify(heap)
+    strict = {n for n, spec in st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
+    while heap:
+        key, name = heapq.heappop(heap)
+        q = s.pq[name]
+        head = q.head()
+        if head is None or q.blocked_at is not None:
+            continue
+        current = _order(s, name, head[0])
+        if current != key:
+            heapq.heappush(heap, (current, name))
+            continue
+        sk, wkey, bucket = head
+        w = st.workloads[wkey]
+        out.evaluated += 1
+        d = assign(st, w, now)
+        if d.kind == "fit" and d.admission is not None:
+            q.remove(wkey)
+            _admit(s, w, d.admission, now, out)
+        elif d.kind == "preempt":
+            q.remove(wkey)
+            _nominate(s, w, d.victims, now, out)
+        else:
+            assert d.info is not None
+            report(s, q, bucket, d.info, out)
+            bucket.topology = d.topology
+            if name in strict:
+                q.blocked_at = sk
+            else:
+                q.park(bucket)
+            if d.retry_at is not None:
+                heapq.heappush(s.retries, (d.retry_at, name))
+        nxt = q.head()
+        if nxt is not None and q.blocked_at is None:
+            heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+
+
+def _admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: _Out) -> None:
+    s.st.admit(charge_for(w, admission, now))
+    s.st.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
+    s._track_deadline(w.key)
+    out.admitted.append(Admitted(w.key, admission))
+
+
+def _nominate(
+    s: Scheduler, w: Workload, victims: list[tuple[Charge, str]], now: float, out: _Out
+) -> None:
+    st = s.st
+    keys = sorted(c.key for c, _ in victims)
+    s.nominations[w.key] = set(keys)
+    for c, reason in sorted(victims, key=lambda v: v[0].key):
+        st.victim_of[c.key] = w.key
+        vw = st.workloads.get(c.key)
+        grace = vw.preemption_grace_seconds if vw is not None else 0.0
+        out.preemptions.append(
+            Preemption(
+                c.key,
+                w.key,
+                reason,
+                f"preempted to make room for {w.key} (priority {w.priority}) in ClusterQueue "
+                f"{w.cluster_queue}: {_why(reason)}",
+                deadline=now + grace,
+            )
+        )
+    info = PendingInfo(
+        w.key,
+        reasons.WAITING_FOR_PREEMPTED,
+        f"waiting for {len(keys)} preempted workload(s) to stop: {', '.join(keys)}",
+        victims=tuple(keys),
+    )
+    s.nominated_info[w.key] = info
+    out.pending.append(info)
+
+
+def _why(reason: str) -> str:
+    return {
+        reasons.PREEMPTED_WITHIN_CQ: "lower priority in the same ClusterQueue",
+        reasons.PREEMPTED_RECLAIM: "its ClusterQueue borrows quota the preemptor's queue reclaims",
+        reasons.PREEMPTED_BORROW: "lower priority, and the preemptor may borrow over it",
+    }[reason]
+
+
+def _next_wakeup(s: Scheduler) -> float | None:
+    times = []
+    while s.waiting and s.waiting_at.get(s.waiting[0][1]) != s.waiting[0][0]:
+        heapq.heappop(s.waiting)
+    for h in (s.waiting, s.retries, s.deadlines):
+        if h:
+            times.append(h[0][0])
+    return min(times) if times else None

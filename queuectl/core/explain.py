@@ -1,0 +1,106 @@
+"""Why is this workload where it is: the cycle's own reasoning, replayed without side effects."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from queuectl.core import reasons
+from queuectl.core.assign import assign
+from queuectl.core.results import Explanation, PendingInfo
+
+if TYPE_CHECKING:
+    from queuectl.core.scheduler import Scheduler
+
+
+def pending_info(s: Scheduler, key: str) -> PendingInfo | None:
+    """The last reason known for a pending workload (None if admitted or unknown)."""
+    from queuectl.core.cycle import _idle_reason
+
+    st = s.st
+    w = st.workloads.get(key)
+    if w is None or key in st.charges:
+        return None
+    if key in s.nominated_info:
+        return s.nominated_info[key]
+    if key in s.fresh:
+        return s.fresh[key]
+    if key in s.inactive:
+        return PendingInfo(key, reasons.INACTIVE, "the workload is not active")
+    if key in s.waiting_at:
+        return PendingInfo(
+            key, reasons.PENDING, f"requeued; backing off until {s.waiting_at[key]:.3f}"
+        )
+    idle = _idle_reason(s, w.cluster_queue)
+    if idle is not None:
+        return replace(idle, key=key)
+    q = s.pq.get(w.cluster_queue)
+    entry = q.entries.get(key) if q is not None else None
+    if q is not None and entry is not None:
+        bucket = q.buckets.get(entry[1])
+        if bucket is not None and bucket.info is not None:
+            return replace(bucket.info, key=key)
+    return PendingInfo(key, reasons.PENDING, "not evaluated yet")
+
+
+def explain(s: Scheduler, key: str, now: float) -> Explanation:
+    st = s.st
+    st.ensure_tree()
+    w = st.workloads.get(key)
+    if w is None:
+        return Explanation(key, "unknown")
+    charge = st.charges.get(key)
+    if charge is not None:
+        return Explanation(key, "admitted", admission=charge.admission)
+    if key in s.nominations:
+        return Explanation(
+            key,
+            "nominated",
+            pending=s.nominated_info.get(key),
+            preemption_possible=True,
+            would_evict=tuple(sorted(s.nominations[key])),
+        )
+    if key in s.inactive:
+        return Explanation(key, "inactive", pending=pending_info(s, key))
+    info = pending_info(s, key)
+    if key in s.waiting_at or (
+        info is not None
+        and info.reason
+        in (
+            reasons.CLUSTER_QUEUE_NOT_FOUND,
+            reasons.CLUSTER_QUEUE_INACTIVE,
+            reasons.CLUSTER_QUEUE_STOPPED,
+        )
+    ):
+        return Explanation(key, "pending", pending=info)
+    d = assign(st, w, now)
+    if d.kind == "fit":
+        return Explanation(
+            key,
+            "pending",
+            pending=PendingInfo(
+                key,
+                reasons.PENDING,
+                "fits now: the next cycle admits it unless someone ahead takes the quota first",
+            ),
+            admission=d.admission,
+        )
+    if d.kind == "preempt":
+        victims = tuple(sorted(c.key for c, _ in d.victims))
+        return Explanation(
+            key,
+            "pending",
+            pending=PendingInfo(
+                key,
+                reasons.PENDING,
+                f"fits by preempting {len(victims)} workload(s): {', '.join(victims)}",
+                victims=victims,
+            ),
+            preemption_possible=True,
+            would_evict=victims,
+        )
+    assert d.info is not None
+    result = d.info
+    if result.flavor is not None and result.resource is not None:
+        result = replace(result, holders=s.holders(w.cluster_queue, result.flavor, result.resource))
+    return Explanation(key, "pending", pending=result)

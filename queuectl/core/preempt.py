@@ -1,0 +1,162 @@
+"""Choosing victims: the fewest, lowest-priority, most recently admitted that make room.
+
+Candidates come from the preemptor's own queue (withinClusterQueue) and from queues of the same
+cohort tree that are borrowing the contended quota (reclaimWithinCohort when the preemptor would
+stay within its own quota, borrowWithinCohort when it would itself borrow). Reclaim only ever
+takes from a queue while it is over its own quota, so it takes back borrowed quota and nothing
+else, and the preemptor, then within its quota, can never be reclaimed from in turn: no loops.
+
+Candidates are removed in order (other queues before our own, the largest fair share first, then
+lowest priority, then newest) until the preemptor fits; then each victim but the last is put back
+if the preemptor still fits without taking it. No fit, no preemption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from queuectl.core import reasons
+from queuectl.core.quota import QNode, available, share
+from queuectl.core.results import PendingInfo
+from queuectl.core.state import Charge, State
+from queuectl.core.types import ClusterQueue, FlavorResource, Workload
+
+if TYPE_CHECKING:
+    from queuectl.core.assign import Decision
+
+
+def _borrowing(node: QNode, frs: set[FlavorResource]) -> bool:
+    return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in frs)
+
+
+def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
+    return all(n <= available(node, fr) for fr, n in need.items())
+
+
+def search(
+    st: State,
+    w: Workload,
+    cq: ClusterQueue,
+    node: QNode,
+    need: dict[FlavorResource, int],
+    placeable: Callable[[], bool],
+    now: float,
+) -> Decision:
+    from queuectl.core.assign import Decision
+
+    frs = set(need)
+    policy = cq.preemption
+    would_borrow = any(
+        node.usage.get(fr, 0) + n > node.subtree.get(fr, 0) for fr, n in need.items()
+    )
+    retry: float | None = None
+    cands: list[tuple[tuple[int, float, int, float, float, str], Charge, str]] = []
+
+    def usable(c: Charge) -> bool:
+        nonlocal retry
+        if c.key in st.victim_of or c.key in st.evicting or not frs.intersection(c.usage):
+            return False
+        end = c.admitted_at + c.min_runtime
+        if now < end:
+            retry = end if retry is None else min(retry, end)
+            return False
+        return True
+
+    within = policy.within_cluster_queue
+    if within != "Never":
+        for c in st.by_cq.get(cq.name, {}).values():
+            lower = c.priority < w.priority or (
+                within == "LowerOrNewerEqualPriority"
+                and c.priority == w.priority
+                and c.created > w.created
+            )
+            if lower and usable(c):
+                cands.append(
+                    ((1, 0.0, c.priority, -c.admitted_at, -c.created, c.key), c, reasons.PREEMPTED_WITHIN_CQ)
+                )
+    if node.parent is not None:
+        bw = policy.borrow_within_cohort
+        for other in st.tree.leaves.get(node.root, ()):
+            if other is node or not _borrowing(other, frs):
+                continue
+            weight = share(other)
+            for c in st.by_cq.get(other.name, {}).values():
+                if would_borrow:
+                    ok = (
+                        bw.policy == "LowerPriority"
+                        and c.priority < w.priority
+                        and (
+                            bw.max_priority_threshold is None
+                            or c.priority <= bw.max_priority_threshold
+                        )
+                    )
+                    reason = reasons.PREEMPTED_BORROW
+                else:
+                    rc = policy.reclaim_within_cohort
+                    ok = rc == "Any" or (rc == "LowerPriority" and c.priority < w.priority)
+                    reason = reasons.PREEMPTED_RECLAIM
+                if ok and usable(c):
+                    cands.append(((0, -weight, c.priority, -c.admitted_at, -c.created, c.key), c, reason))
+    cands.sort(key=lambda t: t[0])
+
+    def fits() -> bool:
+        return _fits(node, need) and placeable()
+
+    removed: list[tuple[Charge, str]] = []
+    found = False
+    for _, c, reason in cands:
+        if reason != reasons.PREEMPTED_WITHIN_CQ:
+            owner = st.tree.queues[c.cq]
+            if not _borrowing(owner, frs.intersection(c.usage)):
+                continue  # that queue is back within its own quota: nothing borrowed left to take
+        st.apply(c, -1, mark=False)
+        removed.append((c, reason))
+        if fits():
+            found = True
+            break
+    if not found:
+        for c, _ in reversed(removed):
+            st.apply(c, 1, mark=False)
+        return Decision("fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry)
+    victims = list(removed)
+    for i in range(len(removed) - 2, -1, -1):
+        c, reason = removed[i]
+        st.apply(c, 1, mark=False)
+        if fits():
+            victims.remove((c, reason))
+        else:
+            st.apply(c, -1, mark=False)
+    for c, _ in victims:
+        st.apply(c, 1, mark=False)
+    return Decision("preempt", victims=victims, retry_at=retry)
+
+
+def _no_victims(
+    w: Workload,
+    cq: ClusterQueue,
+    need: dict[FlavorResource, int],
+    node: QNode,
+    cands: list[tuple[tuple[int, float, int, float, float, str], Charge, str]],
+) -> PendingInfo:
+    for fr, n in sorted(need.items()):
+        a = max(0, available(node, fr))
+        if n > a:
+            flavor, res = fr
+            why = "no preemption would make it fit" if cands else "no workload may be preempted"
+            return PendingInfo(
+                w.key,
+                reasons.WAITING_FOR_QUOTA,
+                f"insufficient {res} in flavor {flavor}: needs {n}, {a} available to "
+                f"ClusterQueue {cq.name} (short by {n - a}); {why}",
+                resource=res,
+                flavor=flavor,
+                requested=n,
+                available=a,
+                shortfall=n - a,
+            )
+    return PendingInfo(
+        w.key,
+        reasons.TOPOLOGY_PLACEMENT_FAILED,
+        "quota allows it but no node placement exists, even after preemption",
+    )

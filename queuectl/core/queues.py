@@ -1,0 +1,151 @@
+"""Pending workloads of one ClusterQueue, grouped into buckets of identical shape.
+
+Two workloads of the same shape (same pod sets, requests and placement constraints) in the same
+queue get the same answer from the quota tree, and within one cycle availability only shrinks. So
+when the best workload of a bucket cannot be admitted, nobody behind it in that bucket can be
+either (a later one has lower or equal priority, so it also has no more preemption candidates):
+the whole bucket is parked at once, and stays parked until an event could change the answer.
+That is what keeps a cycle from re-evaluating thousands of hopeless workloads.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from queuectl.core.results import PendingInfo
+from queuectl.core.types import Workload
+
+SortKey = tuple[int, int, float, str]
+Shape = Hashable
+
+
+def sort_key(w: Workload) -> SortKey:
+    """Higher priority first, then requeued-at-front, then older, then by key for determinism."""
+    return (-w.priority, 0 if w.front else 1, w.created, w.key)
+
+
+def shape_of(w: Workload) -> Shape:
+    return tuple(
+        (
+            ps.count,
+            tuple(sorted(ps.requests.items())),
+            ps.topology,
+            tuple(sorted(ps.node_selector.items())),
+            ps.tolerations,
+        )
+        for ps in w.podsets
+    )
+
+
+@dataclass(slots=True, eq=False)
+class Bucket:
+    shape: Shape
+    heap: list[tuple[SortKey, str]] = field(default_factory=list)
+    parked: bool = False
+    info: PendingInfo | None = None
+    """Why the last evaluated member could not be admitted (applies to every member)."""
+    signature: tuple[str, str | None, str | None] | None = None
+    unreported: set[str] = field(default_factory=set)
+    """Members that have not been told `info` yet."""
+    topology: bool = False
+    """Parked because of node placement: node events unpark it."""
+
+
+class PendingQueue:
+    """Priority-then-age order over buckets, with lazy deletion."""
+
+    __slots__ = ("blocked_at", "buckets", "entries", "heap")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[SortKey, Shape]] = {}
+        self.buckets: dict[Shape, Bucket] = {}
+        self.heap: list[tuple[SortKey, Shape]] = []
+        self.blocked_at: SortKey | None = None
+        """StrictFIFO: this head could not be admitted; nothing moves until an event."""
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def add(self, w: Workload) -> None:
+        if w.key in self.entries:
+            self.remove(w.key)
+        sk = sort_key(w)
+        shape = shape_of(w)
+        self.entries[w.key] = (sk, shape)
+        bucket = self.buckets.get(shape)
+        if bucket is None:
+            bucket = self.buckets[shape] = Bucket(shape)
+        head = self._bucket_head(bucket)
+        heapq.heappush(bucket.heap, (sk, w.key))
+        bucket.unreported.add(w.key)
+        if bucket.parked and (head is None or sk < head[0]):
+            # A new best member may have preemption candidates the parked head had not.
+            bucket.parked = False
+        if not bucket.parked and (head is None or sk < head[0]):
+            heapq.heappush(self.heap, (sk, shape))
+        if self.blocked_at is not None and sk < self.blocked_at:
+            self.blocked_at = None
+
+    def remove(self, key: str) -> bool:
+        entry = self.entries.pop(key, None)
+        if entry is None:
+            return False
+        bucket = self.buckets.get(entry[1])
+        if bucket is not None:
+            bucket.unreported.discard(key)
+            head = self._bucket_head(bucket)
+            if head is None:
+                del self.buckets[entry[1]]
+            elif not bucket.parked:
+                heapq.heappush(self.heap, (head[0], entry[1]))
+        return True
+
+    def _bucket_head(self, bucket: Bucket) -> tuple[SortKey, str] | None:
+        h = bucket.heap
+        while h:
+            sk, key = h[0]
+            entry = self.entries.get(key)
+            if entry is not None and entry[0] == sk and entry[1] == bucket.shape:
+                return h[0]
+            heapq.heappop(h)
+        return None
+
+    def head(self) -> tuple[SortKey, str, Bucket] | None:
+        """The best workload of any unparked bucket."""
+        h = self.heap
+        while h:
+            sk, shape = h[0]
+            bucket = self.buckets.get(shape)
+            if bucket is not None and not bucket.parked:
+                bh = self._bucket_head(bucket)
+                if bh is not None and bh[0] == sk:
+                    return sk, bh[1], bucket
+            heapq.heappop(h)
+        return None
+
+    def members(self, bucket: Bucket) -> list[str]:
+        return [
+            k for _, k in bucket.heap if k in self.entries and self.entries[k][1] == bucket.shape
+        ]
+
+    def park(self, bucket: Bucket) -> None:
+        bucket.parked = True
+
+    def unpark(self, bucket: Bucket) -> None:
+        if bucket.parked:
+            bucket.parked = False
+            head = self._bucket_head(bucket)
+            if head is not None:
+                heapq.heappush(self.heap, (head[0], bucket.shape))
+
+    def unpark_all(self, topology_only: bool = False) -> None:
+        for bucket in self.buckets.values():
+            if not topology_only or bucket.topology:
+                self.unpark(bucket)
+        if not topology_only:
+            self.blocked_at = None

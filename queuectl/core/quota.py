@@ -1,0 +1,185 @@
+"""The quota tree: cohorts of any depth with ClusterQueues as leaves.
+
+Every node keeps, per (flavor, resource):
+- `subtree`: its nominal quota plus what its children lend it (child subtree minus the part the
+  child keeps for itself when it has a lendingLimit);
+- `guaranteed`: the part of `subtree` only this node's subtree may use (subtree - lendingLimit);
+- `usage`: for a queue, the sum of what its admitted workloads hold; for a cohort, what its children
+  use beyond their guaranteed part (so a child's own guaranteed quota never shows up upstairs).
+
+`available(node)` is what the node could take now: its unused guaranteed part plus what its parent
+could give it, capped by its borrowingLimit. The invariant the scheduler keeps, and the property
+tests check independently: at every node usage fits that node's limits (see `violations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from queuectl.core.types import FlavorResource
+
+
+class QNode:
+    """One node of the tree: a cohort or a ClusterQueue."""
+
+    __slots__ = (
+        "blimit",
+        "children",
+        "guaranteed",
+        "is_queue",
+        "llimit",
+        "name",
+        "nominal",
+        "parent",
+        "subtree",
+        "usage",
+        "weight",
+    )
+
+    def __init__(self, name: str, is_queue: bool, weight: float = 1.0) -> None:
+        self.name = name
+        self.is_queue = is_queue
+        self.weight = weight if weight > 0 else 1.0
+        self.parent: QNode | None = None
+        self.children: list[QNode] = []
+        self.nominal: dict[FlavorResource, int] = {}
+        self.blimit: dict[FlavorResource, int] = {}
+        self.llimit: dict[FlavorResource, int] = {}
+        self.subtree: dict[FlavorResource, int] = {}
+        self.guaranteed: dict[FlavorResource, int] = {}
+        self.usage: dict[FlavorResource, int] = {}
+
+    @property
+    def root(self) -> QNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def borrowed(self, fr: FlavorResource) -> int:
+        """What this node uses beyond its own subtree quota."""
+        return max(0, self.usage.get(fr, 0) - self.subtree.get(fr, 0))
+
+
+def compute_subtree(node: QNode) -> None:
+    """Fill `subtree` and `guaranteed` bottom-up from nominal quotas and lending limits."""
+    for child in node.children:
+        compute_subtree(child)
+    subtree = dict(node.nominal)
+    for child in node.children:
+        for fr, quota in child.subtree.items():
+            lent = quota - child.guaranteed.get(fr, 0)
+            subtree[fr] = subtree.get(fr, 0) + lent
+    node.subtree = subtree
+    guaranteed: dict[FlavorResource, int] = {}
+    if node.parent is not None:
+        for fr, limit in node.llimit.items():
+            quota = subtree.get(fr, 0)
+            if quota > limit:
+                guaranteed[fr] = quota - limit
+    node.guaranteed = guaranteed
+
+
+def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
+    """Add `delta` to a queue's usage and carry the part beyond guaranteed up the tree."""
+    while node is not None and delta:
+        g = node.guaranteed.get(fr, 0)
+        before = node.usage.get(fr, 0)
+        after = before + delta
+        if after:
+            node.usage[fr] = after
+        else:
+            node.usage.pop(fr, None)
+        if not g:
+            node = node.parent
+            continue
+        delta = max(0, after - g) - max(0, before - g)
+        node = node.parent
+
+
+def available(node: QNode, fr: FlavorResource) -> int:
+    """What `node` could take of `fr` right now without breaking any limit up the tree."""
+    chain: list[QNode] = []
+    cur: QNode | None = node
+    while cur is not None:
+        chain.append(cur)
+        cur = cur.parent
+    root = chain.pop()
+    avail = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+    while chain:
+        n = chain.pop()
+        g = n.guaranteed.get(fr, 0)
+        u = n.usage.get(fr, 0)
+        limit = n.blimit.get(fr)
+        if limit is not None:
+            stored = n.subtree.get(fr, 0) - g
+            in_parent = u - g if u > g else 0
+            cap = stored - in_parent + limit
+            if cap < avail:
+                avail = cap
+        avail += g - u if g > u else 0
+    return avail
+
+
+def potential(node: QNode, fr: FlavorResource) -> int:
+    """What `node` could take of `fr` if nobody else used anything: the most it can ever hold."""
+    chain: list[QNode] = []
+    cur: QNode | None = node
+    while cur is not None:
+        chain.append(cur)
+        cur = cur.parent
+    root = chain.pop()
+    avail = root.subtree.get(fr, 0)
+    while chain:
+        n = chain.pop()
+        g = n.guaranteed.get(fr, 0)
+        limit = n.blimit.get(fr)
+        if limit is not None:
+            avail = min(avail, n.subtree.get(fr, 0) - g + limit)
+        avail += g
+    return avail
+
+
+def share(node: QNode) -> float:
+    """Weighted dominant-resource share: the largest fraction of its parent's pool it borrows."""
+    parent = node.parent
+    if parent is None:
+        return 0.0
+    best = 0.0
+    for fr, used in node.usage.items():
+        over = used - node.subtree.get(fr, 0)
+        if over <= 0:
+            continue
+        pool = parent.subtree.get(fr, 0)
+        frac = over / pool if pool > 0 else float(over)
+        if frac > best:
+            best = frac
+    return best / node.weight
+
+
+def share_path(node: QNode) -> tuple[float, ...]:
+    """Shares from the top cohort's child down to the queue; lexicographic order = tournament."""
+    shares: list[float] = []
+    cur: QNode | None = node
+    while cur is not None and cur.parent is not None:
+        shares.append(share(cur))
+        cur = cur.parent
+    shares.reverse()
+    return tuple(shares)
+
+
+def violations(nodes: Iterable[QNode]) -> list[str]:
+    """Every node whose usage breaks its limits (empty when the tree is sound)."""
+    out: list[str] = []
+    for n in nodes:
+        for fr, u in n.usage.items():
+            if u < 0:
+                out.append(f"{n.name} {fr}: negative usage {u}")
+            if n.parent is None:
+                if u > n.subtree.get(fr, 0):
+                    out.append(f"{n.name} {fr}: usage {u} > quota {n.subtree.get(fr, 0)}")
+                continue
+            limit = n.blimit.get(fr)
+            if limit is not None and u > n.subtree.get(fr, 0) + limit:
+                out.append(f"{n.name} {fr}: usage {u} > quota+borrowingLimit")
+    return out

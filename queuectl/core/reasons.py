@@ -1,0 +1,24 @@
+"""Reason spellings the core emits.
+
+Copies of `queuectl.api.names` REASON_* values: the core may not import the api package, and a
+unit test keeps the two equal.
+"""
+
+from typing import Final
+
+PENDING: Final = "Pending"
+WAITING_FOR_QUOTA: Final = "WaitingForQuota"
+EXCEEDS_MAX_QUOTA: Final = "ExceedsMaxQuota"
+NO_MATCHING_FLAVOR: Final = "NoMatchingFlavor"
+TOPOLOGY_PLACEMENT_FAILED: Final = "TopologyPlacementFailed"
+WAITING_FOR_PREEMPTED: Final = "WaitingForPreemptedWorkloads"
+INACTIVE: Final = "Inactive"
+CLUSTER_QUEUE_STOPPED: Final = "ClusterQueueStopped"
+CLUSTER_QUEUE_NOT_FOUND: Final = "ClusterQueueNotFound"
+CLUSTER_QUEUE_INACTIVE: Final = "ClusterQueueInactive"
+INVALID_SPEC: Final = "InvalidSpec"
+PREEMPTED_RECLAIM: Final = "InCohortReclamation"
+PREEMPTED_WITHIN_CQ: Final = "InClusterQueue"
+PREEMPTED_BORROW: Final = "InCohortReclaimWhileBorrowing"
+EVICTED_STOPPED: Final = "ClusterQueueStopped"
+EVICTED_MAX_EXEC_TIME: Final = "MaximumExecutionTimeExceeded"

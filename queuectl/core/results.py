@@ -1,0 +1,104 @@
+"""What a cycle (and `explain`) answers: plain frozen dataclasses the controller writes out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from queuectl.core.types import Admission, FlavorResource
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    key: str
+    admission: Admission
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    victim: str
+    preemptor: str
+    reason: str
+    """InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing"""
+    message: str
+    deadline: float
+    """now + the victim's preemption grace period: when its Job is suspended."""
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    key: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHolding:
+    """A queue that holds part of a contended (flavor, resource)."""
+
+    cluster_queue: str
+    usage: int
+    borrowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInfo:
+    key: str
+    reason: str
+    message: str
+    resource: str | None = None
+    flavor: str | None = None
+    requested: int | None = None
+    available: int | None = None
+    shortfall: int | None = None
+    holders: tuple[QueueHolding, ...] = ()
+    victims: tuple[str, ...] = ()
+    """For WaitingForPreemptedWorkloads: the victims still draining."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    kind: str
+    """Cohort | ClusterQueue"""
+    name: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    admitted: tuple[Admitted, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    pending: tuple[PendingInfo, ...] = ()
+    """Only workloads whose reason changed; `Scheduler.pending_info` has the rest."""
+    problems: tuple[Problem, ...] = ()
+    next_wakeup: float | None = None
+    evaluated: int = 0
+    """Admission attempts made (a measure of work, for metrics and the benchmark)."""
+
+
+ExplainState = Literal["admitted", "pending", "nominated", "inactive", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    key: str
+    state: ExplainState
+    pending: PendingInfo | None = None
+    admission: Admission | None = None
+    preemption_possible: bool = False
+    would_evict: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    name: str
+    active: bool
+    problem: str | None
+    pending: int
+    admitted: int
+    usage: Mapping[FlavorResource, int] = field(default_factory=dict)
+    borrowed: Mapping[FlavorResource, int] = field(default_factory=dict)
+    weighted_share: float = 0.0

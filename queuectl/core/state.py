@@ -1,0 +1,183 @@
+"""What the core knows: specs, the quota tree, admitted charges and per-node usage.
+
+`State` owns every mutation of usage, so the tree and the per-node counts can never disagree with
+the set of charges. Assignment and preemption read it and simulate on it (apply/unapply), always
+restoring what they touched before they return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from queuectl.core.quota import QNode, add_usage
+from queuectl.core.topology import NodeUse, charge_of, node_capacity, tolerated
+from queuectl.core.tree import Tree, build
+from queuectl.core.types import (
+    Admission,
+    ClusterQueue,
+    Cohort,
+    Flavor,
+    FlavorResource,
+    Node,
+    PodSet,
+    Topology,
+    Workload,
+)
+
+
+@dataclass(slots=True, eq=False)
+class Charge:
+    """An admitted workload's hold on quota and nodes (it stays while the workload drains)."""
+
+    key: str
+    cq: str
+    usage: dict[FlavorResource, int]
+    nodes: NodeUse
+    priority: int
+    created: float
+    admitted_at: float
+    min_runtime: float
+    admission: Admission
+
+
+def charge_for(w: Workload, admission: Admission, admitted_at: float) -> Charge:
+    usage: dict[FlavorResource, int] = {}
+    nodes: NodeUse = {}
+    per_pod = {ps.name: ps.requests for ps in w.podsets}
+    for psa in admission.podsets:
+        for res, amount in psa.usage.items():
+            flavor = psa.flavors.get(res)
+            if flavor is None or amount <= 0:
+                continue
+            fr = (flavor, res)
+            usage[fr] = usage.get(fr, 0) + amount
+        if psa.topology is not None:
+            for node, use in charge_of(psa.topology, per_pod.get(psa.name, {})).items():
+                into = nodes.setdefault(node, {})
+                for res, v in use.items():
+                    into[res] = into.get(res, 0) + v
+    return Charge(
+        key=w.key,
+        cq=admission.cluster_queue,
+        usage=usage,
+        nodes=nodes,
+        priority=w.priority,
+        created=w.created,
+        admitted_at=admitted_at,
+        min_runtime=w.minimum_runtime_seconds,
+        admission=admission,
+    )
+
+
+@dataclass(slots=True)
+class State:
+    flavors: dict[str, Flavor] = field(default_factory=dict)
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    cohorts: dict[str, Cohort] = field(default_factory=dict)
+    queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    capacity: dict[str, dict[str, int]] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    charges: dict[str, Charge] = field(default_factory=dict)
+    by_cq: dict[str, dict[str, Charge]] = field(default_factory=dict)
+    ghosts: dict[str, list[Charge]] = field(default_factory=dict)
+    """preemptor -> charges of victims already gone, held for it"""
+    victim_of: dict[str, str] = field(default_factory=dict)
+    """victim -> preemptor, while the victim drains"""
+    evicting: set[str] = field(default_factory=set)
+    """admitted workloads already told to stop (drain, max execution time)"""
+    node_used: NodeUse = field(default_factory=dict)
+    tree: Tree = field(default_factory=Tree)
+    stale_tree: bool = True
+    dirty_roots: set[QNode] = field(default_factory=set)
+    all_dirty: bool = True
+    nodes_dirty: bool = False
+    flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
+
+    # --- tree -------------------------------------------------------------------------------
+    def ensure_tree(self) -> None:
+        if not self.stale_tree:
+            return
+        self.tree = build(self.cohorts, self.queues, self.flavors)
+        for charge in self.charges.values():
+            self._tree_usage(charge, 1)
+        for held in self.ghosts.values():
+            for charge in held:
+                self._tree_usage(charge, 1)
+        self.stale_tree = False
+        self.all_dirty = True
+        self.dirty_roots.clear()
+
+    def _tree_usage(self, charge: Charge, sign: int, mark: bool = True) -> None:
+        node = self.tree.queues.get(charge.cq)
+        if node is None:
+            return
+        for fr, v in charge.usage.items():
+            add_usage(node, fr, sign * v)
+        if sign < 0 and mark:
+            self.dirty_roots.add(node.root)
+
+    def root_of(self, cq: str) -> QNode | None:
+        node = self.tree.queues.get(cq)
+        return node.root if node is not None else None
+
+    # --- usage ------------------------------------------------------------------------------
+    def apply(self, charge: Charge, sign: int = 1, mark: bool = True) -> None:
+        """Add (sign=1) or take away (sign=-1) a charge's usage, in the tree and on nodes.
+
+        Taking usage away marks its tree (and the nodes) as changed so that parked workloads
+        are looked at again; simulations pass `mark=False` since they put it back.
+        """
+        self._tree_usage(charge, sign, mark)
+        for node, use in charge.nodes.items():
+            into = self.node_used.setdefault(node, {})
+            for res, v in use.items():
+                into[res] = into.get(res, 0) + sign * v
+        if sign < 0 and charge.nodes and mark:
+            self.nodes_dirty = True
+
+    def admit(self, charge: Charge) -> None:
+        self.charges[charge.key] = charge
+        self.by_cq.setdefault(charge.cq, {})[charge.key] = charge
+        self.apply(charge, 1)
+
+    def drop(self, key: str) -> Charge | None:
+        """Forget an admitted workload's charge without touching usage (caller decides)."""
+        charge = self.charges.pop(key, None)
+        if charge is not None:
+            held = self.by_cq.get(charge.cq)
+            if held is not None:
+                held.pop(key, None)
+                if not held:
+                    del self.by_cq[charge.cq]
+        return charge
+
+    # --- nodes ------------------------------------------------------------------------------
+    def set_node(self, node: Node | None, name: str) -> None:
+        if node is None:
+            self.nodes.pop(name, None)
+            self.capacity.pop(name, None)
+        else:
+            self.nodes[name] = node
+            self.capacity[name] = node_capacity(node)
+        self.flavor_nodes.clear()
+        self.nodes_dirty = True
+
+    def nodes_for(self, flavor: Flavor, ps: PodSet) -> list[Node]:
+        """Schedulable nodes of a flavor that also match the pod set's selector and tolerations."""
+        base = self.flavor_nodes.get(flavor.name)
+        if base is None:
+            base = [
+                n
+                for _, n in sorted(self.nodes.items())
+                if not n.unschedulable
+                and all(n.labels.get(k) == v for k, v in flavor.node_labels.items())
+            ]
+            self.flavor_nodes[flavor.name] = base
+        tols = flavor.tolerations + ps.tolerations
+        return [
+            n
+            for n in base
+            if all(n.labels.get(k) == v for k, v in ps.node_selector.items())
+            and tolerated(n.taints, tols)
+        ]

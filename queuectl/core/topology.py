@@ -1,0 +1,213 @@
+"""Placing a gang on real nodes inside one topology domain.
+
+Quota says whether a workload may run; this module says whether the nodes can hold it, counting
+free capacity per node (a 16-GPU gang does not fit two racks with 8 free GPUs each when rack is
+required). Best fit at every level: the smallest domain that holds the pods, so that large domains
+stay whole for large gangs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from queuectl.core.types import (
+    GPU,
+    DomainAssignment,
+    Node,
+    Taint,
+    Toleration,
+    TopologyAssignment,
+    TopologyRequest,
+)
+
+NodeUse = dict[str, dict[str, int]]
+"""node name -> resource -> amount"""
+
+_HARD_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
+    """True when every hard taint is tolerated."""
+    return all(
+        taint.effect not in _HARD_EFFECTS or any(t.tolerates(taint) for t in tolerations)
+        for taint in taints
+    )
+
+
+def node_capacity(node: Node) -> dict[str, int]:
+    """Allocatable, with GPUs capped at the healthy count the agent reports."""
+    cap = dict(node.allocatable)
+    if node.healthy_gpus is not None and GPU in cap:
+        cap[GPU] = min(cap[GPU], max(0, node.healthy_gpus))
+    return cap
+
+
+def pods_fit(
+    node: Node,
+    capacity: Mapping[str, int],
+    used: Mapping[str, int],
+    per_pod: Mapping[str, int],
+    limit: int,
+) -> int:
+    """How many pods of `per_pod` the node still holds (at most `limit`).
+
+    Only resources the node reports are checked; a node that reports `pods` also caps the count.
+    """
+    best = limit
+    for res, want in per_pod.items():
+        if want <= 0 or res not in capacity:
+            continue
+        free = capacity[res] - node.used.get(res, 0) - used.get(res, 0)
+        n = free // want if free > 0 else 0
+        if n < best:
+            best = n
+    if "pods" in capacity and "pods" not in per_pod:
+        free = capacity["pods"] - node.used.get("pods", 0) - used.get("pods", 0)
+        best = min(best, max(0, free))
+    return max(0, best)
+
+
+@dataclass(slots=True)
+class _Slot:
+    node: Node
+    cap: int
+
+
+def _label(node: Node, key: str) -> str:
+    return node.labels.get(key, "")
+
+
+def _distribute(
+    slots: list[_Slot], count: int, levels: Sequence[str], depth: int
+) -> list[tuple[_Slot, int]]:
+    """Spread `count` pods over `slots` (total cap >= count), best fit at each finer level."""
+    if depth >= len(levels):
+        groups: dict[str, list[_Slot]] = {s.node.name: [s] for s in slots}
+    else:
+        groups = {}
+        for s in slots:
+            groups.setdefault(_label(s.node, levels[depth]), []).append(s)
+    caps = {k: sum(s.cap for s in g) for k, g in groups.items()}
+    out: list[tuple[_Slot, int]] = []
+    remaining = count
+    left = sorted(groups)
+    while remaining > 0 and left:
+        fitting = [k for k in left if caps[k] >= remaining]
+        if fitting:
+            pick = min(fitting, key=lambda k: (caps[k], k))
+            take = remaining
+        else:
+            pick = max(left, key=lambda k: (caps[k], _neg(k)))
+            take = caps[pick]
+        left.remove(pick)
+        if depth >= len(levels):
+            out.append((groups[pick][0], take))
+        else:
+            out.extend(_distribute(groups[pick], take, levels, depth + 1))
+        remaining -= take
+    return out
+
+
+def _neg(key: str) -> tuple[int, ...]:
+    """Order strings descending inside a max(): ties go to the smallest name."""
+    return tuple(-ord(c) for c in key)
+
+
+def _assignment(
+    picks: list[tuple[_Slot, int]],
+    levels: Sequence[str],
+    level: str | None,
+    domain: tuple[str, ...],
+) -> TopologyAssignment:
+    domains = tuple(
+        DomainAssignment(
+            values=tuple(_label(s.node, lv) for lv in levels), nodes=(s.node.name,), count=n
+        )
+        for s, n in sorted(picks, key=lambda p: p[0].node.name)
+        if n > 0
+    )
+    return TopologyAssignment(levels=tuple(levels), level=level, domain=domain, domains=domains)
+
+
+def _in_one_domain(
+    slots: list[_Slot], count: int, levels: Sequence[str], idx: int
+) -> tuple[tuple[str, ...], list[_Slot]] | None:
+    """The smallest domain at level `idx` whose nodes hold `count` pods."""
+    domains: dict[tuple[str, ...], list[_Slot]] = {}
+    keys = levels[: idx + 1]
+    for s in slots:
+        values = tuple(s.node.labels.get(k) for k in keys)
+        if any(v is None for v in values):
+            continue
+        domains.setdefault(tuple(v or "" for v in values), []).append(s)
+    best: tuple[int, tuple[str, ...]] | None = None
+    for key, group in domains.items():
+        cap = sum(s.cap for s in group)
+        if cap >= count and (best is None or (cap, key) < best):
+            best = (cap, key)
+    if best is None:
+        return None
+    return best[1], domains[best[1]]
+
+
+def place(
+    nodes: Sequence[Node],
+    capacities: Mapping[str, Mapping[str, int]],
+    used: NodeUse,
+    levels: Sequence[str],
+    request: TopologyRequest | None,
+    count: int,
+    per_pod: Mapping[str, int],
+) -> TopologyAssignment | str:
+    """Place `count` pods of `per_pod` on `nodes`; an error message when no placement exists."""
+    empty: dict[str, int] = {}
+    slots = []
+    for n in nodes:
+        cap = pods_fit(n, capacities[n.name], used.get(n.name, empty), per_pod, count)
+        if cap > 0:
+            slots.append(_Slot(n, cap))
+    total = sum(s.cap for s in slots)
+    wanted = request.required or request.preferred if request is not None else None
+    if wanted is not None:
+        if wanted not in levels:
+            return f"topology level {wanted!r} is not one of {list(levels)}"
+        idx = levels.index(wanted)
+        lowest = idx if request is not None and request.required else 0
+        for i in range(idx, lowest - 1, -1):
+            found = _in_one_domain(slots, count, levels, i)
+            if found is not None:
+                domain, members = found
+                picks = _distribute(members, count, levels, i + 1)
+                return _assignment(picks, levels, levels[i], domain)
+        if request is not None and request.required:
+            largest = _largest_domain(slots, levels, idx)
+            return (
+                f"no {wanted} domain has room for {count} pods "
+                f"(the largest holds {largest}; {total} fit over all nodes)"
+            )
+    if total < count:
+        return f"the nodes hold {total} of {count} pods"
+    return _assignment(_distribute(slots, count, levels, 0), levels, None, ())
+
+
+def _largest_domain(slots: list[_Slot], levels: Sequence[str], idx: int) -> int:
+    sums: dict[tuple[str | None, ...], int] = {}
+    for s in slots:
+        key = tuple(s.node.labels.get(k) for k in levels[: idx + 1])
+        if None not in key:
+            sums[key] = sums.get(key, 0) + s.cap
+    return max(sums.values(), default=0)
+
+
+def charge_of(assignment: TopologyAssignment, per_pod: Mapping[str, int]) -> NodeUse:
+    """Node usage of a placed pod set (for the core's own per-node accounting)."""
+    out: NodeUse = {}
+    for d in assignment.domains:
+        for node in d.nodes:
+            use = out.setdefault(node, {})
+            for res, v in per_pod.items():
+                if v > 0:
+                    use[res] = use.get(res, 0) + v * d.count
+            use["pods"] = use.get("pods", 0) + d.count
+    return out
