@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from queuectl.cli.main import Subparsers
-from queuectl.testenv import ControlPlane, TestEnvError
+from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries
 from queuectl.testenv.nodes import H100
 
 # Processes `dev up` starts after the control plane and the fake nodes. The controller (and
@@ -169,6 +169,17 @@ def kubeconfig(args: argparse.Namespace) -> int:
     return 0
 
 
+def build(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        binaries = ensure_binaries(_err)
+    except TestEnvError as exc:
+        _err(f"queuectl dev build failed: {exc}")
+        return 1
+    print(f"Control-plane binaries ready in {binaries.dir} ({time.monotonic() - started:.0f}s).")
+    return 0
+
+
 def add_parser(subparsers: Subparsers) -> None:
     dev = subparsers.add_parser(
         "dev", help="run a local Kubernetes control plane with fake GPU nodes"
@@ -198,6 +209,8 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--racks-per-block", type=int, default=1, help="racks per block (default 1)")
     p.add_argument("--node-prefix", default="gpu", help="node name prefix (default gpu)")
     p.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
+    build_parser = actions.add_parser("build", help="build (or find cached) binaries only")
+    build_parser.set_defaults(func=build)
     named("down", down, "stop every process the environment started")
     named("status", status, "show the environment's processes and memory")
     named("kubeconfig", kubeconfig, "print the path of the admin kubeconfig")
