@@ -68,6 +68,7 @@ REASON_LOCAL_QUEUE_STOPPED: Final = "LocalQueueStopped"
 REASON_CLUSTER_QUEUE_NOT_FOUND: Final = "ClusterQueueNotFound"
 REASON_LOCAL_QUEUE_NOT_FOUND: Final = "LocalQueueNotFound"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_CLUSTER_QUEUE_INACTIVE: Final = "ClusterQueueInactive"  # bad spec: unknown flavor, cycle
 REASON_QUOTA_RESERVED: Final = "QuotaReserved"
 REASON_ADMITTED: Final = "Admitted"
 REASON_PREEMPTED_RECLAIM: Final = "InCohortReclamation"
