@@ -1,9 +1,10 @@
 """Keeps the webhook certificates in a Secret, on disk for the server, and in the caBundles.
 
 Every controller replica runs one; they agree through the Secret (create conflicts and
-resourceVersion conflicts make the loser re-read). Order within a round: publish the new CA
-bundle to the webhook configurations, then store the Secret, then write the files the server
-reloads, so the API server trusts a certificate before anyone serves it.
+resourceVersion conflicts make the loser re-read and adopt the winner's). Order within a round:
+store the Secret, publish its CA bundle to the webhook configurations, then write the files the
+server reloads. Each replica publishes before it serves, so the API server trusts a certificate
+before any replica serves it, and a losing replica never publishes a bundle nobody serves.
 """
 
 from __future__ import annotations
@@ -120,9 +121,9 @@ class CertManager:
             )
             if reasons:
                 log.info("webhook certificates change: %s", "; ".join(reasons))
-                await self.patch_ca_bundles(state.ca_bundle())
                 if not await self._store(secret, state):
                     continue  # another replica wrote first: adopt theirs
+            # Every replica publishes the stored bundle before serving the stored certificate.
             await self.patch_ca_bundles(state.ca_bundle())
             write_files(self.cert_dir, state)
             return state

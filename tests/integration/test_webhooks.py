@@ -255,3 +255,28 @@ async def test_a_rotated_certificate_is_served_and_trusted_without_restart(
         labelled_job("after-rotation", {names.LABEL_QUEUE_NAME: "gpu"}),
     )
     assert created.spec.suspend is True
+
+
+async def test_replicas_racing_on_a_fresh_cluster_agree_on_one_certificate(
+    control_plane: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """Two controller replicas start together with no Secret: both end up serving the same pair."""
+    api = await async_config.new_client_from_config(config_file=control_plane.kubeconfig)
+    try:
+        replicas = [
+            CertManager(
+                api,
+                tmp_path / f"replica-{i}",
+                namespace=namespace,
+                mutating_configurations=[],
+                validating_configurations=[],
+            )
+            for i in range(3)
+        ]
+        states = await asyncio.gather(*(r.ensure() for r in replicas))
+        assert states[0] == states[1] == states[2]
+        served = {(tmp_path / f"replica-{i}" / "tls.crt").read_bytes() for i in range(3)}
+        assert served == {states[0].serving.cert_pem}
+        assert await replicas[0].ensure() == states[0], "a settled Secret is left alone"
+    finally:
+        await api.close()
