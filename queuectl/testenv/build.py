@@ -80,7 +80,8 @@ def cache_root() -> Path:
 def cache_key(v: Versions) -> str:
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
-        digest.update((gobuild_dir() / name).read_bytes())
+        lines = (gobuild_dir() / name).read_text().splitlines()
+        digest.update("\n".join(x for x in lines if not x.startswith("//")).encode())
     digest.update(f"kwok={v.kwok};ldflags={ldflags(v)};cgo=0".encode())
     return f"k8s-{v.kubernetes}-{digest.hexdigest()[:12]}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -122,3 +123,29 @@ def test_binaries_report_what_is_missing(tmp_path: Path) -> None:
 )
 def test_go_versions_compare_by_number(text: str, parsed: tuple[int, ...]) -> None:
     assert build._version_tuple(text) == parsed
+
+
+def test_go_mod_regeneration_maps_every_staging_module_to_its_release_tag() -> None:
+    from queuectl.testenv import gomod
+
+    upstream = (
+        "replace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n"
+        "\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n"
+        "\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n"
+    )
+    staging = gomod.staging_modules(upstream)
+    assert staging == ["k8s.io/api", "k8s.io/client-go"]
+    text = gomod.render("v1.36.3", "v3.6.8", "1.26.0", staging)
+    assert "\tk8s.io/client-go => k8s.io/client-go v0.36.3\n" in text
+    assert parse_gomod(text).kubernetes == "v1.36.3"
+
+
+def test_the_committed_go_mod_replaces_every_staging_module_with_the_release_tag() -> None:
+    from queuectl.testenv import gomod
+    from queuectl.testenv.versions import gobuild_dir
+
+    text = (gobuild_dir() / "go.mod").read_text()
+    tag = gomod.staging_version(pinned().kubernetes)
+    replaced = re.findall(r"^\t(k8s\.io/[\w.-]+) => \1 (v\S+)$", text, re.MULTILINE)
+    assert len(replaced) >= 30
+    assert {version for _, version in replaced} == {tag}
