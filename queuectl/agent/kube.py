@@ -36,6 +36,8 @@ class KubeNodeClient:
         self._core = k8s.CoreV1Api(api_client)
 
     async def _raw(self, coro: Any) -> dict[str, Any]:
+        """The JSON body of a response. With `_preload_content=False` the client does not check
+        the status itself, so this does: 409 is `Conflict`, any other non-2xx an `ApiException`."""
         try:
             response = await coro
         except ApiException as exc:
@@ -43,6 +45,10 @@ class KubeNodeClient:
                 raise Conflict(str(exc.reason)) from exc
             raise
         body = await response.read()
+        if response.status == 409:
+            raise Conflict(body.decode(errors="replace"))
+        if not 200 <= response.status <= 299:
+            raise ApiException(status=response.status, reason=body.decode(errors="replace"))
         data: dict[str, Any] = json.loads(body)
         return data
 
