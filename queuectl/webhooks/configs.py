@@ -107,14 +107,19 @@ def render_webhook_configurations(
     unsuspended because the webhook was down. Unlabelled Jobs only matter in namespaces with a
     `default` LocalQueue; that webhook sees every Job create, so it fails open (Ignore).
     """
-    mutate_path = client.client_config(names.WEBHOOK_PATH_MUTATE_JOB, ca_bundle)
-    queued = _webhook(MUTATE_QUEUED_JOB, mutate_path, [_job_rule(["CREATE", "UPDATE"])], fail=True)
+
+    def mutate_path() -> dict[str, Any]:  # a fresh dict per webhook: no YAML anchors
+        return client.client_config(names.WEBHOOK_PATH_MUTATE_JOB, ca_bundle)
+
+    queued = _webhook(
+        MUTATE_QUEUED_JOB, mutate_path(), [_job_rule(["CREATE", "UPDATE"])], fail=True
+    )
     queued |= {
         "namespaceSelector": _namespace_selector(),
         "objectSelector": _queue_label("Exists"),
         "reinvocationPolicy": "IfNeeded",
     }
-    default = _webhook(MUTATE_DEFAULT_QUEUE_JOB, mutate_path, [_job_rule(["CREATE"])], fail=False)
+    default = _webhook(MUTATE_DEFAULT_QUEUE_JOB, mutate_path(), [_job_rule(["CREATE"])], fail=False)
     default |= {
         "namespaceSelector": _namespace_selector(),
         "objectSelector": _queue_label("DoesNotExist"),

@@ -11,16 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
-@dataclass(frozen=True)
-class ClusterQueueInfo:
-    """What the webhooks need of a ClusterQueue: its spec.namespaceSelector.
-
-    None means the field is unset (selects no namespace); {} selects every namespace.
-    """
-
-    namespace_selector: Mapping[str, Any] | None
-
-
 class QueueLookup(Protocol):
     """Read-only questions the webhooks ask of the controller's cache."""
 
@@ -28,8 +18,11 @@ class QueueLookup(Protocol):
         """The spec.clusterQueue of LocalQueue namespace/name, or None if there is no such queue."""
         ...
 
-    def cluster_queue(self, name: str) -> ClusterQueueInfo | None:
-        """The ClusterQueue called name, or None if it does not exist."""
+    def cluster_queue_selector(self, name: str) -> tuple[bool, Mapping[str, Any] | None]:
+        """(whether ClusterQueue name exists, its spec.namespaceSelector).
+
+        A None selector is unset and selects no namespace; {} selects every namespace.
+        """
         ...
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
@@ -51,7 +44,7 @@ class InMemoryLookup:
     """A `QueueLookup` over plain dicts, for tests and `queuectl` dry runs."""
 
     local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
-    cluster_queues: dict[str, ClusterQueueInfo] = field(default_factory=dict)
+    cluster_queues: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     admitted_jobs: set[tuple[str, str]] = field(default_factory=set)
     cohort_parents: dict[str, str | None] = field(default_factory=dict)
@@ -59,8 +52,8 @@ class InMemoryLookup:
     def local_queue(self, namespace: str, name: str) -> str | None:
         return self.local_queues.get((namespace, name))
 
-    def cluster_queue(self, name: str) -> ClusterQueueInfo | None:
-        return self.cluster_queues.get(name)
+    def cluster_queue_selector(self, name: str) -> tuple[bool, Mapping[str, Any] | None]:
+        return name in self.cluster_queues, self.cluster_queues.get(name)
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)

@@ -153,22 +153,22 @@ def local_queue_problems(
             ], []
     if not cq_name:
         return [], []  # the schema requires it; nothing more to say here
-    info = lookup.cluster_queue(str(cq_name))
-    if info is None:
+    exists, selector = lookup.cluster_queue_selector(str(cq_name))
+    if not exists:
         return [], [
             f"ClusterQueue {cq_name!r} does not exist yet; this LocalQueue stays inactive until "
             f"it exists and its namespaceSelector selects namespace {namespace!r}"
         ]
     # A namespace the cache has not seen yet still carries its automatic name label.
     labels = lookup.namespace_labels(namespace) or {NAMESPACE_NAME_LABEL: namespace}
-    if selector_matches(info.namespace_selector, labels):
+    if selector_matches(selector, labels):
         return [], []
-    if info.namespace_selector is None:
+    if selector is None:
         why = "its spec.namespaceSelector is unset, which selects no namespace"
         fix = "set it to {} (every namespace) or to a selector that matches this namespace"
     else:
         why = (
-            f"its spec.namespaceSelector {json.dumps(info.namespace_selector, sort_keys=True)} "
+            f"its spec.namespaceSelector {json.dumps(selector, sort_keys=True)} "
             f"does not match the namespace's labels {json.dumps(dict(labels), sort_keys=True)}"
         )
         fix = (

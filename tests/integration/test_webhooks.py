@@ -27,7 +27,7 @@ from queuectl.testenv.cluster import Cluster
 from queuectl.webhooks import configs
 from queuectl.webhooks.certmanager import CertManager
 from queuectl.webhooks.configs import UrlClient, render_webhook_configurations
-from queuectl.webhooks.lookup import ClusterQueueInfo, InMemoryLookup
+from queuectl.webhooks.lookup import InMemoryLookup
 from queuectl.webhooks.server import bound_port, start_webhook_server
 
 CRDS = Path(__file__).parents[2] / "queuectl" / "crds"
@@ -99,7 +99,7 @@ async def webhooks(
     )
     lookup = InMemoryLookup(
         local_queues={(namespace, "gpu"): "cq-a"},
-        cluster_queues={"cq-a": ClusterQueueInfo({"matchLabels": {"team": "a"}})},
+        cluster_queues={"cq-a": {"matchLabels": {"team": "a"}}},
     )
     # Certificates first exist only in the manager's plan; the server needs files to start.
     api = await async_config.new_client_from_config(config_file=control_plane.kubeconfig)

@@ -6,7 +6,7 @@ import pytest
 from webhook_cases import NS
 
 from queuectl.api import names
-from queuectl.webhooks.lookup import ClusterQueueInfo, InMemoryLookup
+from queuectl.webhooks.lookup import InMemoryLookup
 
 
 @pytest.fixture
@@ -15,9 +15,9 @@ def lookup() -> InMemoryLookup:
     return InMemoryLookup(
         local_queues={(NS, "gpu"): "cq-a", (NS, names.DEFAULT_LOCAL_QUEUE): "cq-default"},
         cluster_queues={
-            "cq-a": ClusterQueueInfo({"matchLabels": {"team": "a"}}),
-            "cq-all": ClusterQueueInfo({}),
-            "cq-none": ClusterQueueInfo(None),
+            "cq-a": {"matchLabels": {"team": "a"}},
+            "cq-all": {},
+            "cq-none": None,
         },
         namespaces={
             NS: {"kubernetes.io/metadata.name": NS, "team": "a"},
