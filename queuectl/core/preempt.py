@@ -26,6 +26,14 @@ if TYPE_CHECKING:
     from queuectl.core.assign import Decision
 
 
+_Key = tuple[int, float, int, float, float, str]
+
+
+def _order(own_queue: int, neg_share: float, c: Charge) -> _Key:
+    """Other queues first, the largest share first, lowest priority, newest admitted, newest."""
+    return (own_queue, neg_share, c.priority, -c.admitted_at, -c.created, c.key)
+
+
 def _borrowing(node: QNode, frs: set[FlavorResource]) -> bool:
     return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in frs)
 
@@ -51,7 +59,7 @@ def search(
         node.usage.get(fr, 0) + n > node.subtree.get(fr, 0) for fr, n in need.items()
     )
     retry: float | None = None
-    cands: list[tuple[tuple[int, float, int, float, float, str], Charge, str]] = []
+    cands: list[tuple[_Key, Charge, str]] = []
 
     def usable(c: Charge) -> bool:
         nonlocal retry
@@ -72,9 +80,7 @@ def search(
                 and c.created > w.created
             )
             if lower and usable(c):
-                cands.append(
-                    ((1, 0.0, c.priority, -c.admitted_at, -c.created, c.key), c, reasons.PREEMPTED_WITHIN_CQ)
-                )
+                cands.append((_order(1, 0.0, c), c, reasons.PREEMPTED_WITHIN_CQ))
     if node.parent is not None:
         bw = policy.borrow_within_cohort
         for other in st.tree.leaves.get(node.root, ()):
@@ -97,7 +103,7 @@ def search(
                     ok = rc == "Any" or (rc == "LowerPriority" and c.priority < w.priority)
                     reason = reasons.PREEMPTED_RECLAIM
                 if ok and usable(c):
-                    cands.append(((0, -weight, c.priority, -c.admitted_at, -c.created, c.key), c, reason))
+                    cands.append((_order(0, -weight, c), c, reason))
     cands.sort(key=lambda t: t[0])
 
     def fits() -> bool:
@@ -137,7 +143,7 @@ def _no_victims(
     cq: ClusterQueue,
     need: dict[FlavorResource, int],
     node: QNode,
-    cands: list[tuple[tuple[int, float, int, float, float, str], Charge, str]],
+    cands: list[tuple[_Key, Charge, str]],
 ) -> PendingInfo:
     for fr, n in sorted(need.items()):
         a = max(0, available(node, fr))
