@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -152,3 +152,73 @@ AGENT_NODE_WRITES = Counter(
 CONTROLLER_REGISTRY = CollectorRegistry()
 
 # (controller metrics go here, each with registry=CONTROLLER_REGISTRY)
+
+# Every series below has bounded labels: ClusterQueue names, priority class names, flavors
+# and resources are configuration, not per-workload values.
+CONTROLLER_PENDING = Gauge(
+    "queuectl_pending_workloads",
+    "Workloads waiting for admission, by ClusterQueue and priority class.",
+    ["cluster_queue", "priority_class"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_ADMITTED_ACTIVE = Gauge(
+    "queuectl_admitted_active_workloads",
+    "Workloads holding quota now, by ClusterQueue.",
+    ["cluster_queue"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_ADMITTED = Counter(
+    "queuectl_admitted_workloads_total",
+    "Admissions written, by ClusterQueue.",
+    ["cluster_queue"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_EVICTED = Counter(
+    "queuectl_evicted_workloads_total",
+    "Evictions, by reason (Preempted, MaximumExecutionTimeExceeded, ClusterQueueStopped ...).",
+    ["reason"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_PREEMPTED = Counter(
+    "queuectl_preempted_workloads_total",
+    "Preemption notices served, by reason (InClusterQueue, InCohortReclamation ...).",
+    ["reason"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_ADMISSION_WAIT = Histogram(
+    "queuectl_admission_wait_time_seconds",
+    "From Workload creation to its admission.",
+    ["cluster_queue"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600),
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_QUOTA = Gauge(
+    "queuectl_cluster_queue_quota",
+    "Quota per ClusterQueue, flavor and resource in canonical units; kind is nominal, used or "
+    "borrowed.",
+    ["cluster_queue", "flavor", "resource", "kind"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_CYCLE_SECONDS = Histogram(
+    "queuectl_scheduling_cycle_duration_seconds",
+    "Wall time of one core scheduling cycle.",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_ADMISSIONS_PER_CYCLE = Histogram(
+    "queuectl_admissions_per_cycle",
+    "Workloads admitted by one scheduling cycle.",
+    buckets=(0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000),
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_LEADER = Gauge(
+    "queuectl_controller_is_leader",
+    "1 while this replica holds the scheduling Lease.",
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_API_ERRORS = Counter(
+    "queuectl_controller_api_errors_total",
+    "Failed writes to the API server, by operation.",
+    ["operation"],
+    registry=CONTROLLER_REGISTRY,
+)

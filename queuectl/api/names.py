@@ -129,3 +129,18 @@ LABEL_TESTENV_FAKE_NODE: Final = "testenv.queuectl.io/fake-node"
 # duration ("0s", "30s") or at this RFC3339 time. Without either, the pod runs until deleted.
 ANNOTATION_TESTENV_SUCCEED_AFTER: Final = "testenv.queuectl.io/succeed-after"
 ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
+
+# --- Controller (docs/design/controller.md) ----------------------------------------------
+# Pending reason for a Workload whose LocalQueue points at a ClusterQueue that does not select
+# its namespace.
+REASON_NAMESPACE_NOT_SELECTED: Final = "NamespaceNotSelected"
+# Event reasons (on the Workload and its Job).
+EVENT_ADMITTED: Final = "Admitted"
+EVENT_PREEMPTED: Final = "Preempted"
+EVENT_EVICTED: Final = "Evicted"
+EVENT_REQUEUED: Final = "Requeued"
+EVENT_FINISHED: Final = "Finished"
+EVENT_SUSPENDED: Final = "Suspended"
+EVENT_CREATED_WORKLOAD: Final = "CreatedWorkload"
+# The Lease that elects the one active scheduler (in the system namespace).
+CONTROLLER_LEASE: Final = "queuectl-controller"

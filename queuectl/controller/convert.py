@@ -304,25 +304,19 @@ def _assignment_to_status(a: core.PodSetAssignment) -> dict[str, Any]:
         "name": a.name,
         "count": a.count,
         "flavors": dict(a.flavors),
-        "resourceUsage": {res: _quantity_string(res, v) for res, v in a.usage.items()},
+        "resourceUsage": {res: quantity_string(res, v) for res, v in a.usage.items()},
     }
     if a.topology is not None:
-        t = a.topology
-        topo: dict[str, Any] = {
-            "levels": list(t.levels),
-            "domains": [
-                {"values": list(d.values), "nodes": list(d.nodes), "count": d.count}
-                for d in t.domains
-            ],
+        # The CRD keeps levels and per-domain values and counts; the single domain and the
+        # node names are derived back from them (see _topology_from_status).
+        out["topologyAssignment"] = {
+            "levels": list(a.topology.levels),
+            "domains": [{"values": list(d.values), "count": d.count} for d in a.topology.domains],
         }
-        if t.level is not None:
-            topo["level"] = t.level
-            topo["domain"] = list(t.domain)
-        out["topologyAssignment"] = topo
     return out
 
 
-def _quantity_string(resource: str, value: int) -> str | int:
+def quantity_string(resource: str, value: int) -> str | int:
     """Canonical int back to a quantity the API server accepts (cpu millicores -> 'NNNm')."""
     return f"{value}m" if quantity.unit_of(resource) == "millicores" else value
 
@@ -337,21 +331,35 @@ def admission_from_status(adm: Obj) -> core.Admission:
                 count=int(a.get("count", 0)),
                 flavors=dict(a.get("flavors") or {}),
                 usage={res: canonical(res, v) for res, v in (a.get("resourceUsage") or {}).items()},
-                topology=None
-                if not topo
-                else core.TopologyAssignment(
-                    levels=tuple(topo.get("levels") or ()),
-                    level=topo.get("level"),
-                    domain=tuple(topo.get("domain") or ()),
-                    domains=tuple(
-                        core.DomainAssignment(
-                            values=tuple(d.get("values") or ()),
-                            nodes=tuple(d.get("nodes") or ()),
-                            count=int(d.get("count", 0)),
-                        )
-                        for d in topo.get("domains") or ()
-                    ),
-                ),
+                topology=_topology_from_status(topo) if topo else None,
             )
         )
     return core.Admission(cluster_queue=adm["clusterQueue"], podsets=tuple(podsets))
+
+
+def _topology_from_status(topo: Obj) -> core.TopologyAssignment:
+    """Rebuild the core's assignment: a domain's node is its hostname-level value, and the
+    single domain is the deepest level at which every pod set domain agrees."""
+    levels = tuple(topo.get("levels") or ())
+    domains = tuple(
+        core.DomainAssignment(
+            values=tuple(d.get("values") or ()),
+            nodes=(d["values"][-1],)
+            if levels and levels[-1] == names.LABEL_HOSTNAME and d.get("values")
+            else (),
+            count=int(d.get("count", 0)),
+        )
+        for d in topo.get("domains") or ()
+    )
+    depth = 0
+    while (
+        domains
+        and depth < len(levels)
+        and all(
+            len(d.values) > depth and d.values[depth] == domains[0].values[depth] for d in domains
+        )
+    ):
+        depth += 1
+    level = levels[depth - 1] if depth else None
+    domain = domains[0].values[:depth] if depth else ()
+    return core.TopologyAssignment(levels=levels, level=level, domain=domain, domains=domains)

@@ -141,10 +141,17 @@ def admission() -> core.Admission:
                 {"nvidia.com/gpu": "h100", "cpu": "h100"},
                 {"nvidia.com/gpu": 32, "cpu": 4500},
                 core.TopologyAssignment(
-                    levels=(names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK),
+                    levels=(
+                        names.LABEL_TOPOLOGY_BLOCK,
+                        names.LABEL_TOPOLOGY_RACK,
+                        names.LABEL_HOSTNAME,
+                    ),
                     level=names.LABEL_TOPOLOGY_RACK,
                     domain=("b1", "r2"),
-                    domains=(core.DomainAssignment(("b1", "r2"), ("n1",), 4),),
+                    domains=(
+                        core.DomainAssignment(("b1", "r2", "n1"), ("n1",), 3),
+                        core.DomainAssignment(("b1", "r2", "n2"), ("n2",), 1),
+                    ),
                 ),
             ),
         ),

@@ -1,0 +1,288 @@
+"""`queuectl controller`: the controller, its webhooks, health and metrics in one process.
+
+This module is the only place that joins `queuectl.controller` and `queuectl.webhooks` (the two
+are sibling layers that may not import each other): the webhooks ask their questions of the
+controller's cache, which implements their `QueueLookup` Protocol.
+
+In-cluster (no --kubeconfig) the webhook configurations are the static ones the kustomize base
+ships; the CertManager injects the CA. Out-of-cluster (--kubeconfig, and `queuectl dev up`)
+`--register-webhooks` (the default then) also writes the configurations pointing at
+https://127.0.0.1:PORT, so a local cluster gets the whole system from one command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client as k8s_client
+
+from queuectl import metrics
+from queuectl.api import names
+from queuectl.cli import dev
+from queuectl.cli.main import Subparsers
+from queuectl.controller import kube as k
+from queuectl.controller.health import health_app, metrics_app, port_of, serve
+from queuectl.controller.kube import Kube, KubeError
+from queuectl.controller.leader import LeaderElector
+from queuectl.controller.manager import Controller, Options
+from queuectl.webhooks.certmanager import CertManager
+from queuectl.webhooks.configs import UrlClient, render_webhook_configurations
+from queuectl.webhooks.jobs import DEFAULT_CONTROLLER_USERS
+from queuectl.webhooks.server import bound_port, start_webhook_server
+
+log = logging.getLogger("queuectl.controller")
+
+
+@dataclass
+class Config:
+    kubeconfig: str | None = None
+    webhook_host: str = "127.0.0.1"
+    webhook_port: int = names.WEBHOOK_PORT
+    health_port: int = 8081
+    metrics_port: int = 8080
+    bind_host: str = "127.0.0.1"
+    leader_elect: bool = False
+    register_webhooks: bool = False
+    cert_dir: str | None = None
+    namespace: str = names.SYSTEM_NAMESPACE
+    options: Options = field(default_factory=Options)
+
+
+@dataclass
+class Running:
+    """A started controller process (or in-process task, for tests)."""
+
+    controller: Controller
+    webhook_port: int
+    health_port: int
+    metrics_port: int
+    tasks: list[asyncio.Task[Any]]
+    runners: list[Any]
+    kube: Kube
+    api: k8s_client.ApiClient
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for r in self.runners:
+            await r.cleanup()
+        await self.controller.events.drain(0.5)
+        await self.kube.close()
+        await self.api.close()
+
+
+async def _whoami(kube: Kube) -> str | None:
+    try:
+        review = await kube.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+    except KubeError:
+        return None
+    user = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+    return str(user) if user else None
+
+
+async def _ensure_namespace(kube: Kube, name: str) -> None:
+    try:
+        await kube.create(
+            k.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+    except KubeError as err:
+        if not err.conflict:
+            raise
+
+
+async def _apply(kube: Kube, obj: dict[str, Any], plural: str) -> None:
+    res = k.Resource("admissionregistration.k8s.io", "v1", plural, False, obj["kind"])
+    name = obj["metadata"]["name"]
+    try:
+        current = await kube.get(res, name)
+    except KubeError as err:
+        if not err.not_found:
+            raise
+        await kube.create(res, obj)
+        return
+    obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    await kube.request("PUT", res.path(None, name), body=obj)
+
+
+async def start(config: Config) -> Running:
+    """Start everything and return once the webhooks listen and the caches are synced."""
+    kube = await Kube.connect(config.kubeconfig)
+    api = kube.api_client  # the CertManager speaks the generated client over the same pool
+    await _ensure_namespace(kube, config.namespace)
+    cert_dir = config.cert_dir or tempfile.mkdtemp(prefix="queuectl-webhook-certs-")
+    certs = CertManager(api, cert_dir, namespace=config.namespace)
+    state = await certs.ensure()
+    leader = LeaderElector(kube, namespace=config.namespace) if config.leader_elect else None
+    controller = Controller(kube, options=config.options, leader=leader)
+    users = set(DEFAULT_CONTROLLER_USERS)
+    if config.kubeconfig and (me := await _whoami(kube)):
+        users.add(me)  # out-of-cluster the controller acts as whoever the kubeconfig names
+    tasks = [asyncio.create_task(controller.run(), name="controller")]
+    runners = []
+    webhook = await start_webhook_server(
+        config.webhook_host, config.webhook_port, cert_dir, controller.cache, users
+    )
+    runners.append(webhook)
+    webhook_port = bound_port(webhook)
+
+    def ready() -> tuple[bool, str]:
+        if not controller.synced():
+            return False, "caches not synced"
+        return True, ""
+
+    health = await serve(health_app(ready), config.bind_host, config.health_port)
+    mets = await serve(
+        metrics_app(metrics.CONTROLLER_REGISTRY), config.bind_host, config.metrics_port
+    )
+    runners += [health, mets]
+    if config.register_webhooks:
+        mutating, validating = render_webhook_configurations(
+            UrlClient(f"https://127.0.0.1:{webhook_port}"), state.ca_bundle()
+        )
+        await _apply(kube, mutating, "mutatingwebhookconfigurations")
+        await _apply(kube, validating, "validatingwebhookconfigurations")
+    tasks.append(asyncio.create_task(certs.run(), name="certs"))
+    running = Running(
+        controller, webhook_port, port_of(health), port_of(mets), tasks, runners, kube, api
+    )
+    try:
+        while not controller.started.is_set():
+            if tasks[0].done():
+                tasks[0].result()
+            await asyncio.sleep(0.05)
+    except BaseException:
+        await running.stop()
+        raise
+    return running
+
+
+async def _main(config: Config) -> int:
+    running = await start(config)
+    log.info(
+        "controller up: webhooks https://%s:%d, health :%d, metrics :%d",
+        config.webhook_host,
+        running.webhook_port,
+        running.health_port,
+        running.metrics_port,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([waiter, running.tasks[0]], return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if running.tasks[0] in done and not running.tasks[0].cancelled():
+        exc = running.tasks[0].exception()
+        if exc is not None:
+            log.error("controller stopped: %s", exc)
+            code = 1
+    waiter.cancel()
+    await running.stop()
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    register = args.register_webhooks
+    if register is None:
+        register = bool(args.kubeconfig)
+    config = Config(
+        kubeconfig=args.kubeconfig,
+        webhook_host=args.webhook_host,
+        webhook_port=args.webhook_port,
+        health_port=args.health_port,
+        metrics_port=args.metrics_port,
+        bind_host=args.bind_host,
+        leader_elect=args.leader_elect,
+        register_webhooks=register,
+        cert_dir=args.cert_dir,
+        namespace=args.namespace,
+    )
+    return asyncio.run(_main(config))
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser("controller", help="run the queuectl controller and its webhooks")
+    p.add_argument(
+        "--kubeconfig",
+        help="out-of-cluster: the cluster's kubeconfig (default: the in-cluster service account)",
+    )
+    p.add_argument(
+        "--webhook-host",
+        default="127.0.0.1",
+        help="address the webhook server binds (0.0.0.0 in a pod)",
+    )
+    p.add_argument("--webhook-port", type=int, default=names.WEBHOOK_PORT)
+    p.add_argument("--health-port", type=int, default=8081)
+    p.add_argument("--metrics-port", type=int, default=8080)
+    p.add_argument("--bind-host", default="127.0.0.1", help="address of /healthz and /metrics")
+    p.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="take part in Lease leader election (several replicas)",
+    )
+    p.add_argument(
+        "--register-webhooks",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write webhook configurations pointing at https://127.0.0.1:PORT "
+        "(default: on with --kubeconfig)",
+    )
+    p.add_argument("--cert-dir", help="where the serving certificate files are written")
+    p.add_argument(
+        "--namespace",
+        default=names.SYSTEM_NAMESPACE,
+        help="namespace of the certificate Secret and the Lease",
+    )
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=run)
+
+
+def _start_in_dev(plane: Any) -> object:
+    """`queuectl dev up`: one more supervised process, ready when /readyz answers."""
+    from queuectl.testenv.ports import free_ports
+    from queuectl.testenv.readiness import http_probe
+
+    health, mets, hook = free_ports(3)
+    return plane.start_process(
+        "queuectl-controller",
+        [
+            sys.executable,
+            "-m",
+            "queuectl.cli.main",
+            "controller",
+            "--kubeconfig",
+            plane.kubeconfig,
+            "--webhook-port",
+            str(hook),
+            "--health-port",
+            str(health),
+            "--metrics-port",
+            str(mets),
+            "--leader-elect",
+        ],
+        ready=http_probe(f"http://127.0.0.1:{health}/readyz"),
+    )
+
+
+dev.EXTRA_PROCESSES.append(_start_in_dev)

@@ -1,0 +1,110 @@
+"""Every object the controller reads, held in memory and kept current by watches.
+
+Nothing in the controller asks the API server a question it can answer from here: the webhooks'
+lookups, the scheduling inputs and the reconcile decisions all read this cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from queuectl.api import names
+from queuectl.api.corev1 import LabelSelector
+from queuectl.controller import convert
+from queuectl.controller import kube as k
+from queuectl.controller.kube import Kube, Obj
+from queuectl.controller.watcher import Store, Watcher
+
+WATCHED: tuple[k.Resource, ...] = (
+    k.NAMESPACES,
+    k.RESOURCE_FLAVORS,
+    k.TOPOLOGIES,
+    k.COHORTS,
+    k.CLUSTER_QUEUES,
+    k.LOCAL_QUEUES,
+    k.PRIORITY_CLASSES_OURS,
+    k.PRIORITY_CLASSES,
+    k.NODES,
+    k.WORKLOADS,
+    k.JOBS,
+)
+
+
+class Cache:
+    """One `Store` per watched kind, plus the questions asked of them."""
+
+    def __init__(self, kube: Kube, resources: tuple[k.Resource, ...] = WATCHED) -> None:
+        self.stores: dict[str, Store] = {r.plural: Store(r) for r in resources}
+        self.watchers = [Watcher(kube, s) for s in self.stores.values()]
+
+    def store(self, res: k.Resource) -> Store:
+        return self.stores[res.plural]
+
+    def get(self, res: k.Resource, name: str, namespace: str = "") -> Obj | None:
+        return self.stores[res.plural].get(namespace, name)
+
+    def synced(self) -> bool:
+        return all(w.synced.is_set() for w in self.watchers)
+
+    async def wait_synced(self) -> None:
+        for w in self.watchers:
+            await w.synced.wait()
+
+    # --- the webhooks' QueueLookup questions (answered from memory) -----------------------
+    def local_queue(self, namespace: str, name: str) -> str | None:
+        lq = self.get(k.LOCAL_QUEUES, name, namespace)
+        return None if lq is None else str((lq.get("spec") or {}).get("clusterQueue", ""))
+
+    def cluster_queue_selector(self, name: str) -> tuple[bool, Mapping[str, Any] | None]:
+        """(exists, spec.namespaceSelector)."""
+        cq = self.get(k.CLUSTER_QUEUES, name)
+        if cq is None:
+            return False, None
+        return True, (cq.get("spec") or {}).get("namespaceSelector")
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        ns = self.get(k.NAMESPACES, namespace)
+        return None if ns is None else dict((ns.get("metadata") or {}).get("labels") or {})
+
+    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
+        job = self.get(k.JOBS, job_name, namespace)
+        wl_name = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
+        wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
+        return (
+            wl is not None
+            and convert.holds_quota(wl)
+            and not convert.is_true(wl, names.COND_EVICTED)
+        )
+
+    def cohort_parent(self, name: str) -> str | None:
+        co = self.get(k.COHORTS, name)
+        return None if co is None else (co.get("spec") or {}).get("parentName") or None
+
+    # --- scheduling questions -------------------------------------------------------------
+    def namespace_selected(self, cluster_queue: str, namespace: str) -> bool:
+        """Whether the ClusterQueue's namespaceSelector selects the namespace (nil: none)."""
+        exists, selector = self.cluster_queue_selector(cluster_queue)
+        if not exists:
+            return True  # the core reports ClusterQueueNotFound itself
+        if selector is None:
+            return False
+        labels = self.namespace_labels(namespace)
+        if labels is None:
+            return False
+        return LabelSelector.model_validate(selector).matches(dict(labels))
+
+    def priority_class_value(self, name: str) -> tuple[int, float, float] | None:
+        """(value, grace seconds, minimum runtime seconds) of a WorkloadPriorityClass."""
+        wpc = self.get(k.PRIORITY_CLASSES_OURS, name)
+        if wpc is None:
+            return None
+        return (
+            int(wpc.get("value") or 0),
+            float(wpc.get("preemptionGracePeriodSeconds") or 0),
+            float(wpc.get("minimumRuntimeSeconds") or 0),
+        )
+
+    def pod_priority_value(self, name: str) -> int | None:
+        pc = self.get(k.PRIORITY_CLASSES, name)
+        return None if pc is None else int(pc.get("value") or 0)

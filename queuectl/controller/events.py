@@ -1,0 +1,70 @@
+"""Kubernetes Events for humans: admission, preemption, eviction. Best effort, bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Final
+
+from queuectl.api import names
+from queuectl.controller.kube import EVENTS, Kube, KubeError, Obj
+
+log = logging.getLogger(__name__)
+MAX_PENDING: Final = 256
+
+
+class EventRecorder:
+    """Creates events.k8s.io/v1 Events without ever blocking the caller; drops when swamped
+    (an Event is a courtesy, a status write is the truth)."""
+
+    def __init__(self, kube: Kube, instance: str | None = None) -> None:
+        self.kube = kube
+        self.instance = instance or f"{os.uname().nodename}-{os.getpid()}"
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def emit(self, obj: Obj, type_: str, reason: str, action: str, note: str) -> None:
+        if len(self._tasks) >= MAX_PENDING:
+            return
+        task = asyncio.create_task(self._create(obj, type_, reason, action, note))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _create(self, obj: Obj, type_: str, reason: str, action: str, note: str) -> None:
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta.get('name', 'obj')[:200]}.{uuid.uuid4().hex[:12]}",
+                "namespace": namespace,
+            },
+            "eventTime": now,
+            "type": type_,
+            "reason": reason,
+            "action": action,
+            "note": note[:1024],
+            "reportingController": f"{names.GROUP}/controller",
+            "reportingInstance": self.instance[:128],
+            "regarding": {
+                "apiVersion": obj.get("apiVersion", ""),
+                "kind": obj.get("kind", ""),
+                "name": meta.get("name", ""),
+                "namespace": namespace,
+                "uid": meta.get("uid", ""),
+            },
+        }
+        try:
+            await self.kube.create(EVENTS, body, namespace)
+        except (TimeoutError, KubeError, OSError) as err:
+            log.debug("event %s dropped: %s", reason, err)
+
+    async def drain(self, timeout: float = 2.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self._tasks and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)

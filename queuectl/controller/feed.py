@@ -1,0 +1,210 @@
+"""Watch events -> the core's inputs, synchronously, as each event lands.
+
+Also decides which pending Workloads the core must not see at all, with the reason their
+QuotaReserved condition should carry: a missing or stopped LocalQueue, or a namespace that the
+ClusterQueue does not select (the core knows nothing of LocalQueues or namespaces).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from queuectl.api import names
+from queuectl.controller import convert
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.kube import Obj
+from queuectl.core import types as core
+
+log = logging.getLogger(__name__)
+
+
+class CoreInputs(Protocol):
+    """The part of `queuectl.core.Scheduler` the feed drives."""
+
+    def upsert_flavor(self, flavor: core.Flavor) -> None: ...
+    def delete_flavor(self, name: str) -> None: ...
+    def upsert_topology(self, topology: core.Topology) -> None: ...
+    def delete_topology(self, name: str) -> None: ...
+    def upsert_cohort(self, cohort: core.Cohort) -> None: ...
+    def delete_cohort(self, name: str) -> None: ...
+    def upsert_cluster_queue(self, cq: core.ClusterQueue) -> None: ...
+    def delete_cluster_queue(self, name: str) -> None: ...
+    def upsert_node(self, node: core.Node) -> None: ...
+    def delete_node(self, name: str) -> None: ...
+    def upsert_workload(self, workload: core.Workload) -> None: ...
+    def delete_workload(self, key: str) -> None: ...
+
+
+def local_queue_stop(cache: Cache, wl: Obj) -> str:
+    """The stopPolicy of the workload's LocalQueue ("None" if it has none or no queue)."""
+    meta = wl.get("metadata") or {}
+    lq = cache.get(
+        k.LOCAL_QUEUES, (wl.get("spec") or {}).get("queueName") or "", meta.get("namespace") or ""
+    )
+    return str(((lq or {}).get("spec") or {}).get("stopPolicy") or "None")
+
+
+class Feed:
+    """Keeps the core's inputs equal to the cache; calls `on_change` so the loop wakes."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        sched: CoreInputs,
+        on_change: Callable[[], None],
+        on_workload: Callable[[str], None],
+        on_job: Callable[[str, Obj], None],
+    ) -> None:
+        self.cache = cache
+        self.sched = sched
+        self.on_change = on_change
+        self.on_workload = on_workload
+        self.on_job = on_job
+        self.withheld: dict[str, tuple[str, str]] = {}
+        """Workload key -> (reason, message) for pending workloads the core must not see."""
+        self.fed: set[str] = set()
+        simple: dict[
+            k.Resource, tuple[Callable[[Obj], Any], Callable[[Any], None], Callable[[str], None]]
+        ] = {
+            k.RESOURCE_FLAVORS: (convert.flavor, sched.upsert_flavor, sched.delete_flavor),
+            k.TOPOLOGIES: (convert.topology, sched.upsert_topology, sched.delete_topology),
+            k.COHORTS: (convert.cohort, sched.upsert_cohort, sched.delete_cohort),
+            k.CLUSTER_QUEUES: (
+                convert.cluster_queue,
+                sched.upsert_cluster_queue,
+                sched.delete_cluster_queue,
+            ),
+            k.NODES: (convert.node, sched.upsert_node, sched.delete_node),
+        }
+        for res, (conv, upsert, delete) in simple.items():
+            cache.store(res).listeners.append(self._simple(conv, upsert, delete))
+        cache.store(k.CLUSTER_QUEUES).listeners.append(lambda *_: self.refeed_all())
+        cache.store(k.LOCAL_QUEUES).listeners.append(self._local_queue)
+        cache.store(k.NAMESPACES).listeners.append(self._namespace)
+        cache.store(k.PRIORITY_CLASSES_OURS).listeners.append(lambda *_: self.refeed_all())
+        cache.store(k.WORKLOADS).listeners.append(self._workload)
+        cache.store(k.JOBS).listeners.append(self._job)
+
+    def _simple(
+        self,
+        conv: Callable[[Obj], Any],
+        upsert: Callable[[Any], None],
+        delete: Callable[[str], None],
+    ) -> Callable[[str, Obj, Obj | None], None]:
+        def listener(kind: str, obj: Obj, old: Obj | None) -> None:
+            if kind == "DELETED":
+                delete(obj["metadata"]["name"])
+            else:
+                try:
+                    upsert(conv(obj))
+                except (ValueError, KeyError, TypeError) as err:
+                    log.warning("ignoring %s %s: %s", obj.get("kind"), obj["metadata"]["name"], err)
+            self.on_change()
+
+        return listener
+
+    # --- workloads ----------------------------------------------------------------------
+    def resolve(self, wl: Obj) -> tuple[str | None, tuple[str, str] | None]:
+        """(ClusterQueue name, or None with the withholding reason and message)."""
+        meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
+        namespace, queue = meta.get("namespace") or "", spec.get("queueName") or ""
+        lq = self.cache.get(k.LOCAL_QUEUES, queue, namespace)
+        if lq is None:
+            return None, (
+                names.REASON_LOCAL_QUEUE_NOT_FOUND,
+                f"LocalQueue {queue!r} does not exist in namespace {namespace}; create it or "
+                f"label the job with an existing queue ({names.LABEL_QUEUE_NAME})",
+            )
+        cq = str((lq.get("spec") or {}).get("clusterQueue") or "")
+        if local_queue_stop(self.cache, wl) != "None":
+            return None, (
+                names.REASON_LOCAL_QUEUE_STOPPED,
+                f"LocalQueue {queue} is stopped (stopPolicy "
+                f"{(lq.get('spec') or {}).get('stopPolicy')}); set it to None to resume",
+            )
+        if not self.cache.namespace_selected(cq, namespace):
+            return None, (
+                names.REASON_NAMESPACE_NOT_SELECTED,
+                f"ClusterQueue {cq} does not select namespace {namespace} "
+                "(its spec.namespaceSelector)",
+            )
+        return cq, None
+
+    def feed_workload(self, wl: Obj) -> None:
+        key = convert.workload_key(wl)
+        if convert.is_true(wl, names.COND_FINISHED) or (wl.get("metadata") or {}).get(
+            "deletionTimestamp"
+        ):
+            self.forget(key)
+            return
+        holding = convert.holds_quota(wl)
+        cq, withheld = self.resolve(wl)
+        if withheld and not holding:
+            self.withheld[key] = withheld
+            if key in self.fed:
+                self.sched.delete_workload(key)
+                self.fed.discard(key)
+            return
+        self.withheld.pop(key, None)
+        if cq is None:  # holding quota under a queue that changed: keep it where it was
+            cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+        try:
+            self.sched.upsert_workload(self._to_core(wl, cq or ""))
+        except (ValueError, KeyError, TypeError) as err:
+            log.warning("workload %s is malformed: %s", key, err)
+            return
+        self.fed.add(key)
+
+    def _to_core(self, wl: Obj, cq: str) -> core.Workload:
+        pc = (wl.get("spec") or {}).get("priorityClassName")
+        grace = minimum = 0.0
+        info = self.cache.priority_class_value(pc) if pc else None
+        if info is not None:
+            _, grace, minimum = info
+        return convert.workload(wl, cq, grace_seconds=grace, minimum_runtime_seconds=minimum)
+
+    def forget(self, key: str) -> None:
+        self.withheld.pop(key, None)
+        if key in self.fed:
+            self.sched.delete_workload(key)
+            self.fed.discard(key)
+
+    def _workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        key = convert.workload_key(obj)
+        if kind == "DELETED":
+            self.forget(key)
+        else:
+            self.feed_workload(obj)
+        self.on_workload(key)
+        self.on_change()
+
+    def refeed(self, predicate: Callable[[Obj], bool]) -> None:
+        for wl in self.cache.store(k.WORKLOADS).values():
+            if predicate(wl):
+                self.feed_workload(wl)
+                self.on_workload(convert.workload_key(wl))
+        self.on_change()
+
+    def refeed_all(self) -> None:
+        self.refeed(lambda _: True)
+
+    def _local_queue(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
+        self.refeed(
+            lambda wl: (
+                wl["metadata"].get("namespace") == ns
+                and (wl.get("spec") or {}).get("queueName") == name
+            )
+        )
+
+    def _namespace(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if old is not None and (old["metadata"].get("labels") == obj["metadata"].get("labels")):
+            return
+        ns = obj["metadata"]["name"]
+        self.refeed(lambda wl: wl["metadata"].get("namespace") == ns)
+
+    def _job(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        self.on_job(kind, obj)

@@ -1,0 +1,350 @@
+"""The controller: watches -> cache -> core -> writes, with one work queue per object key.
+
+Everything runs on one asyncio loop. Watch events update the cache and the core at once
+(`Feed`); a debounced loop runs the core's cycle at most every `debounce_s` while there is
+news; the cycle's decisions and every object that changed become keys on a work queue, served
+by a bounded pool of workers that never works on one key twice at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from queuectl import metrics
+from queuectl.api import names
+from queuectl.controller import convert, queues
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.events import EventRecorder
+from queuectl.controller.feed import Feed
+from queuectl.controller.jobs.base import JobAdapter
+from queuectl.controller.jobs.batch import BatchJobAdapter
+from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.leader import LeaderElector
+from queuectl.controller.reconcile import Reconciler
+from queuectl.controller.watcher import run_all
+from queuectl.core import Scheduler
+
+log = logging.getLogger(__name__)
+
+Action = Callable[[], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Options:
+    debounce_s: float = 0.05
+    workers: int = 32
+    status_interval_s: float = 1.0
+
+
+class Controller:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        options: Options = Options(),
+        leader: LeaderElector | None = None,
+        adapters: Mapping[str, JobAdapter] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.options = options
+        self.leader = leader
+        self.clock = clock
+        self.adapters: Mapping[str, JobAdapter] = adapters or {"Job": BatchJobAdapter()}
+        self.cache = Cache(kube)
+        self.sched = Scheduler()
+        self.events = EventRecorder(kube)
+        self._wake = asyncio.Event()
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._active: set[str] = set()
+        self._again: set[str] = set()
+        self._actions: dict[str, list[Action]] = {}
+        self._timers: list[tuple[float, str]] = []
+        self._timer_wake = asyncio.Event()
+        self.feed = Feed(self.cache, self.sched, self._wake.set, self._on_workload, self._on_job)
+        self.reconciler = Reconciler(
+            kube, self.cache, self.feed, self.sched, self.adapters, self.events, self.at, clock
+        )
+        self.cycles = 0
+        self.admitted_total = 0
+        self.started = asyncio.Event()
+
+    # --- readiness ------------------------------------------------------------------------
+    def synced(self) -> bool:
+        return self.cache.synced()
+
+    def leading(self) -> bool:
+        return self.leader is None or self.leader.leading.is_set()
+
+    async def _wait_leading(self) -> None:
+        if self.leader is not None:
+            await self.leader.leading.wait()
+
+    # --- keys -----------------------------------------------------------------------------
+    def enqueue(self, key: str, action: Action | None = None) -> None:
+        if action is not None:
+            self._actions.setdefault(key, []).append(action)
+        if key in self._active:
+            self._again.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def at(self, when: float, wl_key: str) -> None:
+        heapq.heappush(self._timers, (when, f"wl:{wl_key}"))
+        self._timer_wake.set()
+
+    def _on_workload(self, key: str) -> None:
+        self.enqueue(f"wl:{key}")
+
+    def _on_job(self, event: str, obj: Obj) -> None:
+        kind = obj.get("kind") or "Job"
+        meta = obj["metadata"]
+        adapter = self.adapters.get(kind)
+        if adapter is None or adapter.queue_name(obj) is None:
+            return
+        if event == "DELETED":
+            name = adapter.workload_name(obj)
+            ns = meta.get("namespace", "")
+            self.feed.forget(f"{ns}/{name}")
+            self.enqueue(f"gone:{ns}/{name}")
+            self._wake.set()
+            return
+        self.enqueue(f"job:{kind}/{meta.get('namespace', '')}/{meta['name']}")
+
+    async def _serve(self, key: str) -> None:
+        for action in self._actions.pop(key, []):
+            await action()
+        kind, _, rest = key.partition(":")
+        if kind == "wl":
+            await self.reconciler.reconcile(rest)
+        elif kind == "job":
+            job_kind, ns, name = rest.split("/", 2)
+            wl_key = await self.reconciler.reconcile_job(job_kind, ns, name)
+            if wl_key is not None:
+                await self.reconciler.reconcile(wl_key)
+        elif kind == "gone":
+            ns, name = rest.split("/", 1)
+            await self.reconciler.job_deleted(ns, name)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            await self._wait_leading()
+            self._active.add(key)
+            try:
+                await self._serve(key)
+            except (TimeoutError, KubeError, OSError) as err:
+                metrics.CONTROLLER_API_ERRORS.labels(key.partition(":")[0]).inc()
+                log.warning("%s: %s; retrying", key, err)
+                if key.startswith("wl:"):
+                    self.at(self.clock() + 1.0, key.partition(":")[2])
+            except Exception:
+                log.exception("reconciling %s failed", key)
+            finally:
+                self._active.discard(key)
+                if key in self._again:
+                    self._again.discard(key)
+                    self.enqueue(key)
+
+    async def _timer_loop(self) -> None:
+        while True:
+            now = self.clock()
+            while self._timers and self._timers[0][0] <= now:
+                _, key = heapq.heappop(self._timers)
+                self.enqueue(key)
+                self._wake.set()
+            delay = self._timers[0][0] - now if self._timers else 3600.0
+            self._timer_wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._timer_wake.wait(), max(0.01, delay))
+
+    # --- the scheduling cycle --------------------------------------------------------------
+    async def _cycle_loop(self) -> None:
+        next_wakeup: float | None = None
+        while True:
+            timeout = None if next_wakeup is None else max(0.0, next_wakeup - self.clock())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            await self._wait_leading()
+            await asyncio.sleep(self.options.debounce_s)  # gather a burst into one cycle
+            self._wake.clear()
+            next_wakeup = self.run_cycle()
+
+    def run_cycle(self) -> float | None:
+        started = time.perf_counter()
+        now = self.clock()
+        result = self.sched.run_cycle(now)
+        metrics.CONTROLLER_CYCLE_SECONDS.observe(time.perf_counter() - started)
+        metrics.CONTROLLER_ADMISSIONS_PER_CYCLE.observe(len(result.admitted))
+        self.cycles += 1
+        for adm in result.admitted:
+            self.enqueue(f"wl:{adm.key}", self._admit_action(adm.key, adm.admission))
+        for p in result.preemptions:
+            self.enqueue(f"wl:{p.victim}", functools.partial(self._preempt, p))
+        for e in result.evictions:
+            self.enqueue(f"wl:{e.key}", functools.partial(self._evict, e))
+        for info in result.pending:
+            self.enqueue(f"wl:{info.key}")
+        return result.next_wakeup
+
+    def _admit_action(self, key: str, admission: Any) -> Action:
+        async def act() -> None:
+            if await self.reconciler.admit(key, admission):
+                self.admitted_total += 1
+                metrics.CONTROLLER_ADMITTED.labels(admission.cluster_queue).inc()
+                ns, _, name = key.partition("/")
+                wl = self.cache.get(k.WORKLOADS, name, ns)
+                created = convert.parse_time(
+                    (wl or {}).get("metadata", {}).get("creationTimestamp")
+                )
+                if created is not None:
+                    metrics.CONTROLLER_ADMISSION_WAIT.labels(admission.cluster_queue).observe(
+                        max(0.0, self.clock() - created)
+                    )
+
+        return act
+
+    async def _preempt(self, p: Any) -> None:
+        await self.reconciler.preempt(p)
+        metrics.CONTROLLER_PREEMPTED.labels(p.reason).inc()
+
+    async def _evict(self, e: Any) -> None:
+        await self.reconciler.apply_eviction(e)
+        metrics.CONTROLLER_EVICTED.labels(e.reason).inc()
+
+    # --- queue status ----------------------------------------------------------------------
+    async def _status_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.status_interval_s)
+            await self._wait_leading()
+            try:
+                await self.write_queue_statuses()
+            except (TimeoutError, KubeError, OSError) as err:
+                log.warning("queue status: %s", err)
+
+    async def write_queue_statuses(self) -> None:
+        now = self.clock()
+        cq_active: dict[str, bool] = {}
+        for cq in self.cache.store(k.CLUSTER_QUEUES).values():
+            name = cq["metadata"]["name"]
+            qs = self.sched.cluster_queue_status(name)
+            st = queues.cluster_queue_status(cq, qs, now)
+            cq_active[name] = any(
+                c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
+            )
+            self._quota_metrics(cq, qs)
+            if queues.changed(cq, st):
+                await self._patch_status(k.CLUSTER_QUEUES, cq, st)
+        lq_statuses = queues.local_queue_statuses(
+            self.cache.store(k.LOCAL_QUEUES).values(),
+            self.cache.store(k.WORKLOADS).values(),
+            self.feed,
+            cq_active,
+            now,
+        )
+        for (ns, name), st in lq_statuses.items():
+            lq = self.cache.get(k.LOCAL_QUEUES, name, ns)
+            if lq is not None and queues.changed(lq, st):
+                await self._patch_status(k.LOCAL_QUEUES, lq, st)
+        self._pending_metrics()
+
+    async def _patch_status(self, res: k.Resource, obj: Obj, st: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        try:
+            new = await self.kube.patch(
+                res, meta["name"], {"status": st}, meta.get("namespace"), sub="status"
+            )
+        except KubeError as err:
+            if err.not_found:
+                return
+            raise
+        self.cache.store(res).upsert_local(new)
+
+    def _quota_metrics(self, cq: Obj, qs: Any) -> None:
+        name = cq["metadata"]["name"]
+        for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+            for fq in group.get("flavors") or ():
+                for r in fq.get("resources") or ():
+                    fr = (fq["name"], r["name"])
+                    labels = (name, fq["name"], r["name"])
+                    nominal = convert.canonical(r["name"], r.get("nominalQuota", 0))
+                    metrics.CONTROLLER_QUOTA.labels(*labels, "nominal").set(nominal)
+                    used = qs.usage.get(fr, 0) if qs else 0
+                    metrics.CONTROLLER_QUOTA.labels(*labels, "used").set(used)
+                    borrowed = qs.borrowed.get(fr, 0) if qs else 0
+                    metrics.CONTROLLER_QUOTA.labels(*labels, "borrowed").set(borrowed)
+
+    def _pending_metrics(self) -> None:
+        pending: dict[tuple[str, str], int] = {}
+        admitted: dict[str, int] = {}
+        for wl in self.cache.store(k.WORKLOADS).values():
+            if convert.is_true(wl, names.COND_FINISHED):
+                continue
+            if convert.holds_quota(wl):
+                cq = wl["status"]["admission"].get("clusterQueue", "")
+                admitted[cq] = admitted.get(cq, 0) + 1
+                continue
+            ns = wl["metadata"].get("namespace", "")
+            lq = self.cache.local_queue(ns, (wl.get("spec") or {}).get("queueName", "")) or ""
+            pc = (wl.get("spec") or {}).get("priorityClassName") or ""
+            pending[(lq, pc)] = pending.get((lq, pc), 0) + 1
+        metrics.CONTROLLER_PENDING.clear()
+        for (cq, pc), n in pending.items():
+            metrics.CONTROLLER_PENDING.labels(cq, pc).set(n)
+        metrics.CONTROLLER_ADMITTED_ACTIVE.clear()
+        for cq, n in admitted.items():
+            metrics.CONTROLLER_ADMITTED_ACTIVE.labels(cq).set(n)
+
+    # --- run -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Until cancelled. Raises LeadershipLost if this replica loses its Lease."""
+        tasks = [asyncio.create_task(run_all(self.cache.watchers), name="watches")]
+        if self.leader is not None:
+            tasks.append(asyncio.create_task(self._lead(), name="leader"))
+        try:
+            await self.cache.wait_synced()
+            log.info("caches synced: %s", {n: len(s.objects) for n, s in self.cache.stores.items()})
+            tasks += [asyncio.create_task(self._worker()) for _ in range(self.options.workers)]
+            tasks += [
+                asyncio.create_task(self._cycle_loop(), name="cycle"),
+                asyncio.create_task(self._timer_loop(), name="timers"),
+                asyncio.create_task(self._status_loop(), name="queue-status"),
+            ]
+            for wl in self.cache.store(k.WORKLOADS).values():
+                self.enqueue(f"wl:{convert.workload_key(wl)}")
+            for job in self.cache.store(k.JOBS).values():
+                self._on_job("ADDED", job)
+            self._wake.set()
+            self.started.set()
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                t.result()
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            if self.leader is not None:
+                await self.leader.release()
+
+    async def _lead(self) -> None:
+        assert self.leader is not None
+        try:
+            leading = asyncio.create_task(self.leader.leading.wait())
+            leading.add_done_callback(lambda _: metrics.CONTROLLER_LEADER.set(1))
+            await self.leader.run()
+        finally:
+            metrics.CONTROLLER_LEADER.set(0)

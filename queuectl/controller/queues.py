@@ -1,0 +1,127 @@
+"""ClusterQueue and LocalQueue status, computed from the core and the cache (pure)."""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from queuectl.api import names
+from queuectl.controller import convert, status
+from queuectl.controller.feed import Feed
+from queuectl.controller.kube import Obj
+from queuectl.core.results import QueueStatus
+
+Usage = Mapping[tuple[str, str], int]
+
+
+def flavors_usage(usage: Usage, borrowed: Usage, order: Iterable[str]) -> list[dict[str, Any]]:
+    """[{name: flavor, resources: [{name, total, borrowed}]}], flavors in `order` first."""
+    by_flavor: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for (flavor, res), total in usage.items():
+        by_flavor[flavor][res] = {
+            "name": res,
+            "total": convert.quantity_string(res, total),
+            "borrowed": convert.quantity_string(res, borrowed.get((flavor, res), 0)),
+        }
+    ordered = [f for f in order if f in by_flavor] + sorted(f for f in by_flavor if f not in order)
+    return [
+        {"name": f, "resources": [by_flavor[f][r] for r in sorted(by_flavor[f])]} for f in ordered
+    ]
+
+
+def _flavor_order(cq: Obj) -> list[str]:
+    out: list[str] = []
+    for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+        out += [f["name"] for f in group.get("flavors") or () if f["name"] not in out]
+    return out
+
+
+def _with_condition(obj: Obj, active: bool, reason: str, message: str, now: float) -> list[Any]:
+    conds = copy.deepcopy(list((obj.get("status") or {}).get("conditions") or []))
+    status.set_condition(conds, names.COND_ACTIVE, active, reason, message, now)
+    return conds
+
+
+def cluster_queue_status(cq: Obj, qs: QueueStatus | None, now: float) -> dict[str, Any]:
+    stop = (cq.get("spec") or {}).get("stopPolicy") or "None"
+    if qs is None:
+        active, reason, message = False, names.REASON_PENDING, "Not yet seen by the scheduler"
+    elif stop != "None":
+        active, reason = False, names.REASON_CLUSTER_QUEUE_STOPPED
+        message = f"stopPolicy is {stop}; set it to None to admit again"
+    elif not qs.active:
+        active, reason = False, names.REASON_INVALID_SPEC
+        message = qs.problem or "The ClusterQueue cannot admit workloads"
+    else:
+        active, reason, message = True, names.REASON_READY, "Can admit new workloads"
+    usage = flavors_usage(qs.usage, qs.borrowed, _flavor_order(cq)) if qs is not None else []
+    return {
+        "pendingWorkloads": qs.pending if qs else 0,
+        "reservingWorkloads": qs.admitted if qs else 0,
+        "admittedWorkloads": qs.admitted if qs else 0,
+        "flavorsReservation": usage,
+        "flavorsUsage": usage,
+        "fairSharing": {"weightedShare": round(qs.weighted_share * 1000) if qs else 0},
+        "conditions": _with_condition(cq, active, reason, message, now),
+    }
+
+
+def local_queue_statuses(
+    lqs: Iterable[Obj],
+    workloads: Iterable[Obj],
+    feed: Feed,
+    cq_active: Mapping[str, bool],
+    now: float,
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, name) -> status for every LocalQueue."""
+    pending: dict[tuple[str, str], int] = defaultdict(int)
+    admitted: dict[tuple[str, str], int] = defaultdict(int)
+    usage: dict[tuple[str, str], dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    for wl in workloads:
+        if convert.is_true(wl, names.COND_FINISHED):
+            continue
+        lq_key = (wl["metadata"].get("namespace", ""), (wl.get("spec") or {}).get("queueName", ""))
+        if convert.holds_quota(wl):
+            admitted[lq_key] += 1
+            adm = convert.admission_from_status(wl["status"]["admission"])
+            for ps in adm.podsets:
+                for res, total in ps.usage.items():
+                    usage[lq_key][(ps.flavors.get(res, ""), res)] += total
+        else:
+            pending[lq_key] += 1
+    out = {}
+    for lq in lqs:
+        meta, spec = lq["metadata"], lq.get("spec") or {}
+        key = (meta.get("namespace", ""), meta["name"])
+        cq = spec.get("clusterQueue", "")
+        stop = spec.get("stopPolicy") or "None"
+        if stop != "None":
+            active, reason, message = False, names.REASON_LOCAL_QUEUE_STOPPED, f"stopPolicy {stop}"
+        elif cq not in cq_active:
+            active, reason = False, names.REASON_CLUSTER_QUEUE_NOT_FOUND
+            message = f"ClusterQueue {cq} does not exist"
+        elif not feed.cache.namespace_selected(cq, key[0]):
+            active, reason = False, names.REASON_NAMESPACE_NOT_SELECTED
+            message = f"ClusterQueue {cq} does not select namespace {key[0]}"
+        elif not cq_active[cq]:
+            active, reason, message = False, names.REASON_CLUSTER_QUEUE_STOPPED, f"{cq} inactive"
+        else:
+            active, reason, message = True, names.REASON_READY, "Can submit new workloads"
+        used = usage.get(key, {})
+        fl = flavors_usage(used, {}, [])
+        out[key] = {
+            "pendingWorkloads": pending.get(key, 0),
+            "reservingWorkloads": admitted.get(key, 0),
+            "admittedWorkloads": admitted.get(key, 0),
+            "flavorsReservation": fl,
+            "flavorsUsage": fl,
+            "conditions": _with_condition(lq, active, reason, message, now),
+        }
+    return out
+
+
+def changed(obj: Obj, new_status: Mapping[str, Any]) -> bool:
+    old = obj.get("status") or {}
+    return any(old.get(k) != v for k, v in new_status.items())

@@ -1,0 +1,413 @@
+"""Per-Workload reconciliation: from the Workload, its Job and the clock, do the next step.
+
+Level-triggered: each call reads the current objects from the cache and takes whichever single
+step is due (create the Workload, start the Job, mark it Finished, serve a preemption notice,
+suspend after the grace period, release quota once the pods are gone, re-suspend a Job someone
+unsuspended). Because every step is decided from API state, a restarted controller continues
+exactly where the previous one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from queuectl.api import names
+from queuectl.controller import convert, placement, status
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.events import EventRecorder
+from queuectl.controller.feed import Feed, local_queue_stop
+from queuectl.controller.jobs.base import JobAdapter
+from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.core import types as core
+from queuectl.core.results import Eviction, PendingInfo, Preemption
+
+log = logging.getLogger(__name__)
+
+
+class CoreActions(Protocol):
+    """What reconciliation tells the core."""
+
+    def requeue_workload(
+        self, key: str, *, not_before: float = 0.0, front: bool = False
+    ) -> None: ...
+
+    def delete_workload(self, key: str) -> None: ...
+
+    def pending_info(self, key: str) -> PendingInfo | None: ...
+
+
+def _split(key: str) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: Cache,
+        feed: Feed,
+        sched: CoreActions,
+        adapters: Mapping[str, JobAdapter],
+        events: EventRecorder,
+        at: Callable[[float, str], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.feed = feed
+        self.sched = sched
+        self.adapters = adapters
+        self.events = events
+        self.at = at
+        """at(when, workload key): reconcile that workload again at `when`."""
+        self.clock = clock
+        self.stats: dict[str, int] = {}
+
+    def _count(self, what: str) -> None:
+        self.stats[what] = self.stats.get(what, 0) + 1
+
+    # --- writes that keep the cache current ------------------------------------------------
+    async def write_status(self, wl: Obj, patch: dict[str, Any]) -> Obj | None:
+        """Patch the status subresource conditional on the version decided on. On a conflict,
+        re-read (the caller re-decides on the fresh object); None when nothing was written."""
+        ns, name = wl["metadata"].get("namespace"), wl["metadata"]["name"]
+        try:
+            new = await self.kube.patch(k.WORKLOADS, name, patch, ns, sub="status")
+        except KubeError as err:
+            if err.not_found:
+                self.feed.forget(convert.workload_key(wl))
+                return None
+            if not err.conflict:
+                raise
+            self._count("status_conflicts")
+            try:
+                fresh = await self.kube.get(k.WORKLOADS, name, ns)
+            except KubeError as gerr:
+                if gerr.not_found:
+                    return None
+                raise
+            self.cache.store(k.WORKLOADS).apply("MODIFIED", fresh)
+            return None
+        self.cache.store(k.WORKLOADS).upsert_local(new)
+        return new
+
+    async def patch_job(self, adapter: JobAdapter, job: Obj, patch: dict[str, Any]) -> Obj | None:
+        meta = job["metadata"]
+        body = {
+            **patch,
+            "metadata": {**patch.get("metadata", {}), "resourceVersion": meta["resourceVersion"]},
+        }
+        try:
+            new = await self.kube.patch(adapter.resource, meta["name"], body, meta["namespace"])
+        except KubeError as err:
+            if err.not_found:
+                return None
+            if err.conflict:  # the Job moved on; its watch event brings us back here
+                self._count("job_conflicts")
+                return None
+            raise
+        self.cache.store(adapter.resource).upsert_local(new)
+        return new
+
+    # --- jobs ----------------------------------------------------------------------------
+    def owner_job(self, wl: Obj) -> tuple[JobAdapter, Obj | None] | None:
+        """(adapter, the owning job or None if it is gone); None for a Workload without one."""
+        for ref in (wl.get("metadata") or {}).get("ownerReferences") or ():
+            adapter = self.adapters.get(ref.get("kind", ""))
+            if ref.get("controller") and adapter is not None:
+                job = self.cache.get(adapter.resource, ref["name"], wl["metadata"]["namespace"])
+                if job is not None and job["metadata"].get("uid") != ref.get("uid"):
+                    job = None  # a newer job with the same name is not our owner
+                return adapter, job
+        return None
+
+    async def reconcile_job(self, kind: str, namespace: str, name: str) -> str | None:
+        """Make sure a queued job has its Workload; returns that Workload's key."""
+        adapter = self.adapters[kind]
+        job = self.cache.get(adapter.resource, name, namespace)
+        if job is None or adapter.queue_name(job) is None:
+            return None
+        wl_name = adapter.workload_name(job)
+        key = f"{namespace}/{wl_name}"
+        if self.cache.get(k.WORKLOADS, wl_name, namespace) is not None:
+            labels = job["metadata"].get("labels") or {}
+            if labels.get(names.LABEL_WORKLOAD) != wl_name:
+                await self.patch_job(
+                    adapter, job, {"metadata": {"labels": {names.LABEL_WORKLOAD: wl_name}}}
+                )
+            return key
+        if adapter.finished(job) is not None or job["metadata"].get("deletionTimestamp"):
+            return None
+        await self._create_workload(adapter, job, wl_name)
+        return key
+
+    async def _create_workload(self, adapter: JobAdapter, job: Obj, wl_name: str) -> None:
+        meta = job["metadata"]
+        spec = adapter.workload_spec(job)
+        wpc = spec.get("priorityClassName")
+        priority = 0
+        if wpc:
+            info = self.cache.priority_class_value(wpc)
+            priority = info[0] if info else 0
+        elif (pod_pc := adapter.pod_priority_class(job)) is not None:
+            priority = self.cache.pod_priority_value(pod_pc) or 0
+        spec["priority"] = priority
+        body = {
+            "apiVersion": names.API_VERSION,
+            "kind": "Workload",
+            "metadata": {
+                "name": wl_name,
+                "namespace": meta["namespace"],
+                "labels": {names.LABEL_QUEUE_NAME: spec.get("queueName", "")},
+                "ownerReferences": [
+                    {
+                        "apiVersion": adapter.resource.api_version,
+                        "kind": adapter.resource.kind,
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": spec,
+        }
+        try:
+            created = await self.kube.create(k.WORKLOADS, body, meta["namespace"])
+        except KubeError as err:
+            if err.conflict:  # AlreadyExists: an earlier attempt or a previous leader made it
+                return
+            raise
+        self._count("workloads_created")
+        self.cache.store(k.WORKLOADS).upsert_local(created)
+        await self.patch_job(
+            adapter, job, {"metadata": {"labels": {names.LABEL_WORKLOAD: wl_name}}}
+        )
+
+    async def job_deleted(self, namespace: str, wl_name: str) -> None:
+        """Deleting a Job deletes its Workload (the GC would too; this frees quota at once)."""
+        key = f"{namespace}/{wl_name}"
+        self.feed.forget(key)
+        try:
+            await self.kube.delete(k.WORKLOADS, wl_name, namespace)
+        except KubeError as err:
+            if not err.not_found:
+                raise
+
+    # --- workloads -----------------------------------------------------------------------
+    async def reconcile(self, key: str) -> None:
+        ns, name = _split(key)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
+        if wl is None or wl["metadata"].get("deletionTimestamp"):
+            return
+        if convert.is_true(wl, names.COND_FINISHED):
+            self.feed.forget(key)
+            return
+        owner = self.owner_job(wl)
+        adapter, job = owner if owner else (None, None)
+        if owner is not None and job is None:  # its job is gone: so is the workload
+            await self.job_deleted(ns, name)
+            return
+        now = self.clock()
+        if adapter is not None and job is not None and (fin := adapter.finished(job)):
+            if await self.write_status(wl, status.finished(wl, fin.reason, fin.message, now)):
+                self.feed.forget(key)
+                self._count("finished")
+                self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", fin.message)
+            return
+        if convert.holds_quota(wl):
+            await self._holding(key, wl, adapter, job, now)
+        else:
+            await self._waiting(key, wl, adapter, job, now)
+
+    async def _holding(
+        self, key: str, wl: Obj, adapter: JobAdapter | None, job: Obj | None, now: float
+    ) -> None:
+        st = wl.get("status") or {}
+        if convert.is_true(wl, names.COND_EVICTED):
+            await self._drain(key, wl, adapter, job, now)
+            return
+        deadline = convert.parse_time((st.get("preemption") or {}).get("deadline"))
+        if convert.is_true(wl, names.COND_PREEMPTED) and deadline is not None:
+            if adapter is not None and job is not None:
+                annotations = job["metadata"].get("annotations") or {}
+                stamp = convert.format_time(deadline)
+                if annotations.get(names.ANNOTATION_PREEMPTION_DEADLINE) != stamp:
+                    await self.patch_job(
+                        adapter,
+                        job,
+                        {
+                            "metadata": {
+                                "annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: stamp}
+                            }
+                        },
+                    )
+            if now < deadline:
+                self.at(deadline, key)
+                return
+            cond = convert.condition(wl, names.COND_PREEMPTED) or {}
+            await self.evict(
+                wl,
+                names.REASON_EVICTED_PREEMPTION,
+                f"Grace period over: {cond.get('message', 'preempted')}",
+            )
+            return
+        if local_queue_stop(self.cache, wl) == "HoldAndDrain":
+            await self.evict(
+                wl, names.REASON_LOCAL_QUEUE_STOPPED, "LocalQueue stopped with HoldAndDrain"
+            )
+            return
+        if adapter is not None and job is not None and adapter.is_suspended(job):
+            admission = convert.admission_from_status(st["admission"])
+            flavors = {
+                f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()
+            }
+            patch = adapter.run_patch(
+                job,
+                (wl.get("spec") or {}).get("podSets") or [],
+                placement.placements(admission, flavors),
+            )
+            if await self.patch_job(adapter, job, patch):
+                self._count("jobs_started")
+
+    async def _drain(
+        self, key: str, wl: Obj, adapter: JobAdapter | None, job: Obj | None, now: float
+    ) -> None:
+        """Evicted: suspend, wait for the pods to go, put the template back, release quota."""
+        if adapter is not None and job is not None:
+            if not adapter.is_suspended(job):
+                await self.patch_job(adapter, job, adapter.suspend_patch(job))
+                return
+            if not adapter.pods_gone(job):
+                return  # the Job's status update brings us back
+            pod_sets = (wl.get("spec") or {}).get("podSets") or []
+            restore = adapter.restore_patch(job, pod_sets)
+            if restore is not None:
+                if not adapter.can_restore(job):
+                    return  # the Job controller has yet to clear startTime
+                if await self.patch_job(adapter, job, restore) is None:
+                    return
+                job = (
+                    self.cache.get(
+                        adapter.resource, job["metadata"]["name"], job["metadata"]["namespace"]
+                    )
+                    or job
+                )
+            if (job["metadata"].get("annotations") or {}).get(names.ANNOTATION_PREEMPTION_DEADLINE):
+                await self.patch_job(
+                    adapter,
+                    job,
+                    {"metadata": {"annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: None}}},
+                )
+        written = await self.write_status(
+            wl, status.requeued(wl, now, status.admitted_seconds(wl, now))
+        )
+        if written is not None:
+            self.sched.requeue_workload(key)
+            self._count("requeued")
+            self.events.emit(
+                wl,
+                "Normal",
+                names.EVENT_REQUEUED,
+                "Requeue",
+                "Pods are gone; quota released; requeued at its original position",
+            )
+
+    async def _waiting(
+        self, key: str, wl: Obj, adapter: JobAdapter | None, job: Obj | None, now: float
+    ) -> None:
+        if adapter is not None and job is not None:
+            if not adapter.is_suspended(job):  # someone unsuspended it by hand: undo that
+                if await self.patch_job(adapter, job, adapter.suspend_patch(job)):
+                    self._count("resuspended")
+                    self.events.emit(
+                        job,
+                        "Warning",
+                        names.EVENT_SUSPENDED,
+                        "Suspend",
+                        "Suspended again: the job is not admitted by its queue",
+                    )
+                return
+            restore = adapter.restore_patch(job, (wl.get("spec") or {}).get("podSets") or [])
+            if restore is not None and adapter.can_restore(job):
+                await self.patch_job(adapter, job, restore)
+        withheld = self.feed.withheld.get(key)
+        info = self.sched.pending_info(key) if withheld is None else None
+        reason, message = withheld or ((info.reason, info.message) if info else (None, None))
+        if reason and message is not None:
+            await self.write_pending(wl, reason, message, now)
+
+    async def write_pending(self, wl: Obj, reason: str, message: str, now: float) -> None:
+        patch = status.pending(wl, reason, message, now)
+        if patch is not None:
+            await self.write_status(wl, patch)
+
+    # --- decisions of a cycle ------------------------------------------------------------
+    async def admit(self, key: str, admission: core.Admission) -> bool:
+        """Write the core's admission; on a conflict re-decide on the fresh object, at most
+        once more. The core's reservation is released if the write cannot be made."""
+        for _ in range(2):
+            ns, name = _split(key)
+            wl = self.cache.get(k.WORKLOADS, name, ns)
+            if wl is None or convert.is_true(wl, names.COND_FINISHED):
+                self.sched.delete_workload(key)
+                return False
+            if convert.holds_quota(wl):
+                return False  # already admitted by an earlier writer: its status is the truth
+            try:
+                written = await self.write_status(wl, status.admit(wl, admission, self.clock()))
+            except KubeError as err:
+                log.warning("admitting %s failed: %s", key, err)
+                break
+            if written is not None:
+                self._count("admitted")
+                note = f"Admitted by ClusterQueue {admission.cluster_queue}"
+                self.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
+                await self.reconcile(key)
+                return True
+        self.sched.requeue_workload(key, not_before=self.clock() + 1.0)
+        return False
+
+    async def preempt(self, p: Preemption) -> None:
+        ns, name = _split(p.victim)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
+        if wl is None or convert.is_true(wl, names.COND_PREEMPTED):
+            return
+        written = await self.write_status(wl, status.preempted(wl, p, self.clock()))
+        if written is None:
+            return
+        self._count("preempted")
+        note = (
+            f"{p.message}; preempted by {p.preemptor}, stops at {convert.format_time(p.deadline)}"
+        )
+        self.events.emit(written, "Warning", names.EVENT_PREEMPTED, "Preempt", note)
+        owner = self.owner_job(written)
+        if owner and owner[1] is not None:
+            self.events.emit(owner[1], "Warning", names.EVENT_PREEMPTED, "Preempt", note)
+        await self.reconcile(p.victim)
+
+    async def apply_eviction(self, e: Eviction) -> None:
+        ns, name = _split(e.key)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
+        if wl is None or convert.is_true(wl, names.COND_EVICTED):
+            return
+        if e.reason == names.REASON_EVICTED_MAX_EXEC_TIME:
+            try:
+                wl = await self.kube.patch(k.WORKLOADS, name, {"spec": {"active": False}}, ns)
+            except KubeError as err:
+                log.warning("deactivating %s failed: %s", e.key, err)
+                return
+            self.cache.store(k.WORKLOADS).upsert_local(wl)
+        await self.evict(wl, e.reason, e.message)
+
+    async def evict(self, wl: Obj, reason: str, message: str) -> None:
+        written = await self.write_status(wl, status.evicted(wl, reason, message, self.clock()))
+        if written is None:
+            return
+        self._count("evicted")
+        self.events.emit(written, "Warning", names.EVENT_EVICTED, "Evict", message)
+        await self.reconcile(convert.workload_key(written))
