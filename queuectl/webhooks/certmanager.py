@@ -191,22 +191,36 @@ class CertManager:
             if mutating
             else self.admission.patch_validating_webhook_configuration
         )
-        try:
-            config = await read(name)
-        except ApiException as exc:
-            if exc.status == 404:
-                log.info("webhook configuration %s not found; caBundle not injected", name)
+        for attempt in range(3):
+            try:
+                config = await read(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    log.info("webhook configuration %s not found; caBundle not injected", name)
+                    return
+                raise
+            ops = _ca_bundle_ops(config.webhooks or [], encoded)
+            if not ops:
                 return
-            raise
-        ops: list[dict[str, Any]] = []
-        webhooks: list[Any] = config.webhooks or []
-        for index, webhook in enumerate(webhooks):
-            if webhook.client_config.ca_bundle == encoded:
-                continue
-            ops.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.name})
-            ops.append(
-                {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": encoded}
-            )
-        if ops:
-            await patch(name, ops)
+            try:
+                await patch(name, ops)
+            except ApiException as exc:
+                # 409/422: the configuration changed between read and patch (the test op failed)
+                if exc.status in (409, 422) and attempt < 2:
+                    continue
+                raise
             log.info("injected the CA bundle into %s", name)
+            return
+
+
+def _ca_bundle_ops(webhooks: list[Any], encoded: str) -> list[dict[str, Any]]:
+    """JSONPatch setting caBundle where it differs, each guarded by a test of the webhook's name."""
+    ops: list[dict[str, Any]] = []
+    for index, webhook in enumerate(webhooks):
+        if webhook.client_config.ca_bundle == encoded:
+            continue
+        ops.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.name})
+        ops.append(
+            {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": encoded}
+        )
+    return ops

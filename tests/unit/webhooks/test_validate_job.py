@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from webhook_cases import NS, job, request
 
 from queuectl.api import names
@@ -254,3 +256,42 @@ def test_unlabelled_and_foreign_requests_are_allowed(lookup: InMemoryLookup) -> 
     assert validate_job(request(job(None, False)), lookup)["allowed"] is True
     pod = request(job(QUEUED, False), kind={"group": "", "version": "v1", "kind": "Pod"})
     assert validate_job(pod, lookup)["allowed"] is True
+
+
+label_values = st.sampled_from(["gpu", "cpu", "default", "cq-a", "cq-default", "Bad_Value", "60"])
+label_maps = st.dictionaries(
+    st.sampled_from([Q, CQ, PC, MAX, names.LABEL_WORKLOAD, "app"]), label_values
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    old_labels=label_maps,
+    new_labels=label_maps,
+    old_suspend=st.booleans(),
+    new_suspend=st.booleans(),
+    admitted=st.booleans(),
+)
+def test_no_user_edit_lets_a_queued_job_escape_the_queue(
+    lookup: InMemoryLookup,
+    old_labels: dict[str, str],
+    new_labels: dict[str, str],
+    old_suspend: bool,
+    new_suspend: bool,
+    admitted: bool,
+) -> None:
+    """Whatever a user changes: a queued Job stays queued, and runs only if admitted."""
+    lookup.admitted_jobs.clear()
+    if admitted:
+        lookup.admitted_jobs.add((NS, "train"))
+    old, new = job({**old_labels, Q: "gpu"}, old_suspend), job(new_labels, new_suspend)
+    if not validate_job(request(new, old=old), lookup)["allowed"]:
+        return
+    assert new_labels.get(Q) is not None, "the queue label was removed"
+    if old_suspend and not new_suspend:
+        assert admitted, "an unadmitted Job was unsuspended"
+    if admitted or not old_suspend:
+        assert new_labels[Q] == "gpu", "the queue changed under an admitted or running Job"
+    assert new_labels.get(names.LABEL_WORKLOAD) == old_labels.get(names.LABEL_WORKLOAD)
