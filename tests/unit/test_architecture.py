@@ -1,0 +1,29 @@
+"""The house rules of DESIGN.md §1, enforced: imports point down, core stays pure, code stays clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_imports_point_down_and_core_is_pure() -> None:
+    result = _run(str(BIN / "lint-imports"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_is_clean() -> None:
+    result = _run(str(BIN / "ruff"), "check", "queuectl", "tests", "e2e", "bench")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = _run(str(BIN / "mypy"), "queuectl")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
