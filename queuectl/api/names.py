@@ -144,3 +144,8 @@ EVENT_SUSPENDED: Final = "Suspended"
 EVENT_CREATED_WORKLOAD: Final = "CreatedWorkload"
 # The Lease that elects the one active scheduler (in the system namespace).
 CONTROLLER_LEASE: Final = "queuectl-controller"
+
+# --- GPU node agent deployment (deploy/kustomize/base/agent) ------------------------------
+# Opt a node into the agent DaemonSet when neither GFD nor NFD marks it as a GPU node.
+LABEL_GPU_AGENT: Final = "gpu.queuectl.io/agent"
+AGENT_SERVICE_ACCOUNT: Final = "queuectl-agent"
