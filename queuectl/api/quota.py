@@ -12,7 +12,7 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from queuectl.api.base import MAX_NAME_LENGTH, KubeModel, Rule, cel_rules
-from queuectl.api.quantity import Quantity, canonical
+from queuectl.api.quantity import Quantity, QuantityError, canonical
 
 MAX_RESOURCE_GROUPS: Final = 16
 MAX_FLAVORS_PER_GROUP: Final = 16
@@ -103,10 +103,11 @@ class ResourceQuota(KubeModel):
 
     @model_validator(mode="after")
     def _check(self) -> ResourceQuota:
-        nominal = canonical(self.name, self.nominal_quota)
-        if self.borrowing_limit is not None:
-            canonical(self.name, self.borrowing_limit)
-        if self.lending_limit is not None and canonical(self.name, self.lending_limit) > nominal:
+        try:
+            nominal, _, lending = self.canonical_limits()
+        except QuantityError as err:  # signs were checked by Quantity: this is a split device
+            raise ValueError(f"{DEVICES_WHOLE.message} ({err})") from err
+        if lending is not None and lending > nominal:
             raise ValueError(
                 f"{LENDING_WITHIN_NOMINAL.message} ({self.name}: lendingLimit "
                 f"{self.lending_limit} > nominalQuota {self.nominal_quota})"

@@ -68,12 +68,7 @@ KIND_INFOS: Final[tuple[KindInfo, ...]] = (
             AGE,
         ),
     ),
-    KindInfo(
-        Topology,
-        "topologies",
-        ("topo",),
-        (Column("Levels", ".spec.levels[*].nodeLabel", description="Levels, coarse to fine"), AGE),
-    ),
+    KindInfo(Topology, "topologies", ("topo",)),
     KindInfo(
         Cohort,
         "cohorts",
