@@ -7,8 +7,10 @@ the status subresource, the taint list precondition and kwok's own status update
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +23,12 @@ from queuectl.agent.kube import KubeNodeClient
 from queuectl.agent.scripted import ManualClock, ScriptedReader
 from queuectl.agent.shell import Agent, AgentConfig, PassResult
 from queuectl.api import names
+from queuectl.cli.main import main
 from queuectl.testenv import Cluster, eventually
 
+SCENARIO = (
+    Path(__file__).resolve().parents[2] / "queuectl" / "agent" / "scenarios" / "h100-xid79.yaml"
+)
 POLICY = HealthPolicy(recovery_passes=2, hold_down_s=60)
 FOREIGN_TAINT = {"key": "example.com/maintenance", "value": "planned", "effect": "PreferNoSchedule"}
 
@@ -144,3 +150,36 @@ async def test_a_node_without_nvml_reports_unknown_and_keeps_its_labels(
     assert cond is not None and (cond["status"], cond["reason"]) == ("Unknown", "NVMLUnavailable")
     assert node["metadata"]["labels"] == before
     assert not our_taints(node)
+
+
+def test_once_reads_the_node_and_writes_only_when_asked(
+    control_plane: Cluster,
+    k8s_client: k8s.ApiClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`queuectl agent --once` as a person would run it against a cluster: a dry run lists the
+    exact changes and writes nothing; `--write` applies them; then there is nothing left to do."""
+    (fake,) = control_plane.add_gpu_nodes(1, name_prefix=f"once{int(time.time()) % 100000}")
+    argv = [
+        "agent",
+        "--once",
+        "--json",
+        "--scripted",
+        str(SCENARIO),
+        "--node-name",
+        fake.name,
+        "--kubeconfig",
+        control_plane.kubeconfig,
+    ]
+    assert main(argv) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["mode"] == "dry-run" and not dry["written"]
+    assert any("set taint gpu.queuectl.io/unhealthy=CriticalXid" in c for c in dry["changes"])
+    assert not our_taints(read_node(k8s_client, fake.name))
+
+    assert main([*argv, "--write"]) == 0
+    wrote = json.loads(capsys.readouterr().out)
+    assert wrote["written"]
+    node = read_node(k8s_client, fake.name)
+    assert [t["value"] for t in our_taints(node)] == ["CriticalXid"]
+    assert node["metadata"]["labels"][names.LABEL_GPU_HEALTHY_COUNT] == "7"
