@@ -130,14 +130,18 @@ class Agent:
             return self.unavailable
         await self._refresh_inventory(self.clock())
         if self.node_client is not None:
-            view = await self._read_node(self.clock())
-            restored = health.decode(
-                view.annotations.get(names.ANNOTATION_GPU_HEALTH), self.clock()
-            )
-            known = {g.uuid for g in self.inventory.gpus}
-            self.state = {u: s for u, s in restored.items() if u in known}
-            if self.state:
-                log.info("restored %d unhealthy GPU(s) from the Node", len(self.state))
+            try:
+                view = await self._read_node(self.clock())
+            except Exception as exc:  # e.g. a wrong --node-name: keep going, passes will retry
+                log.warning("cannot read Node %s (%s); starting with no health history", node, exc)
+            else:
+                restored = health.decode(
+                    view.annotations.get(names.ANNOTATION_GPU_HEALTH), self.clock()
+                )
+                known = {g.uuid for g in self.inventory.gpus}
+                self.state = {u: s for u, s in restored.items() if u in known}
+                if self.state:
+                    log.info("restored %d unhealthy GPU(s) from the Node", len(self.state))
         self.status = STATUS_OK
         return None
 

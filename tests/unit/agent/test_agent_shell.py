@@ -216,3 +216,21 @@ async def test_health_endpoints_never_fail_liveness(unavailable: str | None) -> 
         assert (await health.json())["status"] == agent.status
         assert ready.status == (200 if unavailable is None else 503)
         assert "queuectl_agent_nvml_available" in await scrape.text()
+
+
+class MissingNode(MemoryNode):
+    async def get(self, name: str) -> NodeView:
+        raise LookupError(f"nodes {name!r} not found")
+
+
+async def test_a_node_that_cannot_be_read_does_not_stop_the_agent() -> None:
+    node = MissingNode()
+    agent, _, _ = make_agent(node)
+    agent.config = AgentConfig(node_name="gpu-0", policy=POLICY, poll_s=0.02, call_timeout_s=5)
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run(stop))
+    await asyncio.sleep(0.2)
+    assert not task.done() and agent.status == STATUS_OK
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert node.patches == []
