@@ -51,6 +51,8 @@ class Config:
     bind_host: str = "127.0.0.1"
     leader_elect: bool = False
     register_webhooks: bool = False
+    install_crds: bool = False
+    impersonate: bool = False
     cert_dir: str | None = None
     namespace: str = names.SYSTEM_NAMESPACE
     options: Options = field(default_factory=Options)
@@ -119,19 +121,54 @@ async def _apply(kube: Kube, obj: dict[str, Any], plural: str) -> None:
     await kube.request("PUT", res.path(None, name), body=obj)
 
 
+CRDS = k.Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
+)
+
+
+async def install_crds(kube: Kube, timeout: float = 60.0) -> None:
+    """Server-side apply our CRDs and wait until each is Established (out-of-cluster only:
+    in-cluster they come with the kustomize base)."""
+    from queuectl.crds.render import load
+
+    for crd in load():
+        await kube.patch(CRDS, crd["metadata"]["name"], crd, content_type=k.APPLY_PATCH, force=True)
+    deadline = asyncio.get_running_loop().time() + timeout
+    for crd in load():
+        while True:
+            got = await kube.get(CRDS, crd["metadata"]["name"])
+            conds = (got.get("status") or {}).get("conditions") or ()
+            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"CRD {crd['metadata']['name']} not established")
+            await asyncio.sleep(0.2)
+
+
 async def start(config: Config) -> Running:
     """Start everything and return once the webhooks listen and the caches are synced."""
     kube = await Kube.connect(config.kubeconfig)
     api = kube.api_client  # the CertManager speaks the generated client over the same pool
     await _ensure_namespace(kube, config.namespace)
+    if config.install_crds:
+        await install_crds(kube)
     cert_dir = config.cert_dir or tempfile.mkdtemp(prefix="queuectl-webhook-certs-")
     certs = CertManager(api, cert_dir, namespace=config.namespace)
     state = await certs.ensure()
     leader = LeaderElector(kube, namespace=config.namespace) if config.leader_elect else None
     controller = Controller(kube, options=config.options, leader=leader)
     users = set(DEFAULT_CONTROLLER_USERS)
-    if config.kubeconfig and (me := await _whoami(kube)):
-        users.add(me)  # out-of-cluster the controller acts as whoever the kubeconfig names
+    if config.impersonate:
+        # Out-of-cluster the kubeconfig is usually an admin's; acting as the controller's
+        # service account (with the admin's groups) lets the Job webhook tell the controller's
+        # writes from a person's, so bypass attempts are refused here as they are in-cluster.
+        kube.api_client.set_default_header("Impersonate-User", names.CONTROLLER_USERNAME)
+        kube.api_client.set_default_header("Impersonate-Group", "system:masters")
+        if not await _whoami(kube):
+            raise RuntimeError(
+                "impersonating the controller's service account was refused; "
+                "run with --no-impersonate or an admin kubeconfig"
+            )
     tasks = [asyncio.create_task(controller.run(), name="controller")]
     runners = []
     webhook = await start_webhook_server(
@@ -215,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
         bind_host=args.bind_host,
         leader_elect=args.leader_elect,
         register_webhooks=register,
+        install_crds=register if args.install_crds is None else args.install_crds,
+        impersonate=register if args.impersonate is None else args.impersonate,
         cert_dir=args.cert_dir,
         namespace=args.namespace,
     )
@@ -247,6 +286,19 @@ def add_parser(subparsers: Subparsers) -> None:
         default=None,
         help="write webhook configurations pointing at https://127.0.0.1:PORT "
         "(default: on with --kubeconfig)",
+    )
+    p.add_argument(
+        "--install-crds",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="apply queuectl's CRDs at start (default: on with --kubeconfig)",
+    )
+    p.add_argument(
+        "--impersonate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="act as the controller's service account through the kubeconfig's "
+        "user, so the webhooks tell its writes apart (default: on with --kubeconfig)",
     )
     p.add_argument("--cert-dir", help="where the serving certificate files are written")
     p.add_argument(

@@ -200,13 +200,17 @@ class Kube:
         *,
         content_type: str = MERGE_PATCH,
         sub: str = "",
+        force: bool = False,
     ) -> Obj:
+        query: dict[str, Any] = {"fieldManager": names.FIELD_MANAGER}
+        if force:
+            query["force"] = "true"
         return await self.request(
             "PATCH",
             res.path(namespace, name, sub),
             body=patch,
             content_type=content_type,
-            query={"fieldManager": names.FIELD_MANAGER},
+            query=query,
         )
 
     async def delete(

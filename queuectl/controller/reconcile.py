@@ -335,11 +335,30 @@ class Reconciler:
             restore = adapter.restore_patch(job, (wl.get("spec") or {}).get("podSets") or [])
             if restore is not None and adapter.can_restore(job):
                 await self.patch_job(adapter, job, restore)
+        await self.sync_pending(key, wl, now)
+
+    async def sync_pending(self, key: str, wl: Obj, now: float) -> None:
+        """Write the reason the workload waits, unless the core has not evaluated it since its
+        last change (that placeholder would race with the cycle's real reason)."""
         withheld = self.feed.withheld.get(key)
-        info = self.sched.pending_info(key) if withheld is None else None
-        reason, message = withheld or ((info.reason, info.message) if info else (None, None))
-        if reason and message is not None:
-            await self.write_pending(wl, reason, message, now)
+        if withheld is not None:
+            await self.write_pending(wl, *withheld, now)
+            return
+        info = self.sched.pending_info(key)
+        if info is None or info.reason == names.REASON_PENDING:
+            return
+        await self.write_pending(wl, info.reason, info.message, now)
+
+    def pending_stale(self, key: str, wl: Obj) -> bool:
+        """Whether the QuotaReserved condition disagrees with the core's current reason."""
+        info = self.feed.withheld.get(key)
+        if info is None:
+            pi = self.sched.pending_info(key)
+            if pi is None or pi.reason == names.REASON_PENDING:
+                return False
+            info = (pi.reason, pi.message)
+        cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+        return (cond.get("reason"), cond.get("message")) != info
 
     async def write_pending(self, wl: Obj, reason: str, message: str, now: float) -> None:
         patch = status.pending(wl, reason, message, now)

@@ -1,0 +1,163 @@
+"""The controller on a real control plane: queued Jobs get Workloads, are admitted within quota,
+wait with a reason beyond it, start when quota frees, and take their Workload with them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from e2e.harness import (
+    WL,
+    ControllerProcess,
+    admitted,
+    apply,
+    cluster_queue,
+    condition,
+    controller,
+    flavor,
+    get,
+    gpu_job,
+    items,
+    local_queue,
+    pods_of,
+    running_pods,
+    wait_for,
+    workload_of,
+)
+from queuectl.api import names
+from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.nodes import H100
+from queuectl.testenv.pytest_plugin import StandardFleet
+
+__all__ = ["controller"]
+
+
+def setup_queue(cluster: Cluster, namespace: str, gpus: int) -> str:
+    cq = f"cq-{namespace}"
+    apply(
+        cluster,
+        flavor("h100", H100),
+        cluster_queue(cq, namespace, {"h100": gpus}),
+        local_queue("lq", namespace, cq),
+    )
+    return cq
+
+
+def test_jobs_beyond_quota_wait_with_a_reason_and_start_as_quota_frees(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    setup_queue(control_plane, namespace, 16)
+    apply(
+        control_plane,
+        gpu_job("a", namespace, "lq", runs_for="4s"),
+        gpu_job("b", namespace, "lq"),
+        gpu_job("c", namespace, "lq"),
+    )
+    wait_for(
+        "a and b admitted",
+        lambda: admitted(control_plane, namespace, "a") and admitted(control_plane, namespace, "b"),
+    )
+    wl_c = wait_for(
+        "c's reason",
+        lambda: (
+            (w := workload_of(control_plane, namespace, "c")) is not None
+            and (condition(w, names.COND_QUOTA_RESERVED) or {}).get("reason")
+            == names.REASON_WAITING_FOR_QUOTA
+            and w
+        ),
+    )
+    message = condition(wl_c, names.COND_QUOTA_RESERVED)["message"]  # type: ignore[index]
+    assert "nvidia.com/gpu" in message and "h100" in message and "short by 8" in message
+    assert get(control_plane, "job", "c", namespace)["spec"]["suspend"] is True
+    assert pods_of(control_plane, namespace, "c") == []
+    # a completes after 4s: its Workload is Finished and c takes its quota
+    wait_for(
+        "c admitted after a finished", lambda: admitted(control_plane, namespace, "c"), timeout=90
+    )
+    wl_a = workload_of(control_plane, namespace, "a")
+    assert wl_a is not None and condition(wl_a, names.COND_FINISHED)["status"] == "True"  # type: ignore[index]
+    pods = wait_for("c running", lambda: running_pods(control_plane, namespace, "c"))
+    node = get(control_plane, "node", pods[0]["spec"]["nodeName"])
+    assert node["metadata"]["labels"][names.LABEL_GPU_PRODUCT] == H100
+
+
+def test_deleting_a_job_deletes_its_workload_and_frees_quota(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    setup_queue(control_plane, namespace, 8)
+    apply(control_plane, gpu_job("first", namespace, "lq"), gpu_job("second", namespace, "lq"))
+    wait_for("first admitted", lambda: admitted(control_plane, namespace, "first"))
+    control_plane.kubectl("delete", "job", "first", "-n", namespace, "--wait=false")
+    wait_for("second admitted", lambda: admitted(control_plane, namespace, "second"))
+    wait_for(
+        "first's workload gone", lambda: workload_of(control_plane, namespace, "first") is None
+    )
+
+
+def test_a_workload_created_directly_is_admitted(
+    control_plane: Cluster, namespace: str, controller: ControllerProcess
+) -> None:
+    setup_queue(control_plane, namespace, 8)
+    wl: dict[str, Any] = {
+        "apiVersion": names.API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": "direct", "namespace": namespace},
+        "spec": {
+            "queueName": "lq",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 2,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "x",
+                                    "resources": {"requests": {names.GPU_RESOURCE: "4"}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    apply(control_plane, wl)
+    got = wait_for(
+        "direct admitted",
+        lambda: (
+            (w := get(control_plane, WL, "direct", namespace))
+            and condition(w, names.COND_ADMITTED)
+            and w
+        ),
+    )
+    (psa,) = got["status"]["admission"]["podSetAssignments"]
+    assert psa["flavors"] == {names.GPU_RESOURCE: "h100"}
+    assert int(psa["resourceUsage"][names.GPU_RESOURCE]) == 8
+
+
+def test_queue_status_counts_pending_and_admitted(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    cq = setup_queue(control_plane, namespace, 8)
+    apply(control_plane, *(gpu_job(f"j{i}", namespace, "lq") for i in range(3)))
+
+    def counts() -> tuple[Any, ...] | None:
+        st = get(control_plane, "clusterqueue", cq).get("status") or {}
+        lq = get(control_plane, "localqueue", "lq", namespace).get("status") or {}
+        got = (
+            st.get("admittedWorkloads"),
+            st.get("pendingWorkloads"),
+            lq.get("admittedWorkloads"),
+            lq.get("pendingWorkloads"),
+        )
+        return got if got == (1, 2, 1, 2) else None
+
+    wait_for("counts 1 admitted, 2 pending", counts)
+    st = get(control_plane, "clusterqueue", cq)["status"]
+    assert st["flavorsUsage"] == [
+        {"name": "h100", "resources": [{"name": names.GPU_RESOURCE, "total": 8, "borrowed": 0}]}
+    ]
+    active = condition(st and {"status": st}, names.COND_ACTIVE)
+    assert active is not None and active["status"] == "True"
+    assert len(items(control_plane, WL, namespace)) == 3
