@@ -147,9 +147,10 @@ def gfd_labels(inventory: Inventory) -> dict[str, str]:
     labels = {
         names.LABEL_GPU_PRODUCT: label_value(first.name),
         names.LABEL_GPU_COUNT: str(inventory.count),
-        names.LABEL_GPU_MEMORY: str(first.memory_total_bytes // MIB),
         names.LABEL_GPU_FAMILY: family(first.compute_capability),
     }
+    if first.memory_total_bytes > 0:  # 0: the GPU would not say
+        labels[names.LABEL_GPU_MEMORY] = str(first.memory_total_bytes // MIB)
     if first.compute_capability is not None:
         labels[names.LABEL_GPU_COMPUTE_MAJOR] = str(first.compute_capability[0])
         labels[names.LABEL_GPU_COMPUTE_MINOR] = str(first.compute_capability[1])

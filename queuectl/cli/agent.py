@@ -83,8 +83,9 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--ignore-xids",
-        default=",".join(map(str, sorted(APPLICATION_XIDS))),
-        help="XIDs that do not make a GPU unhealthy (application errors)",
+        type=xid_list,
+        default=APPLICATION_XIDS,
+        help="comma-separated XIDs that do not make a GPU unhealthy (default: 13,31,43,45,68,109)",
     )
     p.add_argument(
         "--no-gfd-labels",
@@ -100,8 +101,16 @@ def add_parser(subparsers: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def xid_list(text: str) -> frozenset[int]:
+    """'13,31,43' -> {13, 31, 43}; an empty string ignores nothing."""
+    try:
+        return frozenset(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of XIDs: {text!r}") from exc
+
+
 def config_from(args: argparse.Namespace) -> AgentConfig:
-    ignored = frozenset(int(x) for x in str(args.ignore_xids).split(",") if x.strip())
+    ignored = frozenset(args.ignore_xids)
     policy = HealthPolicy(
         ignored_xids=ignored,
         max_temperature_c=args.max_temperature,

@@ -53,3 +53,10 @@ def test_once_without_nvml_says_so_and_exits_zero(capsys: pytest.CaptureFixture[
 def test_write_needs_once(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["agent", "--write"]) == 2
     assert "--write only applies with --once" in capsys.readouterr().err
+
+
+def test_a_bad_xid_list_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["agent", "--once", "--ignore-xids", "13,x"])
+    assert exit_.value.code == 2
+    assert "not a comma-separated list of XIDs" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
@@ -150,3 +151,9 @@ def test_a_gpu_that_does_not_answer_is_left_out_of_discovery() -> None:
     inv = read_inventory(reader)
     assert [g.index for g in inv.gpus] == [0, 1, 3]
     assert {(p.a, p.b) for p in inv.pairs} == {(0, 1), (0, 3), (1, 3)}
+
+
+def test_a_gpu_that_will_not_tell_its_memory_gets_no_memory_label() -> None:
+    (gpu,) = make_gpus("H100", 1)
+    inv = Inventory((replace(gpu, memory_total_bytes=0),))
+    assert names.LABEL_GPU_MEMORY not in discovery.gfd_labels(inv)
