@@ -46,6 +46,8 @@ class Decision:
     kind: Literal["fit", "preempt", "fail"]
     admission: Admission | None = None
     victims: list[tuple[Charge, str]] = field(default_factory=list)
+    need: dict[FlavorResource, int] = field(default_factory=dict)
+    """What the whole workload needs, per (flavor, resource), for a preemption."""
     info: PendingInfo | None = None
     retry_at: float | None = None
     """A protected victim comes of age then: preemption may succeed without any event."""

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from queuectl.core import reasons
-from queuectl.core.assign import assign
+from queuectl.core.assign import Decision, assign
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
-from queuectl.core.quota import share_path
+from queuectl.core.quota import available, share_path
 from queuectl.core.results import (
     Admitted,
     CycleResult,
@@ -231,7 +231,7 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
             _admit(s, w, d.admission, now, out)
         elif d.kind == "preempt":
             q.remove(wkey)
-            _nominate(s, w, d.victims, now, out)
+            _nominate(s, w, d, now, out)
         else:
             assert d.info is not None
             report(s, q, bucket, d.info, out)
@@ -254,12 +254,34 @@ def _admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: _Ou
     out.admitted.append(Admitted(w.key, admission))
 
 
-def _nominate(
-    s: Scheduler, w: Workload, victims: list[tuple[Charge, str]], now: float, out: _Out
-) -> None:
+def _nominate(s: Scheduler, w: Workload, d: Decision, now: float, out: _Out) -> None:
+    """Tell the victims, and hold for the preemptor the free part of what it needs.
+
+    The victims' part is held by keeping them counted (then as ghosts) until the preemptor is
+    admitted; the part that is free right now is held by a reservation charged to its queue, so
+    that nobody admitted in between can take it. Per (flavor, resource) the reservation is at
+    most what is available, so it never breaks a limit.
+    """
     st = s.st
+    victims = d.victims
     keys = sorted(c.key for c, _ in victims)
     s.nominations[w.key] = set(keys)
+    node = st.tree.queues[w.cluster_queue]
+    held = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
+    held = {fr: n for fr, n in held.items() if n > 0}
+    if held:
+        reservation = Charge(
+            key=f"{w.key}#reserved",
+            cq=w.cluster_queue,
+            usage=held,
+            nodes={},
+            priority=w.priority,
+            created=w.created,
+            admitted_at=now,
+            min_runtime=0.0,
+            admission=Admission(w.cluster_queue, ()),
+        )
+        st.hold(w.key, reservation, counted=False)
     for c, reason in sorted(victims, key=lambda v: v[0].key):
         st.victim_of[c.key] = w.key
         vw = st.workloads.get(c.key)

@@ -34,8 +34,9 @@ def _order(own_queue: int, neg_share: float, c: Charge) -> _Key:
     return (own_queue, neg_share, c.priority, -c.admitted_at, -c.created, c.key)
 
 
-def _borrowing(node: QNode, frs: set[FlavorResource]) -> bool:
-    return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in frs)
+def _borrowing(st: State, node: QNode, frs: set[FlavorResource]) -> bool:
+    """Is the queue's own running work over its quota (quota held for others aside)?"""
+    return any(st.own_usage(node, fr) > node.subtree.get(fr, 0) for fr in frs)
 
 
 def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
@@ -84,7 +85,7 @@ def search(
     if node.parent is not None:
         bw = policy.borrow_within_cohort
         for other in st.tree.leaves.get(node.root, ()):
-            if other is node or not _borrowing(other, frs):
+            if other is node or not _borrowing(st, other, frs):
                 continue
             weight = share(other)
             for c in st.by_cq.get(other.name, {}).values():
@@ -114,7 +115,7 @@ def search(
     for _, c, reason in cands:
         if reason != reasons.PREEMPTED_WITHIN_CQ:
             owner = st.tree.queues[c.cq]
-            if not _borrowing(owner, frs.intersection(c.usage)):
+            if not _borrowing(st, owner, frs.intersection(c.usage)):
                 continue  # that queue is back within its own quota: nothing borrowed left to take
         st.apply(c, -1, mark=False)
         removed.append((c, reason))
@@ -135,7 +136,7 @@ def search(
             st.apply(c, -1, mark=False)
     for c, _ in victims:
         st.apply(c, 1, mark=False)
-    return Decision("preempt", victims=victims, retry_at=retry)
+    return Decision("preempt", victims=victims, need=dict(need), retry_at=retry)
 
 
 def _no_victims(

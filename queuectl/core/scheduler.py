@@ -170,7 +170,7 @@ class Scheduler:
         st.evicting.discard(key)
         preemptor = st.victim_of.pop(key, None)
         if preemptor is not None and preemptor in self.nominations:
-            st.ghosts.setdefault(preemptor, []).append(charge)  # held for the preemptor
+            st.hold(preemptor, charge, counted=True)  # its quota stays held for the preemptor
         else:
             st.apply(charge, -1)
 
@@ -185,8 +185,7 @@ class Scheduler:
                 del st.victim_of[v]
                 if v in st.charges:
                     st.evicting.add(v)  # already told to stop; never chosen twice
-        for ghost in st.ghosts.pop(key, []):
-            st.apply(ghost, -1)
+        st.release_held(key)
 
     def _unqueue(self, w: Workload) -> None:
         q = self.pq.get(w.cluster_queue)

@@ -81,7 +81,9 @@ class State:
     charges: dict[str, Charge] = field(default_factory=dict)
     by_cq: dict[str, dict[str, Charge]] = field(default_factory=dict)
     ghosts: dict[str, list[Charge]] = field(default_factory=dict)
-    """preemptor -> charges of victims already gone, held for it"""
+    """preemptor -> charges held for it: victims already gone, and its reservation"""
+    held: dict[str, dict[FlavorResource, int]] = field(default_factory=dict)
+    """queue -> the part of its usage that is ghosts (not running work of its own)"""
     victim_of: dict[str, str] = field(default_factory=dict)
     """victim -> preemptor, while the victim drains"""
     evicting: set[str] = field(default_factory=set)
@@ -151,6 +153,32 @@ class State:
                 if not held:
                     del self.by_cq[charge.cq]
         return charge
+
+    def hold(self, preemptor: str, charge: Charge, counted: bool) -> None:
+        """Keep `charge` counted for `preemptor` (apply it first unless already `counted`)."""
+        self.ghosts.setdefault(preemptor, []).append(charge)
+        held = self.held.setdefault(charge.cq, {})
+        for fr, v in charge.usage.items():
+            held[fr] = held.get(fr, 0) + v
+        if not counted:
+            self.apply(charge, 1)
+
+    def release_held(self, preemptor: str) -> None:
+        for charge in self.ghosts.pop(preemptor, []):
+            held = self.held.get(charge.cq, {})
+            for fr, v in charge.usage.items():
+                left = held.get(fr, 0) - v
+                if left > 0:
+                    held[fr] = left
+                else:
+                    held.pop(fr, None)
+            if not held:
+                self.held.pop(charge.cq, None)
+            self.apply(charge, -1)
+
+    def own_usage(self, node: QNode, fr: FlavorResource) -> int:
+        """A queue's usage without what it holds for others' preemptors."""
+        return node.usage.get(fr, 0) - self.held.get(node.name, {}).get(fr, 0)
 
     # --- nodes ------------------------------------------------------------------------------
     def set_node(self, node: Node | None, name: str) -> None:

@@ -1,4 +1,4 @@
-"""Bad input yields a clear reason on the objects it affects, never a crash or a blocked neighbour."""
+"""Bad input yields a clear reason on the objects it affects: no crash, no stuck neighbour."""
 
 from __future__ import annotations
 

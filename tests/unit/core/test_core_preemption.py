@@ -134,3 +134,22 @@ def test_the_largest_borrower_gives_back_first() -> None:
     r = s.run_cycle(2.0)
     # small/0 is newer and exactly the right size, but "large" borrows the larger share.
     assert [p.victim for p in r.preemptions] == ["large/0"]
+
+
+def test_the_free_part_of_a_preemptors_need_is_held_too() -> None:
+    s = scheduler(
+        gpu_queue(
+            "team-a", quota("h100", 4), preemption=PreemptionPolicy(reclaim_within_cohort="Any")
+        ),
+        gpu_queue("team-b", quota("h100", 0)),
+        gpu_queue("team-c", quota("h100", 0)),
+        job("b/0", "team-b", 2),
+    )
+    assert admitted(s.run_cycle(1.0)) == ["b/0"]
+    s.upsert_workload(job("a/0", "team-a", 4, created=1))
+    assert [p.victim for p in s.run_cycle(2.0).preemptions] == ["b/0"]
+    # 2 GPUs are free right now, but they are part of what a/0 was promised.
+    s.upsert_workload(job("c/0", "team-c", 2, created=2, priority=100))
+    assert admitted(s.run_cycle(3.0)) == []
+    s.requeue_workload("b/0")
+    assert admitted(s.run_cycle(4.0)) == ["a/0"]
