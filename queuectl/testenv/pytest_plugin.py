@@ -14,6 +14,7 @@ loop, so it is not charged to any test's timeout.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import uuid
@@ -100,6 +101,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
     if _build_error is not None:
         raise _build_error
     plane = ControlPlane(tmp_path_factory.mktemp("controlplane"), binaries=_binaries)
+    atexit.register(plane.stop)  # also on an interrupted session; stop() is idempotent
     plane.start()
     try:
         yield plane

@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import ssl
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -318,3 +321,56 @@ def test_api_server_calls_a_tls_webhook_on_loopback_and_obeys_it(
     finally:
         reg.delete_mutating_webhook_configuration(config_name)
         reg.delete_validating_webhook_configuration(config_name)
+
+
+# ---- queuectl dev: the persistent environment a new user starts ---------------------------
+def _queuectl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "queuectl.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.cluster
+def test_dev_up_twice_says_up_and_down_stops_exactly_what_it_started(tmp_path: Path) -> None:
+    env = dict(os.environ, QUEUECTL_STATE_DIR=str(tmp_path))
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        first = _queuectl("dev", "up", "--nodes", "2", "--gpus-per-node", "4", env=env)
+        assert first.returncode == 0, first.stderr
+        kubeconfig_path = tmp_path / "default" / "kubeconfig"
+        assert f"export KUBECONFIG={kubeconfig_path}" in first.stdout
+
+        again = _queuectl("dev", "up", env=env)
+        assert again.returncode == 0 and "already up" in again.stdout, again
+
+        cluster = Cluster(kubeconfig_path)
+        nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        assert [n["status"]["allocatable"][names.GPU_RESOURCE] for n in nodes] == ["4", "4"], nodes
+        assert _queuectl("dev", "kubeconfig", env=env).stdout.strip() == str(kubeconfig_path)
+        status = _queuectl("dev", "status", env=env)
+        assert status.returncode == 0, status
+
+        records = json.loads((tmp_path / "default" / "processes.json").read_text())
+        pids = [r["pid"] for r in records]
+        down = _queuectl("dev", "down", env=env)
+        assert down.returncode == 0 and "Stopped" in down.stdout, down
+        assert not [pid for pid in pids if Path(f"/proc/{pid}").exists() and _not_zombie(pid)]
+        assert bystander.poll() is None, "dev down touched a process it did not start"
+        assert _queuectl("dev", "status", env=env).returncode == 3
+    finally:
+        _queuectl("dev", "down", env=env)
+        bystander.kill()
+        bystander.wait()
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
