@@ -12,7 +12,7 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from queuectl.api.base import MAX_NAME_LENGTH, KubeModel, Rule, cel_rules
-from queuectl.api.quantity import Quantity, QuantityError, canonical
+from queuectl.api.quantity import Quantity, QuantityError, canonical, parse
 
 MAX_RESOURCE_GROUPS: Final = 16
 MAX_FLAVORS_PER_GROUP: Final = 16
@@ -104,10 +104,11 @@ class ResourceQuota(KubeModel):
     @model_validator(mode="after")
     def _check(self) -> ResourceQuota:
         try:
-            nominal, _, lending = self.canonical_limits()
+            self.canonical_limits()
         except QuantityError as err:  # signs were checked by Quantity: this is a split device
             raise ValueError(f"{DEVICES_WHOLE.message} ({err})") from err
-        if lending is not None and lending > nominal:
+        # Exact comparison, as CEL's quantity library does (canonical values are rounded up).
+        if self.lending_limit is not None and parse(self.lending_limit) > parse(self.nominal_quota):
             raise ValueError(
                 f"{LENDING_WITHIN_NOMINAL.message} ({self.name}: lendingLimit "
                 f"{self.lending_limit} > nominalQuota {self.nominal_quota})"

@@ -38,6 +38,18 @@ POD_SET_NAMES_UNIQUE: Final = Rule(
     "podSets names must be unique; give each pod set its own name",
 )
 
+_HOLDS_QUOTA: Final = "has(oldSelf.status) && has(oldSelf.status.admission)"
+QUEUE_FIXED_WHILE_RESERVED: Final = Rule(
+    f"!({_HOLDS_QUOTA}) || (has(self.spec.queueName) == has(oldSelf.spec.queueName) && "
+    "(!has(self.spec.queueName) || self.spec.queueName == oldSelf.spec.queueName))",
+    "queueName cannot change while the workload holds quota; deactivate it (spec.active: false) "
+    "and wait for the quota to be released first",
+)
+POD_SETS_FIXED_WHILE_RESERVED: Final = Rule(
+    f"!({_HOLDS_QUOTA}) || self.spec.podSets == oldSelf.spec.podSets",
+    "podSets cannot change while the workload holds quota: the admitted quota was sized for them",
+)
+
 PodSetName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
 LabelKey = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
 
@@ -156,6 +168,9 @@ class WorkloadStatus(KubeModel):
 class Workload(Resource):
     """One job's request for quota; admitted whole or not at all."""
 
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(QUEUE_FIXED_WHILE_RESERVED, POD_SETS_FIXED_WHILE_RESERVED)
+    )
     NAMESPACED = True
 
     kind: Literal["Workload"] = "Workload"

@@ -301,6 +301,13 @@ BAD: list[BadCase] = [
         quota.FLAVORS_LIST_COVERED_RESOURCES.message,
     ),
     (
+        "a covered resource listed twice",
+        lambda: with_cohort(
+            {**gpu_group(), "coveredResources": ["nvidia.com/gpu", "nvidia.com/gpu"]}
+        ),
+        quota.COVERED_RESOURCES_ONCE.message,
+    ),
+    (
         "borrowing preemption without reclaim",
         lambda: with_cohort(
             gpu_group(), preemption={"borrowWithinCohort": {"policy": "LowerPriority"}}
@@ -460,3 +467,36 @@ def test_status_is_a_subresource(
     url = f"{path_of(lq)}/q/status"
     patched = request(k8s_client, "PATCH", url, {"status": {"pendingWorkloads": 5}})
     assert patched["status"]["pendingWorkloads"] == 5
+
+
+def test_an_admitted_workload_keeps_its_queue_and_pod_sets(
+    crds: list[dict[str, Any]], k8s_client: k8s.ApiClient, namespace: str
+) -> None:
+    wl = workload_obj()
+    wl["metadata"]["namespace"] = namespace
+    url = f"{path_of(wl)}/{wl['metadata']['name']}"
+    create(k8s_client, wl)
+    # Before admission both may change.
+    request(k8s_client, "PATCH", url, {"spec": {"queueName": "other"}})
+    admission = {
+        "clusterQueue": "research-vision",
+        "podSetAssignments": [
+            {
+                "name": "main",
+                "count": 1,
+                "flavors": {"nvidia.com/gpu": "h100"},
+                "resourceUsage": {"nvidia.com/gpu": 8},
+            }
+        ],
+    }
+    request(k8s_client, "PATCH", f"{url}/status", {"status": {"admission": admission}})
+
+    with pytest.raises(Refused) as err:
+        request(k8s_client, "PATCH", url, {"spec": {"queueName": "default"}})
+    assert workload.QUEUE_FIXED_WHILE_RESERVED.message in err.value.message
+    grown = [{"name": "main", "count": 2, "template": {"spec": {"containers": []}}}]
+    with pytest.raises(Refused) as err:
+        request(k8s_client, "PATCH", url, {"spec": {"podSets": grown}})
+    assert workload.POD_SETS_FIXED_WHILE_RESERVED.message in err.value.message
+    # Deactivating stays possible: it is how a user gives the quota back.
+    assert request(k8s_client, "PATCH", url, {"spec": {"active": False}})["spec"]["active"] is False
