@@ -32,6 +32,13 @@ def find_kubectl() -> str:
     return found
 
 
+class KubectlFailed(subprocess.CalledProcessError):
+    """A failed kubectl call whose message carries kubectl's own stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\n{(self.stderr or '').strip()}"
+
+
 class Cluster:
     """A reachable cluster, known by its admin kubeconfig."""
 
@@ -54,9 +61,7 @@ class Cluster:
             argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
         )
         if check and done.returncode != 0:
-            raise subprocess.CalledProcessError(
-                done.returncode, argv, output=done.stdout, stderr=done.stderr
-            )
+            raise KubectlFailed(done.returncode, argv, output=done.stdout, stderr=done.stderr)
         return done
 
     def add_gpu_nodes(
