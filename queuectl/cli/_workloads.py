@@ -1,0 +1,159 @@
+"""Facts about one Workload object that tables and descriptions show (pure, from its dict)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from queuectl.api import names
+from queuectl.controller import convert
+
+Obj = Mapping[str, Any]
+
+STATUSES = ("pending", "admitted", "finished")
+
+
+def key(wl: Obj) -> str:
+    return convert.workload_key(wl)
+
+
+def namespace(wl: Obj) -> str:
+    return str((wl.get("metadata") or {}).get("namespace") or "")
+
+
+def name(wl: Obj) -> str:
+    return str((wl.get("metadata") or {}).get("name") or "")
+
+
+def queue(wl: Obj) -> str:
+    return str((wl.get("spec") or {}).get("queueName") or "")
+
+
+def priority(wl: Obj) -> int:
+    return int((wl.get("spec") or {}).get("priority") or 0)
+
+
+def priority_class(wl: Obj) -> str:
+    return str((wl.get("spec") or {}).get("priorityClassName") or "")
+
+
+def status(wl: Obj) -> str:
+    """pending | admitted | finished: what `--status` filters on."""
+    if convert.is_true(wl, names.COND_FINISHED):
+        return "finished"
+    if convert.holds_quota(wl):
+        return "admitted"
+    return "pending"
+
+
+def state(wl: Obj) -> str:
+    """The word a table shows: Pending, Inactive, Reserved, Admitted, Preempting, Finished."""
+    st = status(wl)
+    if st == "finished":
+        cond = convert.condition(wl, names.COND_FINISHED) or {}
+        return f"Finished ({cond.get('reason')})" if cond.get("reason") else "Finished"
+    if st == "admitted":
+        if convert.is_true(wl, names.COND_PREEMPTED) or convert.is_true(wl, names.COND_EVICTED):
+            return "Evicting"
+        return "Admitted" if convert.is_true(wl, names.COND_ADMITTED) else "Reserved"
+    if (wl.get("spec") or {}).get("active", True) is False:
+        return "Inactive"
+    return "Pending"
+
+
+def created(wl: Obj) -> float | None:
+    return convert.parse_time((wl.get("metadata") or {}).get("creationTimestamp"))
+
+
+def admitted_at(wl: Obj) -> float | None:
+    """When its current quota reservation started."""
+    if not convert.holds_quota(wl):
+        return None
+    cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+    return convert.parse_time(cond.get("lastTransitionTime"))
+
+
+def runtime(wl: Obj, now: float) -> float | None:
+    """Admitted time so far, including earlier admissions (accumulatedPastExecutionTime)."""
+    start = admitted_at(wl)
+    past = float((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+    if start is None:
+        return past or None
+    return past + max(0.0, now - start)
+
+
+@dataclass(frozen=True)
+class PodSetView:
+    name: str
+    count: int
+    requests: Mapping[str, int]
+    """per pod, canonical units"""
+    topology: str
+    flavors: Mapping[str, str]
+    """resource -> flavor, once admitted"""
+    placement: str
+
+
+def podsets(wl: Obj) -> list[PodSetView]:
+    admission = (wl.get("status") or {}).get("admission") if convert.holds_quota(wl) else None
+    assigned: dict[str, Mapping[str, Any]] = {
+        str(a.get("name")): a for a in ((admission or {}).get("podSetAssignments") or ())
+    }
+    out = []
+    for ps in (wl.get("spec") or {}).get("podSets") or ():
+        core_ps = convert.podset(ps)
+        req = ps.get("topologyRequest") or {}
+        topo = (
+            f"required {req['required']}"
+            if req.get("required")
+            else (f"preferred {req['preferred']}" if req.get("preferred") else "")
+        )
+        a = assigned.get(core_ps.name) or {}
+        placement = ""
+        ta = a.get("topologyAssignment")
+        if ta:
+            levels = ta.get("levels") or []
+            doms = ta.get("domains") or []
+            hosts = sorted({str((d.get("values") or ["?"])[-1]) for d in doms})
+            placement = f"{len(hosts)} node(s): {', '.join(hosts[:4])}" + (
+                f" +{len(hosts) - 4}" if len(hosts) > 4 else ""
+            )
+            if levels and len(levels) > 1 and doms:
+                first = doms[0].get("values") or []
+                shared = [
+                    f"{levels[i]}={first[i]}"
+                    for i in range(min(len(levels) - 1, len(first)))
+                    if all((d.get("values") or [None] * len(levels))[i] == first[i] for d in doms)
+                ]
+                if shared:
+                    placement = f"{shared[-1]}; {placement}"
+        out.append(
+            PodSetView(
+                name=core_ps.name,
+                count=core_ps.count,
+                requests=dict(core_ps.requests),
+                topology=topo,
+                flavors=dict(a.get("flavors") or {}),
+                placement=placement,
+            )
+        )
+    return out
+
+
+def gpus(wl: Obj) -> int:
+    """GPUs the whole gang asks for."""
+    return sum(ps.count * ps.requests.get(names.GPU_RESOURCE, 0) for ps in podsets(wl))
+
+
+def flavors(wl: Obj) -> str:
+    used = sorted({f for ps in podsets(wl) for f in ps.flavors.values()})
+    return ",".join(used) or "-"
+
+
+def condition_message(wl: Obj) -> tuple[str, str] | None:
+    """(reason, message) of the QuotaReserved condition the controller wrote, if any."""
+    cond = convert.condition(wl, names.COND_QUOTA_RESERVED)
+    if cond is None:
+        return None
+    return str(cond.get("reason") or ""), str(cond.get("message") or "")

@@ -1,0 +1,305 @@
+"""`queuectl describe clusterqueue|localqueue|cohort|workload NAME`: quota, line, and why.
+
+Everything is computed from one listing of the cluster fed to the scheduling core (see
+`_snapshot`): the quota table from the core's quota tree, the pending order from the core's
+queue, and a pending workload's explanation from `Scheduler.explain`, the same code that
+decides admission.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from queuectl.cli import _kube as kube
+from queuectl.cli import _sections as sec
+from queuectl.cli import _workloads as wlv
+from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
+from queuectl.cli._explain import explain_lines
+from queuectl.cli._kube import CliError
+from queuectl.cli._render import Cell, Term, duration, quantity, table
+from queuectl.cli._snapshot import Snapshot
+from queuectl.cli.main import Subparsers
+from queuectl.core import fleet
+
+KINDS = ("clusterqueue", "localqueue", "cohort", "workload")
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "describe",
+        help="quota, pending line and the reason a workload waits",
+        description="Describe a ClusterQueue (cq), LocalQueue (lq), Cohort (co) or Workload (wl).",
+    )
+    p.add_argument("kind", type=kind_type(KINDS), help="clusterqueue|localqueue|cohort|workload")
+    p.add_argument("name")
+    add_connection_args(p)
+    p.set_defaults(func=run)
+
+
+@guarded
+def run(args: argparse.Namespace) -> int:
+    api = connect(args)
+    try:
+        ns = namespace(args) if args.kind in ("localqueue", "workload") else ""
+        kind = {
+            "clusterqueue": kube.CLUSTER_QUEUE,
+            "localqueue": kube.LOCAL_QUEUE,
+            "cohort": kube.COHORT,
+            "workload": kube.WORKLOAD,
+        }[args.kind]
+        if args.kind != "cohort":  # a cohort may exist only as a name that queues use
+            api.get(kind, args.name, ns or None)  # clear "not found" / "denied" first
+        snap = Snapshot.load(api)
+    finally:
+        api.close()
+    snap.warn()
+    term = Term.detect(sys.stdout)
+    print(describe(snap, args.kind, args.name, ns, term))
+    return 0
+
+
+def describe(snap: Snapshot, kind: str, name: str, ns: str, term: Term) -> str:
+    render: dict[str, Callable[[], str]] = {
+        "clusterqueue": lambda: cluster_queue(snap, name, term),
+        "localqueue": lambda: local_queue(snap, name, ns, term),
+        "cohort": lambda: cohort(snap, name, term),
+        "workload": lambda: workload(snap, name, ns, term),
+    }
+    return render[kind]()
+
+
+# --- ClusterQueue -----------------------------------------------------------------------------
+def _active(snap: Snapshot, name: str) -> tuple[str, str]:
+    """(word, style) of the queue's state as the core sees it."""
+    spec = snap.sched.st.queues.get(name)
+    qs = snap.sched.cluster_queue_status(name)
+    if spec is not None and spec.stop_policy != "None":
+        return f"Stopped ({spec.stop_policy})", "yellow"
+    if qs is None:
+        return "Unknown", "red"
+    if not qs.active:
+        return f"Inactive: {qs.problem}", "red"
+    return "Active", "green"
+
+
+def _cohort_path(snap: Snapshot, cohort_name: str | None) -> str:
+    chain: list[str] = []
+    cur = cohort_name
+    while cur and cur not in chain:
+        chain.append(cur)
+        spec = snap.sched.st.cohorts.get(cur)
+        cur = spec.parent if spec is not None else None
+    return " < ".join(chain) if chain else "-"
+
+
+def cluster_queue(snap: Snapshot, name: str, term: Term) -> str:
+    obj = snap.get(kube.CLUSTER_QUEUE, name)
+    spec = snap.sched.st.queues.get(name)
+    if obj is None or spec is None:
+        raise CliError(f'ClusterQueue "{name}" not found')
+    state, style = _active(snap, name)
+    pre = spec.preemption
+    workloads = sec.in_queue(snap, name)
+    n_pending = sum(1 for w in workloads if wlv.status(w) == "pending")
+    n_admitted = sum(1 for w in workloads if wlv.status(w) == "admitted")
+    head = sec.fields(
+        [
+            ("Name", name),
+            ("Cohort", _cohort_path(snap, spec.cohort)),
+            ("Status", term.paint(state, style)),
+            ("Queueing", spec.queueing_strategy),
+            (
+                "Preemption",
+                f"withinClusterQueue={pre.within_cluster_queue} "
+                f"reclaimWithinCohort={pre.reclaim_within_cohort} "
+                f"borrowWithinCohort={pre.borrow_within_cohort.policy}",
+            ),
+            (
+                "Fungibility",
+                f"whenCanBorrow={spec.flavor_fungibility.when_can_borrow} "
+                f"whenCanPreempt={spec.flavor_fungibility.when_can_preempt}",
+            ),
+            ("Workloads", f"{n_pending} pending, {n_admitted} admitted"),
+        ],
+        term,
+    )
+    rows = fleet.quota_table(snap.sched, name) or ()
+    return "\n".join(
+        [
+            head,
+            "",
+            sec.heading("Quota", term),
+            sec.quota_table(rows, term),
+            "",
+            sec.heading("Pending (in the order the scheduler tries them)", term),
+            sec.pending_table(snap, workloads, term),
+            "",
+            sec.heading("Admitted", term),
+            sec.admitted_table(snap, workloads, term),
+        ]
+    )
+
+
+# --- LocalQueue -------------------------------------------------------------------------------
+def local_queue(snap: Snapshot, name: str, ns: str, term: Term) -> str:
+    obj = snap.get(kube.LOCAL_QUEUE, name, ns)
+    if obj is None:
+        raise CliError(f'LocalQueue "{name}" not found in namespace {ns}')
+    spec = obj.get("spec") or {}
+    cq = str(spec.get("clusterQueue") or "")
+    stop = str(spec.get("stopPolicy") or "None")
+    cq_state, style = _active(snap, cq) if cq in snap.sched.st.queues else ("not found", "red")
+    workloads = sec.in_queue(snap, cq, local=(ns, name))
+    n_pending = sum(1 for w in workloads if wlv.status(w) == "pending")
+    n_admitted = sum(1 for w in workloads if wlv.status(w) == "admitted")
+    head = sec.fields(
+        [
+            ("Name", name),
+            ("Namespace", ns),
+            ("ClusterQueue", f"{cq} ({term.paint(cq_state, style)})"),
+            (
+                "Stop policy",
+                term.paint(stop, "yellow") if stop != "None" else "None",
+            ),
+            ("Workloads", f"{n_pending} pending, {n_admitted} admitted"),
+        ],
+        term,
+    )
+    usage = sec.usage_rows(workloads)
+    usage_text = (
+        table(
+            ["FLAVOR", "RESOURCE", "USED"],
+            [[f, r, quantity(r, v)] for (f, r), v in sorted(usage.items())],
+            term,
+        )
+        if usage
+        else "  (nothing admitted)"
+    )
+    return "\n".join(
+        [
+            head,
+            "",
+            sec.heading("Usage", term),
+            usage_text,
+            "",
+            sec.heading(f"Pending (POSITION: in ClusterQueue {cq}; IN QUEUE: in this queue)", term),
+            sec.pending_table(snap, workloads, term, local_positions=True),
+            "",
+            sec.heading("Admitted", term),
+            sec.admitted_table(snap, workloads, term),
+        ]
+    )
+
+
+# --- Cohort -----------------------------------------------------------------------------------
+def cohort(snap: Snapshot, name: str, term: Term) -> str:
+    members = fleet.cohort_members(snap.sched, name)
+    if members is None:
+        raise CliError(f'Cohort "{name}" not found (no Cohort object and no queue names it)')
+    spec = snap.sched.st.cohorts.get(name)
+    sub_cohorts, queues = members
+    head = sec.fields(
+        [
+            ("Name", name),
+            ("Path", _cohort_path(snap, name)),
+            ("Defined", "yes" if spec is not None else "no (implicit: named by its members)"),
+            ("Fair weight", f"{spec.fair_weight:g}" if spec is not None else "1"),
+            ("Cohorts", ", ".join(sub_cohorts) or "-"),
+            ("ClusterQueues", ", ".join(queues) or "-"),
+        ],
+        term,
+    )
+    rows = fleet.quota_table(snap.sched, name, cohort=True) or ()
+    member_rows: list[list[Cell]] = []
+    for q in queues:
+        qs = snap.sched.cluster_queue_status(q)
+        state, style = _active(snap, q)
+        borrowed = ", ".join(
+            f"{quantity(r, v)} {r}@{f}" for (f, r), v in sorted((qs.borrowed if qs else {}).items())
+        )
+        member_rows.append(
+            [
+                q,
+                (state, style),
+                str(qs.pending if qs else 0),
+                str(qs.admitted if qs else 0),
+                borrowed or "-",
+            ]
+        )
+    return "\n".join(
+        [
+            head,
+            "",
+            sec.heading(
+                "Quota (own, plus what members lend it; USED = members beyond their own)", term
+            ),
+            sec.quota_table(rows, term),
+            "",
+            sec.heading("ClusterQueues", term),
+            table(["QUEUE", "STATUS", "PENDING", "ADMITTED", "BORROWED"], member_rows, term)
+            if member_rows
+            else "  (none)",
+        ]
+    )
+
+
+# --- Workload ---------------------------------------------------------------------------------
+def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
+    obj = snap.get(kube.WORKLOAD, name, ns)
+    if obj is None:
+        raise CliError(f'Workload "{name}" not found in namespace {ns}')
+    key = wlv.key(obj)
+    cq = snap.cluster_queue_of(obj)
+    st = wlv.status(obj)
+    positions = snap.positions()
+    pc = wlv.priority_class(obj)
+    pairs = [
+        ("Name", name),
+        ("Namespace", ns),
+        ("LocalQueue", wlv.queue(obj) or "-"),
+        ("ClusterQueue", cq or "-"),
+        ("Priority", f"{wlv.priority(obj)}" + (f" ({pc})" if pc else "")),
+        ("State", term.paint(wlv.state(obj), "green" if st == "admitted" else "yellow")),
+        ("Created", f"{duration(snap.now - (wlv.created(obj) or snap.now))} ago"),
+    ]
+    if st == "admitted":
+        pairs.append(("Runtime", duration(wlv.runtime(obj, snap.now))))
+    if st == "pending":
+        pos = positions.get(key)
+        total = len(snap.order(cq)) if cq else 0
+        pairs.append(
+            ("Position", f"{pos} of {total} in ClusterQueue {cq}" if pos else "not in line")
+        )
+    maxexec = (obj.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    if maxexec:
+        pairs.append(("Max runtime", duration(float(maxexec))))
+    parts = [sec.fields(pairs, term), "", sec.heading("Pod sets", term), _podsets(obj, term)]
+    if st == "pending":
+        expl = snap.explain(key) if key in snap.sched.st.workloads else None
+        parts += ["", sec.heading("Why pending (the scheduler's own reasoning, now)", term)]
+        parts += explain_lines(expl, snap.withheld(key), term)
+    cond = wlv.condition_message(obj)
+    if cond is not None and st != "finished":
+        parts += ["", sec.heading("Controller's last word (QuotaReserved)", term)]
+        parts.append(f"{cond[0]}: {cond[1]}" if cond[1] else cond[0])
+    return "\n".join(parts)
+
+
+def _podsets(obj: wlv.Obj, term: Term) -> str:
+    rows = []
+    for ps in wlv.podsets(obj):
+        per_pod = ", ".join(f"{r}={quantity(r, v)}" for r, v in sorted(ps.requests.items()))
+        flavors = ",".join(sorted(set(ps.flavors.values()))) or "-"
+        rows.append(
+            [
+                ps.name,
+                str(ps.count),
+                per_pod or "-",
+                ps.topology or "-",
+                flavors,
+                ps.placement or "-",
+            ]
+        )
+    return table(["NAME", "COUNT", "PER POD", "TOPOLOGY", "FLAVOR", "PLACEMENT"], rows, term)
