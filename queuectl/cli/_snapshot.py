@@ -153,6 +153,14 @@ class Snapshot:
         if admission.get("clusterQueue"):
             return str(admission["clusterQueue"])
         cq, _ = self.feed.resolve(wl)
+        if cq is None:  # withheld (stopped LocalQueue, namespace not selected): name it anyway
+            meta = wl.get("metadata") or {}
+            lq = self.get(
+                kube.LOCAL_QUEUE,
+                str((wl.get("spec") or {}).get("queueName") or ""),
+                str(meta.get("namespace") or ""),
+            )
+            cq = str(((lq or {}).get("spec") or {}).get("clusterQueue") or "") or None
         return cq
 
     def order(self, cluster_queue: str) -> tuple[str, ...]:

@@ -148,7 +148,7 @@ def gpus(wl: Obj) -> int:
 
 def flavors(wl: Obj) -> str:
     used = sorted({f for ps in podsets(wl) for f in ps.flavors.values()})
-    return ",".join(used) or "-"
+    return ",".join(used)
 
 
 def condition_message(wl: Obj) -> tuple[str, str] | None:
