@@ -222,3 +222,42 @@ CONTROLLER_API_ERRORS = Counter(
     ["operation"],
     registry=CONTROLLER_REGISTRY,
 )
+
+# --- fleet figures (issue 5): defined by the CLI/dashboard engineer, values computed by
+# queuectl.core.fleet and set by the controller (docs/design/cli.md lists the wiring) ---
+CONTROLLER_FINISHED = Counter(
+    "queuectl_finished_workloads_total",
+    "Workloads that finished, by ClusterQueue and reason (Succeeded, Failed).",
+    ["cluster_queue", "reason"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_GPU_SECONDS = Counter(
+    "queuectl_gpu_seconds_total",
+    "GPU-seconds held by admitted workloads (chargeback), by namespace, ClusterQueue and flavor.",
+    ["namespace", "cluster_queue", "flavor"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_FLAVOR_GPUS = Gauge(
+    "queuectl_flavor_gpus",
+    "GPUs per flavor; kind is capacity (healthy GPUs of schedulable nodes with the flavor's "
+    "labels) or allocated (held by admitted workloads).",
+    ["flavor", "kind"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_GPU_ALLOCATION = Gauge(
+    "queuectl_gpu_allocation_ratio",
+    "Allocated over capacity GPUs of a flavor (0 when it has no capacity).",
+    ["flavor"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_FRAGMENTATION = Gauge(
+    "queuectl_gpu_fragmentation_ratio",
+    "Free GPUs on nodes where no pending pod's GPU request fits, over all free GPUs "
+    "(0 when nothing is free or nothing is pending).",
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_UNHEALTHY_GPUS = Gauge(
+    "queuectl_unhealthy_gpus",
+    "GPUs the node agents report unhealthy (healthy-count label, or the unhealthy taint).",
+    registry=CONTROLLER_REGISTRY,
+)
