@@ -97,7 +97,7 @@ def expressions(dashboard: dict[str, Any]) -> Iterator[str]:
         if var.get("type") == "query" and text:
             m = re.fullmatch(r"label_values\((\w+)\s*,\s*(\w+)\)", text)
             assert m, f"template query {text!r} is not label_values(metric, label)"
-            yield f"{m.group(1)}{{{m.group(2)}=~\".*\"}}"
+            yield f'{m.group(1)}{{{m.group(2)}=~".*"}}'
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +116,10 @@ def dashboard() -> dict[str, Any]:
             {"queuectl_pending_workloads"},
         ),
         (
-            "histogram_quantile(0.99, sum by (le) (rate(x_seconds_bucket{a=\"b\"}[5m])))",
+            'histogram_quantile(0.99, sum by (le) (rate(x_seconds_bucket{a="b"}[5m])))',
             {"x_seconds_bucket"},
         ),
-        ("sum(a) / clamp_min(sum(b{kind=\"capacity\"}), 1) * 100", {"a", "b"}),
+        ('sum(a) / clamp_min(sum(b{kind="capacity"}), 1) * 100', {"a", "b"}),
         ("count by (node) (queuectl_gpu_healthy == 0)", {"queuectl_gpu_healthy"}),
         ("increase(c_total[$__range]) / 3600", {"c_total"}),
         ("a and on (x) b offset 5m", {"a", "b"}),
