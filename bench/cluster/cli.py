@@ -1,0 +1,225 @@
+"""`python -m bench run SCENARIO [--kubeconfig K]`: one measured run, results JSON printed last.
+
+Without --kubeconfig it starts its own control plane (queuectl.testenv) and stops it after;
+either way it starts the controller as a child process (unless --controller none) so its CPU
+and peak memory come from /proc. With --kubeconfig the run's objects are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import secrets
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.cluster import apimetrics, report, setup
+from bench.cluster.controller import ControllerProcess
+from bench.cluster.kubeapi import Api
+from bench.cluster.load import Load
+from bench.cluster.objects import Layout
+from bench.cluster.procstat import ProcSample, try_sample
+from bench.cluster.record import Recorder
+from bench.cluster.scenario import Scenario, load
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench run", description=__doc__)
+    p.add_argument("scenario", help="baseline | large-scale | smoke, or a YAML/JSON path")
+    p.add_argument("--kubeconfig", help="a running cluster (default: start a testenv)")
+    p.add_argument(
+        "--controller",
+        choices=("start", "none"),
+        default="start",
+        help="start `queuectl controller` as a child (default), or use one already running",
+    )
+    p.add_argument("--controller-pid", type=int, help="with --controller none: measure this pid")
+    p.add_argument("--out", type=Path, default=report.RESULTS_DIR, help="results directory")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds the load may take")
+    p.add_argument("--concurrency", type=int, default=32, help="runner requests in flight")
+    p.add_argument(
+        "--profile-controller", action="store_true", help="pyinstrument HTML next to the results"
+    )
+    p.add_argument("--profile-runner", action="store_true", help="pyinstrument the runner too")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    return run(parser().parse_args(argv))
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    scenario = load(args.scenario)
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out: Path = args.out
+    plane: Any = None
+    kubeconfig = args.kubeconfig
+    pids: dict[str, int | None] = {"controller": args.controller_pid}
+    ctl: ControllerProcess | None = None
+    try:
+        if kubeconfig is None:
+            from queuectl.testenv import ControlPlane
+
+            plane = ControlPlane(progress=_progress).start()
+            kubeconfig = plane.kubeconfig
+            for rec in plane.supervisor.records:
+                pids[rec.name] = rec.pid
+        if args.controller == "start":
+            stem = f"{scenario.name}-{stamp.replace(':', '').replace('-', '')}"
+            profile = out / f"{stem}-controller.html" if args.profile_controller else None
+            ctl = ControllerProcess(kubeconfig, out / "logs" / f"{stem}-controller.log", profile)
+            _progress("starting queuectl controller")
+            ctl.start()
+            pids["controller"] = ctl.pid
+        res, rec = asyncio.run(
+            measure(scenario, kubeconfig, pids, args, stamp, cleanup=plane is None)
+        )
+    finally:
+        if ctl is not None:
+            ctl.stop()
+        if plane is not None:
+            plane.stop()
+    if ctl is not None and ctl.profile_to is not None:
+        res["profiles"] = {"controller": str(ctl.profile_to)}
+    report.save(rec, res, out)
+    print(json.dumps(res, indent=2))
+    return 0 if res["all_finished"] else 1
+
+
+async def measure(
+    scenario: Scenario,
+    kubeconfig: str,
+    pids: dict[str, int | None],
+    args: argparse.Namespace,
+    stamp: str,
+    *,
+    cleanup: bool,
+) -> tuple[dict[str, Any], Recorder]:
+    api = await Api.connect(kubeconfig, args.concurrency)
+    lay = Layout(scenario, f"{scenario.name[:6].strip('-')}-{secrets.token_hex(3)}")
+    rec = Recorder(scenario.nominal_total)
+    try:
+        t_setup = time.monotonic()
+        _progress(f"creating {scenario.cluster_queues} ClusterQueues in {lay.namespace}")
+        await setup.create(api, lay)
+        await setup.wait_active(api, lay)
+        setup_s = time.monotonic() - t_setup
+        driver = Load(api, lay, rec)
+        procs_before = {n: try_sample(p) for n, p in pids.items()}
+        api_before = apimetrics.request_counts(await api.text("/metrics"))
+        runner_requests_before = api.requests
+        cpu_before = time.process_time()
+        loadavg = [round(x, 2) for x in os.getloadavg()]
+        _progress(
+            f"running {scenario.workloads} Workloads (lower bound {scenario.min_wall_s:.0f}s)"
+        )
+        profiler = _runner_profiler() if args.profile_runner else None
+        all_done = await driver.run(args.timeout)
+        runner_cpu = time.process_time() - cpu_before
+        if profiler is not None:
+            profiler.stop()
+            path = (
+                args.out / f"{scenario.name}-{stamp.replace(':', '').replace('-', '')}-runner.html"
+            )
+            args.out.mkdir(parents=True, exist_ok=True)
+            path.write_text(profiler.output_html())
+        procs_after = {n: try_sample(p) for n, p in pids.items()}
+        api_after = apimetrics.request_counts(await api.text("/metrics"))
+        runner_requests = api.requests - runner_requests_before
+        if cleanup:
+            _progress("removing the run's objects")
+            await setup.delete(api, lay)
+    finally:
+        await api.close()
+    res = results(
+        scenario, rec, driver, stamp, setup_s, runner_cpu, runner_requests,
+        apimetrics.delta(api_before, api_after), procs_before, procs_after, all_done, loadavg,
+    )  # fmt: skip
+    return res, rec
+
+
+def _runner_profiler() -> Any:
+    from pyinstrument import Profiler
+
+    profiler = Profiler(async_mode="disabled")
+    profiler.start()
+    return profiler
+
+
+def _cpu(before: ProcSample | None, after: ProcSample | None) -> float | None:
+    if before is None or after is None:
+        return None
+    return after.cpu_s - before.cpu_s
+
+
+def results(
+    scenario: Scenario,
+    rec: Recorder,
+    driver: Load,
+    stamp: str,
+    setup_s: float,
+    runner_cpu: float,
+    runner_requests: int,
+    api_delta: Any,
+    before: dict[str, ProcSample | None],
+    after: dict[str, ProcSample | None],
+    all_done: bool,
+    loadavg: list[float],
+) -> dict[str, Any]:
+    counts = rec.counts()
+    tta = rec.tta()
+    total = sum(api_delta.values())
+    others = max(0, total - runner_requests)
+    ctl_after = after.get("controller")
+    res: dict[str, Any] = {
+        "scenario": scenario.name,
+        "started_at": stamp,
+        "all_finished": all_done and counts["finished"] == counts["workloads"],
+        "wall_s": rec.wall(),
+        "min_wall_s": scenario.min_wall_s,
+        "usage_pct": rec.usage_pct(),
+        "tta_avg_s": {cls: v["avg"] for cls, v in tta.items()},
+        "tta_s": tta,
+        "controller_cpu_s": _cpu(before.get("controller"), ctl_after),
+        "controller_peak_rss_mb": None if ctl_after is None else ctl_after.peak_rss_mb,
+        "api_requests_per_admission": others / counts["admissions"]
+        if counts["admissions"]
+        else None,
+        "api_requests": {
+            "total": total,
+            "runner": runner_requests,
+            "others": others,
+            "top": [
+                {"resource": r, "verb": v, "count": n} for (r, v), n in api_delta.most_common(12)
+            ],
+        },
+        "runner_cpu_s": runner_cpu,
+        "runner_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "apiserver_cpu_s": _cpu(before.get("kube-apiserver"), after.get("kube-apiserver")),
+        "etcd_cpu_s": _cpu(before.get("etcd"), after.get("etcd")),
+        "counts": counts,
+        "creation_lag_max_s": driver.creation_lag_max,
+        "runner_retries": driver.retries,
+        "finish_conflicts": driver.conflicts,
+        "watch_events": driver.watch_events,
+        "setup_s": setup_s,
+        "targets": scenario.targets,
+        "peer": scenario.peer,
+        "host": {
+            "cpus": os.cpu_count(),
+            "loadavg": loadavg,
+            "python": platform.python_version(),
+        },
+    }
+    return dict(report.rounded(res))

@@ -1,0 +1,87 @@
+"""The controller under test, as its own process (`queuectl controller`), so /proc can say what
+it cost. Webhooks are not registered: Workloads go through none, and a configuration left
+pointing at a stopped process would break the cluster for whoever uses it next.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from queuectl.testenv.ports import free_ports
+
+
+class ControllerProcess:
+    def __init__(self, kubeconfig: str, log_path: Path, profile_to: Path | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.profile_to = profile_to
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.health_port = 0
+        self.metrics_port = 0
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def start(self, timeout: float = 90.0) -> None:
+        hook, self.health_port, self.metrics_port = free_ports(3)
+        argv = [sys.executable]
+        if self.profile_to is not None:
+            argv += ["-m", "pyinstrument", "-r", "html", "-o", str(self.profile_to)]
+        argv += [
+            "-m", "queuectl.cli.main", "controller",
+            "--kubeconfig", self.kubeconfig,
+            "--webhook-port", str(hook),
+            "--health-port", str(self.health_port),
+            "--metrics-port", str(self.metrics_port),
+            "--no-register-webhooks", "--install-crds", "--no-impersonate",
+            "--log-level", "warning",
+        ]  # fmt: skip
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
+        log.close()
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.health_port}/readyz"
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited ({self.proc.returncode}): {self.tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"controller not ready in {timeout:.0f}s: {self.tail()}")
+            time.sleep(0.2)
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            body: bytes = resp.read()
+        return body.decode()
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGINT (the controller shuts down cleanly and a profiler writes its report)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -1,0 +1,134 @@
+"""Results: the JSON (printed last and saved), a short markdown summary and a PNG plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.cluster.record import Recorder
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+REQUIRED = (
+    "scenario",
+    "wall_s",
+    "usage_pct",
+    "tta_avg_s",
+    "controller_cpu_s",
+    "controller_peak_rss_mb",
+    "api_requests_per_admission",
+)
+
+
+def _r(x: float | None, nd: int = 2) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _verdict(value: float | None, target: float | None, *, at_least: bool = False) -> str:
+    if value is None or target is None:
+        return ""
+    ok = value >= target if at_least else value <= target
+    return "met" if ok else "MISSED"
+
+
+def markdown(res: dict[str, Any]) -> str:
+    t = res.get("targets") or {}
+    peer = res.get("peer") or {}
+    peer_tta = peer.get("tta_avg_s") or {}
+    rows = [
+        ("wall time (s)", res["wall_s"], t.get("wall_s"), peer.get("wall_s"), False),
+        (
+            "ClusterQueue usage (%)",
+            res["usage_pct"],
+            t.get("usage_pct"),
+            peer.get("usage_pct"),
+            True,
+        ),
+    ]
+    for cls, avg in res["tta_avg_s"].items():
+        target = t.get(f"tta_{cls}_s")
+        rows.append((f"avg time to admission, {cls} (s)", avg, target, peer_tta.get(cls), False))
+    lines = [
+        f"# {res['scenario']} — {res['started_at']}",
+        "",
+        f"{res['counts']['workloads']} Workloads, {res['counts']['finished']} finished, "
+        f"{res['counts']['admissions']} admissions, {res['counts']['evictions']} evictions; "
+        f"lower bound on wall time (work / nominal quota): {res['min_wall_s']} s.",
+        "",
+        "| figure | queuectl | target | verdict | best-known peer |",
+        "| --- | ---: | ---: | --- | ---: |",
+    ]
+    for label, value, target, peer_value, at_least in rows:
+        lines.append(
+            f"| {label} | {value} | {'' if target is None else target} | "
+            f"{_verdict(value, target, at_least=at_least)} | "
+            f"{'' if peer_value is None else peer_value} |"
+        )
+    api = res["api_requests"]
+    lines += [
+        "",
+        f"- controller: {res['controller_cpu_s']} CPU s, "
+        f"peak RSS {res['controller_peak_rss_mb']} MB",
+        f"- runner: {res['runner_cpu_s']} CPU s, peak RSS {res['runner_peak_rss_mb']} MB; "
+        f"max creation lag {res['creation_lag_max_s']} s",
+        f"- API server: {res.get('apiserver_cpu_s')} CPU s; etcd {res.get('etcd_cpu_s')} CPU s",
+        f"- API requests: {api['total']} in all, {api['runner']} by the runner, "
+        f"{api['others']} by the controller and the cluster "
+        f"= {res['api_requests_per_admission']} per admission",
+        f"- machine: {res['host']['cpus']} CPUs, load average at start {res['host']['loadavg']}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rec: Recorder, res: dict[str, Any], path: Path) -> bool:
+    """Queue depth and quota usage over time; False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    if not rec.timeline or rec.first_created is None:
+        return False
+    t0 = rec.first_created
+    ts = [s[0] - t0 for s in rec.timeline]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5), dpi=80)
+    top.plot(ts, [s[1] for s in rec.timeline], color="tab:blue", linewidth=1)
+    top.set_ylabel("pending Workloads")
+    top.set_title(
+        f"{res['scenario']}: wall {res['wall_s']} s, usage {res['usage_pct']} %", fontsize=10
+    )
+    bottom.plot(
+        ts, [100.0 * s[2] / rec.nominal_total for s in rec.timeline], color="tab:green", linewidth=1
+    )
+    bottom.axhline(100, color="grey", linestyle=":", linewidth=1)
+    bottom.set_ylabel("quota in use (% of nominal)")
+    bottom.set_xlabel("seconds since the first creation")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def save(rec: Recorder, res: dict[str, Any], out_dir: Path = RESULTS_DIR) -> dict[str, str]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{res['scenario']}-{res['started_at'].replace(':', '').replace('-', '')}"
+    paths = {"json": out_dir / f"{stem}.json", "markdown": out_dir / f"{stem}.md"}
+    res["files"] = {k: str(v) for k, v in paths.items()}
+    png = out_dir / f"{stem}.png"
+    if plot(rec, res, png):
+        res["files"]["plot"] = str(png)
+    paths["json"].write_text(json.dumps(res, indent=2) + "\n")
+    paths["markdown"].write_text(markdown(res))
+    return res["files"]  # type: ignore[no-any-return]
+
+
+def rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return _r(value, 3)
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    return value

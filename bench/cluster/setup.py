@@ -1,0 +1,104 @@
+"""Create a run's queue tree, wait until the controller serves it, and remove it afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from bench.cluster import objects
+from bench.cluster.kubeapi import Api, ApiError
+from bench.cluster.objects import Layout
+from queuectl.api import names
+
+OURS = f"/apis/{names.API_VERSION}"
+
+
+def _plural(kind: str) -> str:
+    return {
+        "ResourceFlavor": "resourceflavors",
+        "Cohort": "cohorts",
+        "ClusterQueue": "clusterqueues",
+        "LocalQueue": "localqueues",
+    }[kind]
+
+
+async def _create(api: Api, obj: dict[str, Any]) -> None:
+    if obj["kind"] == "Namespace":
+        path = "/api/v1/namespaces"
+    elif obj["metadata"].get("namespace"):
+        path = f"{OURS}/namespaces/{obj['metadata']['namespace']}/{_plural(obj['kind'])}"
+    else:
+        path = f"{OURS}/{_plural(obj['kind'])}"
+    for attempt in range(30):
+        try:
+            await api.request("POST", path, obj)
+            return
+        except ApiError as err:
+            if err.status == 409:
+                return
+            # a CRD just installed may not be served for a moment; a webhook may be starting
+            if err.status not in (404, 429, 500, 503) or attempt == 29:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def create(api: Api, lay: Layout) -> None:
+    await _create(api, objects.namespace(lay))
+    await _create(api, objects.flavor(lay))
+    s = lay.scenario
+    await asyncio.gather(*(_create(api, objects.cohort(lay, c)) for c in range(s.cohorts)))
+    await asyncio.gather(*(_create(api, objects.cluster_queue(lay, c, q)) for c, q in lay.queues()))
+    await asyncio.gather(*(_create(api, objects.local_queue(lay, c, q)) for c, q in lay.queues()))
+
+
+async def wait_active(api: Api, lay: Layout, timeout: float = 120.0) -> float:
+    """Until the controller reports every ClusterQueue Active; returns the seconds it took."""
+    started = time.monotonic()
+    wanted = {lay.cluster_queue(c, q) for c, q in lay.queues()}
+    selector = f"{objects.LABEL_BENCH}={lay.run_id}"
+    while True:
+        listed = await api.request(
+            "GET", f"{OURS}/clusterqueues", params={"labelSelector": selector}
+        )
+        active = {
+            cq["metadata"]["name"]
+            for cq in listed.get("items") or ()
+            if any(
+                c.get("type") == names.COND_ACTIVE and c.get("status") == "True"
+                for c in (cq.get("status") or {}).get("conditions") or ()
+            )
+        }
+        if wanted <= active:
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            missing = sorted(wanted - active)[:5]
+            raise TimeoutError(
+                f"{len(wanted - active)} ClusterQueues not Active after {timeout:.0f}s "
+                f"(e.g. {missing}); is the controller running? read its log"
+            )
+        await asyncio.sleep(0.5)
+
+
+async def delete(api: Api, lay: Layout) -> None:
+    """Remove the run's objects: its namespace (Workloads, LocalQueues) and its cluster-scoped
+    queue tree, found by the run label."""
+    selector = {"labelSelector": f"{objects.LABEL_BENCH}={lay.run_id}"}
+    with_ns = f"{OURS}/namespaces/{lay.namespace}"
+    for path in (f"{with_ns}/workloads", f"{with_ns}/localqueues"):
+        try:
+            await api.request("DELETE", path, params=selector)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+    for kind in ("ClusterQueue", "Cohort", "ResourceFlavor"):
+        try:
+            await api.request("DELETE", f"{OURS}/{_plural(kind)}", params=selector)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+    try:
+        await api.request("DELETE", f"/api/v1/namespaces/{lay.namespace}")
+    except ApiError as err:
+        if err.status != 404:
+            raise
