@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from queuectl.api import names
-from queuectl.testenv import A100, Cluster, eventually
+from queuectl.testenv import A100, H100, Cluster, eventually
 from queuectl.testenv.pki import CertificateAuthority
 from queuectl.testenv.ports import free_ports
 from queuectl.testenv.pytest_plugin import StandardFleet
@@ -117,6 +117,43 @@ def test_job_with_unsatisfiable_node_affinity_stays_pending(
     (pod,) = job_pods(k8s_client, namespace, "b200-train")
     assert pod.status.phase == "Pending"
     assert pod.spec.node_name is None
+
+
+def test_fake_pods_run_until_a_test_finishes_them_and_vanish_when_deleted(
+    k8s_client: k8s.ApiClient, namespace: str, gpu_nodes: StandardFleet
+) -> None:
+    job = gpu_job("runner", {"nodeSelector": {names.LABEL_GPU_PRODUCT: H100}}, {})
+    job["spec"].update({"parallelism": 2, "completions": 2})
+    k8s.BatchV1Api(k8s_client).create_namespaced_job(namespace, job)
+    core = k8s.CoreV1Api(k8s_client)
+    running = eventually(
+        lambda: job_pods(k8s_client, namespace, "runner"),
+        lambda pods: len(pods) == 2 and all(p.status.phase == "Running" for p in pods),
+        what="both pods Running",
+    )
+    finish = {
+        running[0].metadata.name: (names.ANNOTATION_TESTENV_SUCCEED_AFTER, "Succeeded"),
+        running[1].metadata.name: (names.ANNOTATION_TESTENV_FAIL_AFTER, "Failed"),
+    }
+    for pod, (annotation, _) in finish.items():
+        core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": {annotation: "0s"}}})
+    phases = eventually(
+        lambda: {
+            p.metadata.name: p.status.phase for p in job_pods(k8s_client, namespace, "runner")
+        },
+        lambda seen: all(seen.get(pod) == phase for pod, (_, phase) in finish.items()),
+        what="each pod ended as its annotation asked",
+    )
+    assert sorted(phases.values()) == ["Failed", "Succeeded"]
+
+    k8s.BatchV1Api(k8s_client).delete_namespaced_job(
+        "runner", namespace, propagation_policy="Background"
+    )
+    eventually(
+        lambda: job_pods(k8s_client, namespace, "runner"),
+        lambda pods: not pods,
+        what="the deleted Job's pods are gone",
+    )
 
 
 @pytest.fixture
