@@ -1,0 +1,31 @@
+# The two commands of the README, and the steps they stand on. Each installs what it needs.
+#   make up     a local cluster with fake GPU nodes and the whole system (queuectl dev up)
+#   make test   unit, property, integration and e2e tests (pytest; starts its own control plane)
+VENV ?= .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.installed-stamp
+ARGS ?=
+
+.PHONY: install up down status test build
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+build: $(STAMP)
+	$(VENV)/bin/queuectl dev build
+
+up: $(STAMP)
+	$(VENV)/bin/queuectl dev up $(ARGS)
+
+down: $(STAMP)
+	$(VENV)/bin/queuectl dev down $(ARGS)
+
+status: $(STAMP)
+	$(VENV)/bin/queuectl dev status $(ARGS)
+
+test: $(STAMP)
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(ARGS)
