@@ -111,5 +111,5 @@ def one_line(expl: Explanation | None, withheld: Withheld | None) -> str:
             f"short in {info.flavor}"
         )
     if expl.preemption_possible:
-        return f"{info.reason}: preempting {len(expl.would_evict)}"
+        return f"fits by preempting {len(expl.would_evict)}"
     return info.reason

@@ -233,7 +233,7 @@ def cohort(snap: Snapshot, name: str, term: Term) -> str:
             head,
             "",
             sec.heading(
-                "Quota (own, plus what members lend it; USED = members beyond their own)", term
+                "Quota (own + lent by members; USED: members beyond their own share)", term
             ),
             sec.quota_table(rows, term),
             "",

@@ -1,0 +1,163 @@
+"""`describe` and `list` over in-memory objects: the text a user reads, computed by the core.
+
+The scenario (cli_objects.research_tree): cohort `research` pools vision's 16 H100 and llm's 8;
+llm runs 16 (8 borrowed from vision), vision runs 8. Nothing is free in the cohort.
+"""
+
+from __future__ import annotations
+
+import re
+
+import cli_objects as o
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from queuectl.cli import describe, listing
+from queuectl.cli._render import Term
+from queuectl.cli._snapshot import Snapshot
+
+PLAIN = Term(color=False, width=0)
+
+
+def snapshot(*extra: o.Obj, reclaim: bool = False) -> Snapshot:
+    objs = o.research_tree()
+    if reclaim:
+        objs["clusterqueues"][0]["spec"]["preemption"] = {"reclaimWithinCohort": "Any"}
+    objs["workloads"] += list(extra)
+    return Snapshot.from_objects(objs, now=o.NOW)
+
+
+def test_pending_gang_names_resource_flavor_shortfall_and_holders() -> None:
+    snap = snapshot(o.workload("team-llm", "gang", "training", 8, count=2))
+    text = describe.describe(snap, "workload", "gang", "team-llm", PLAIN)
+    assert "Reason:      WaitingForQuota" in text
+    assert "Missing:     needs 16 nvidia.com/gpu of flavor h100, 0 available: 16 short" in text
+    assert "Held by:     llm uses 16 (8 borrowed); vision uses 8" in text
+    assert "Preemption:  cannot help" in text
+    assert "Position:     1 of 1 in ClusterQueue llm" in text
+
+
+def test_reclaim_says_whom_it_would_evict() -> None:
+    snap = snapshot(o.workload("team-vision", "big", "default", 8), reclaim=True)
+    text = describe.describe(snap, "workload", "big", "team-vision", PLAIN)
+    assert "Preemption:  would admit it by evicting team-llm/l-run" in text
+
+
+def test_cluster_queue_quota_table_shows_borrowed_and_lent() -> None:
+    text = describe.describe(snapshot(), "clusterqueue", "llm", "", PLAIN)
+    row = next(line for line in text.splitlines() if line.startswith("h100"))
+    # FLAVOR RESOURCE NOMINAL BORROWING LENDING USED BORROWED LENT
+    assert row.split() == ["h100", "nvidia.com/gpu", "8", "unlimited", "all", "16", "8", "0"]
+    vision = describe.describe(snapshot(), "clusterqueue", "vision", "", PLAIN)
+    row = next(line for line in vision.splitlines() if line.startswith("h100"))
+    assert row.split()[-3:] == ["8", "0", "8"]  # uses 8, borrows nothing, lends 8 to llm
+    assert "team-llm/l-run" not in vision
+    assert "team-vision/v-run" in vision
+
+
+def test_cohort_lists_members_and_their_borrowing() -> None:
+    text = describe.describe(snapshot(), "cohort", "research", "", PLAIN)
+    assert "ClusterQueues: llm, vision" in text
+    assert re.search(r"^llm\s+Active\s+0\s+1\s+8 nvidia.com/gpu@h100$", text, re.M)
+
+
+def test_local_queue_shows_usage_and_both_positions() -> None:
+    snap = snapshot(
+        o.workload("team-vision", "a", "default", 4, created=o.NOW - 100),
+        o.workload("team-vision", "b", "default", 4, created=o.NOW - 200),
+    )
+    text = describe.describe(snap, "localqueue", "default", "team-vision", PLAIN)
+    assert re.search(r"^h100\s+nvidia.com/gpu\s+8$", text, re.M)
+    assert re.search(r"^1\s+1\s+team-vision/b\s", text, re.M)
+    assert re.search(r"^2\s+2\s+team-vision/a\s", text, re.M)
+
+
+def test_withheld_workload_explains_the_stopped_local_queue() -> None:
+    objs = o.research_tree()
+    objs["localqueues"][1]["spec"]["stopPolicy"] = "Hold"
+    objs["workloads"].append(o.workload("team-llm", "held", "training", 1))
+    snap = Snapshot.from_objects(objs, now=o.NOW)
+    text = describe.describe(snap, "workload", "held", "team-llm", PLAIN)
+    assert "Reason:      LocalQueueStopped" in text
+    assert "ClusterQueue: llm" in text
+
+
+def test_list_workloads_positions_follow_priority_then_age() -> None:
+    snap = snapshot(
+        o.workload("team-vision", "old", "default", 1, created=o.NOW - 900),
+        o.workload("team-vision", "urgent", "default", 1, priority=100, created=o.NOW - 5),
+        o.workload("team-vision", "new", "default", 1, created=o.NOW - 60),
+        o.workload("team-vision", "off", "default", 1, active=False),
+    )
+    rows = listing.collect(snap, "workload", "team-vision", status="pending")
+    assert [(r["name"], r["position"]) for r in rows] == [
+        ("urgent", 1),
+        ("old", 2),
+        ("new", 3),
+        ("off", None),
+    ]
+    assert rows[-1]["status"] == "Inactive"
+    text = listing.render("workload", rows, None, PLAIN, all_namespaces=False)
+    assert text.splitlines()[0].split()[:5] == [
+        "NAME",
+        "QUEUE",
+        "CLUSTERQUEUE",
+        "STATUS",
+        "POSITION",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("filters", "names"),
+    [
+        ({"status": "admitted"}, ["l-run", "v-run"]),
+        ({"status": "pending"}, ["p"]),
+        ({"queue": "training"}, ["l-run"]),
+        ({"cluster_queue": "vision"}, ["p", "v-run"]),
+    ],
+)
+def test_list_workload_filters(filters: dict[str, str], names: list[str]) -> None:
+    snap = snapshot(o.workload("team-vision", "p", "default", 1))
+    rows = listing.collect(snap, "workload", None, **filters)
+    assert sorted(r["name"] for r in rows) == names
+
+
+def test_list_cluster_queues_and_flavors_report_gpu_figures() -> None:
+    snap = snapshot()
+    cqs = {r["name"]: r for r in listing.collect(snap, "clusterqueue", None)}
+    assert (cqs["llm"]["gpusUsed"], cqs["llm"]["gpusBorrowed"]) == (16, 8)
+    assert cqs["vision"]["gpusLent"] == 8
+    (h100,) = listing.collect(snap, "flavor", None)
+    assert (h100["gpus"], h100["gpusAllocated"], h100["allocationRatio"]) == (32, 24, 0.75)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_machine_output_keeps_numbers(fmt: str) -> None:
+    import json
+
+    import yaml
+
+    snap = snapshot(o.workload("team-vision", "p", "default", 1))
+    rows = listing.collect(snap, "workload", "team-vision")
+    text = listing.render("workload", rows, fmt, PLAIN, all_namespaces=False)
+    parsed = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+    pending = next(r for r in parsed["items"] if r["name"] == "p")
+    assert pending["position"] == 1 and pending["gpus"] == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-2, 2), st.integers(0, 5000)), min_size=1, max_size=12, unique=True
+    )
+)
+def test_positions_are_one_to_n_in_priority_then_age_order(jobs: list[tuple[int, int]]) -> None:
+    wls = [
+        o.workload("team-llm", f"w{i}", "training", 1, priority=p, created=o.NOW - age)
+        for i, (p, age) in enumerate(jobs)
+    ]
+    rows = listing.collect(snapshot(*wls), "workload", "team-llm", status="pending")
+    assert [r["position"] for r in rows] == list(range(1, len(jobs) + 1))
+    keys = [(-r["priority"], -r["ageSeconds"]) for r in rows]
+    assert keys == sorted(keys)
