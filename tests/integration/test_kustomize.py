@@ -170,27 +170,31 @@ def test_the_api_server_accepts_every_object_of_the_cert_manager_overlay(
 
 
 @pytest.mark.parametrize("variant", [BASE, CERT_MANAGER], ids=["base", "cert-manager"])
-def test_the_controller_pod_meets_pod_security_restricted(
+def test_every_pod_meets_pod_security_restricted(
     control_plane: Cluster, namespace: str, variant: Path
 ) -> None:
-    """A Pod from the Deployment's template is admitted where PSA enforces `restricted`."""
+    """A Pod from each workload's template is admitted where PSA enforces `restricted`, as the
+    base's namespace does."""
     control_plane.kubectl(
         "label", "namespace", namespace,
         "pod-security.kubernetes.io/enforce=restricted",
         "pod-security.kubernetes.io/enforce-version=latest",
     )  # fmt: skip
-    [deployment] = [o for o in objects(render(variant)) if o["kind"] == "Deployment"]
-    template = copy.deepcopy(deployment["spec"]["template"])
-    template["spec"]["serviceAccountName"] = "default"  # ours exists only in queuectl-system
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "queuectl-controller-psa", "namespace": namespace,
-                     "labels": template["metadata"]["labels"]},
-        "spec": template["spec"],
-    }  # fmt: skip
-    done = control_plane.kubectl(
-        "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod), check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Warning" not in done.stderr, done.stderr
+    workloads = [o for o in objects(render(variant)) if o["kind"] in ("Deployment", "DaemonSet")]
+    assert {o["kind"] for o in workloads} == {"Deployment", "DaemonSet"}
+    for workload in workloads:
+        template = copy.deepcopy(workload["spec"]["template"])
+        template["spec"]["serviceAccountName"] = "default"  # theirs exist only in queuectl-system
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": workload["metadata"]["name"], "namespace": namespace,
+                         "labels": template["metadata"]["labels"]},
+            "spec": template["spec"],
+        }  # fmt: skip
+        done = control_plane.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod), check=False
+        )
+        where = f"{workload['kind']}/{workload['metadata']['name']}"
+        assert done.returncode == 0, f"{where}: {done.stderr}"
+        assert "Warning" not in done.stderr, f"{where}: {done.stderr}"

@@ -32,6 +32,8 @@ CLUSTER_SCOPED = {
     "ClusterRoleBinding",
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 
 
@@ -142,6 +144,9 @@ def test_the_controller_runs_the_controller_with_leader_election(rendered: list[
     container = controller(rendered)
     assert container["args"][0] == "controller"
     assert flag(container, "leader-elect") == ""
+    # Reachable by the Service and the kubelet's probes, not only on loopback.
+    assert flag(container, "webhook-host") == "0.0.0.0"
+    assert flag(container, "bind-host") == "0.0.0.0"
     assert container_port(container, "webhook") == names.WEBHOOK_PORT
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
