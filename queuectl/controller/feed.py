@@ -38,6 +38,28 @@ class CoreInputs(Protocol):
     def delete_workload(self, key: str) -> None: ...
 
 
+def _same_spec(obj: Obj, old: Obj | None) -> bool:
+    """Whether an update left the spec alone (a status write; generation is unchanged)."""
+    if old is None:
+        return False
+    gen, old_gen = obj["metadata"].get("generation"), old["metadata"].get("generation")
+    return gen is not None and gen == old_gen and obj.get("spec") == old.get("spec")
+
+
+def _core_view(wl: Obj) -> tuple[Any, ...]:
+    """The parts of a Workload the core's input is built from."""
+    st = wl.get("status") or {}
+    return (
+        wl.get("spec"),
+        wl["metadata"].get("deletionTimestamp"),
+        st.get("admission"),
+        st.get("requeueState"),
+        st.get("accumulatedPastExecutionTimeSeconds"),
+        convert.holds_quota(wl),
+        convert.is_true(wl, names.COND_FINISHED),
+    )
+
+
 def local_queue_stop(cache: Cache, wl: Obj) -> str:
     """The stopPolicy of the workload's LocalQueue ("None" if it has none or no queue)."""
     meta = wl.get("metadata") or {}
@@ -81,10 +103,14 @@ class Feed:
         }
         for res, (conv, upsert, delete) in simple.items():
             cache.store(res).listeners.append(self._simple(conv, upsert, delete))
-        cache.store(k.CLUSTER_QUEUES).listeners.append(lambda *_: self.refeed_all())
+        cache.store(k.CLUSTER_QUEUES).listeners.append(
+            lambda kind, obj, old: None if _same_spec(obj, old) else self.refeed_all()
+        )
         cache.store(k.LOCAL_QUEUES).listeners.append(self._local_queue)
         cache.store(k.NAMESPACES).listeners.append(self._namespace)
-        cache.store(k.PRIORITY_CLASSES_OURS).listeners.append(lambda *_: self.refeed_all())
+        cache.store(k.PRIORITY_CLASSES_OURS).listeners.append(
+            lambda kind, obj, old: None if _same_spec(obj, old) else self.refeed_all()
+        )
         cache.store(k.WORKLOADS).listeners.append(self._workload)
         cache.store(k.JOBS).listeners.append(self._job)
 
@@ -95,6 +121,8 @@ class Feed:
         delete: Callable[[str], None],
     ) -> Callable[[str, Obj, Obj | None], None]:
         def listener(kind: str, obj: Obj, old: Obj | None) -> None:
+            if kind != "DELETED" and _same_spec(obj, old) and obj.get("kind") != "Node":
+                return  # our own status writes come back as events: nothing to feed
             if kind == "DELETED":
                 delete(obj["metadata"]["name"])
             else:
@@ -176,6 +204,9 @@ class Feed:
         key = convert.workload_key(obj)
         if kind == "DELETED":
             self.forget(key)
+        elif old is not None and _core_view(obj) == _core_view(old):
+            self.on_workload(key)  # only conditions moved (often our own write): no re-feed
+            return
         else:
             self.feed_workload(obj)
         self.on_workload(key)
@@ -192,6 +223,8 @@ class Feed:
         self.refeed(lambda _: True)
 
     def _local_queue(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if kind != "DELETED" and _same_spec(obj, old):
+            return
         ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
         self.refeed(
             lambda wl: (

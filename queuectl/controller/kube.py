@@ -98,11 +98,35 @@ TOPOLOGIES: Final = _ours("topologies", "Topology")
 PRIORITY_CLASSES_OURS: Final = _ours("workloadpriorityclasses", "WorkloadPriorityClass")
 
 
+_PLURALS: Final = frozenset(
+    {
+        "jobs",
+        "pods",
+        "nodes",
+        "namespaces",
+        "events",
+        "priorityclasses",
+        "leases",
+        "workloads",
+        "localqueues",
+        "clusterqueues",
+        "cohorts",
+        "resourceflavors",
+        "topologies",
+        "workloadpriorityclasses",
+        "customresourcedefinitions",
+        "selfsubjectreviews",
+    }
+)
+
+
 class Kube:
     """Dict-in, dict-out API calls sharing one `ApiClient`."""
 
     def __init__(self, api_client: k8s_client.ApiClient) -> None:
         self.api_client = api_client
+        self.calls: dict[tuple[str, str], int] = {}
+        """(method, resource plural) -> requests made: what the controller costs the server."""
 
     @classmethod
     async def connect(cls, kubeconfig: str | None) -> Kube:
@@ -133,6 +157,11 @@ class Kube:
         timeout: float | aiohttp.ClientTimeout | None = 30.0,
     ) -> aiohttp.ClientResponse:
         """The open response; the caller reads it (watch streams) and releases it."""
+        parts = path.split("?")[0].split("/")
+        plural = next((p for p in reversed(parts) if p in _PLURALS), parts[-1])
+        sub = "/status" if path.endswith("/status") else ""
+        call = (method, plural + sub)
+        self.calls[call] = self.calls.get(call, 0) + 1
         response: aiohttp.ClientResponse = await self.api_client.call_api(
             path,
             method,

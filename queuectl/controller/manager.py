@@ -332,6 +332,11 @@ class Controller:
             for t in done:
                 t.result()
         finally:
+            log.info(
+                "API calls: %s; reconcile: %s",
+                dict(sorted(self.kube.calls.items())),
+                self.reconciler.stats,
+            )
             for t in tasks:
                 t.cancel()
             for t in tasks:
