@@ -6,6 +6,9 @@ without persisting anything: the webhook configurations, whose Fail policy would
 cluster-wide without a controller behind them, never take effect. Only queuectl's namespace is
 really created, since dry-run of a namespaced object needs its namespace to exist.
 
+The controller's RBAC objects (they grant only its service account) are really applied, judged by
+the real authorizer with SubjectAccessReviews, and deleted afterwards.
+
 cert-manager's CRDs are not part of the control plane, so the overlay test installs stub CRDs for
 Issuer and Certificate whose schemas hold just the fields the overlay uses (no unknown fields
 preserved): strict field validation then still catches a misspelt field. The stubs are removed
@@ -15,6 +18,7 @@ afterwards.
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,3 +202,113 @@ def test_every_pod_meets_pod_security_restricted(
         where = f"{workload['kind']}/{workload['metadata']['name']}"
         assert done.returncode == 0, f"{where}: {done.stderr}"
         assert "Warning" not in done.stderr, f"{where}: {done.stderr}"
+
+
+# --- the controller's RBAC, judged by the real authorizer --------------------------------------
+CONTROLLER_USER = names.CONTROLLER_USERNAME
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def _controller_rbac(rendered: list[Obj]) -> list[Obj]:
+    return [
+        o
+        for o in rendered
+        if o["kind"] in RBAC_KINDS and o["metadata"]["name"] == names.CONTROLLER_SERVICE_ACCOUNT
+    ]
+
+
+@pytest.fixture
+def controller_rbac(control_plane: Cluster) -> Iterator[None]:
+    """The controller's ServiceAccount and roles, really applied (they grant only that account),
+    and deleted afterwards."""
+    ensure_system_namespace(control_plane)
+    objs = _controller_rbac(objects(render(BASE)))
+    assert len(objs) == len(RBAC_KINDS)
+    control_plane.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
+                          "-f", "-", input=yaml.safe_dump_all(objs))  # fmt: skip
+    try:
+        yield
+    finally:
+        for o in objs:
+            ns = ["-n", o["metadata"]["namespace"]] if "namespace" in o["metadata"] else []
+            control_plane.kubectl("delete", "--ignore-not-found", o["kind"],
+                                  o["metadata"]["name"], *ns, check=False)  # fmt: skip
+
+
+def can_i(cluster: Cluster, verb: str, resource: str, namespace: str | None = None,
+          name: str | None = None, subresource: str | None = None) -> bool:  # fmt: skip
+    """Ask the API server's authorizer with a SubjectAccessReview (no discovery involved, so it
+    works whether or not the CRDs are installed)."""
+    plural, _, group = resource.partition(".")
+    attributes = {"verb": verb, "group": group, "resource": plural}
+    attributes |= {"namespace": namespace} if namespace else {}
+    attributes |= {"name": name} if name else {}
+    attributes |= {"subresource": subresource} if subresource else {}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": CONTROLLER_USER,
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NS}",
+                       "system:authenticated"],
+            "resourceAttributes": attributes,
+        },
+    }  # fmt: skip
+    done = cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(review))
+    return bool(json.loads(done.stdout)["status"].get("allowed"))
+
+
+def _resource(res: Any) -> str:
+    return f"{res.plural}.{res.group}" if res.group else res.plural
+
+
+def test_the_controller_may_list_and_watch_everything_it_caches(
+    control_plane: Cluster, controller_rbac: None
+) -> None:
+    from queuectl.controller.cache import WATCHED
+
+    refused = [
+        f"{verb} {_resource(res)}"
+        for res in WATCHED
+        for verb in ("list", "watch")
+        if not can_i(control_plane, verb, _resource(res))
+    ]
+    assert not refused, f"the controller's cache would be refused: {refused}"
+
+
+SYSTEM_NS = names.SYSTEM_NAMESPACE
+WRITES_GRANTED = [
+    ("create", "workloads.queuectl.io", "team-a", None, None),
+    ("delete", "workloads.queuectl.io", "team-a", "wl", None),
+    ("patch", "workloads.queuectl.io", "team-a", "wl", "status"),
+    ("patch", "clusterqueues.queuectl.io", None, "cq", "status"),
+    ("patch", "localqueues.queuectl.io", "team-a", "lq", "status"),
+    ("patch", "jobs.batch", "team-a", "job", None),
+    ("patch", "nodes", None, "gpu-1", None),
+    ("create", "events.events.k8s.io", "team-a", None, None),
+    ("create", "leases.coordination.k8s.io", SYSTEM_NS, None, None),
+    ("update", "leases.coordination.k8s.io", SYSTEM_NS, "queuectl-controller", None),
+    ("create", "secrets", SYSTEM_NS, None, None),
+    ("update", "secrets", SYSTEM_NS, names.WEBHOOK_CERT_SECRET, None),
+    ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io", None,
+     names.MUTATING_WEBHOOK_CONFIGURATION, None),
+    ("patch", "validatingwebhookconfigurations.admissionregistration.k8s.io", None,
+     names.VALIDATING_WEBHOOK_CONFIGURATION, None),
+]  # fmt: skip
+WRITES_DENIED = [
+    ("create", "jobs.batch", "team-a", None, None),
+    ("delete", "pods", "team-a", "p", None),
+    ("get", "secrets", "team-a", "s", None),
+    ("update", "clusterqueues.queuectl.io", None, "cq", None),
+    ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io", None, "other", None),
+    ("update", "leases.coordination.k8s.io", "kube-system", "kube-scheduler", None),
+    ("delete", "nodes", None, "gpu-1", None),
+]  # fmt: skip
+
+
+def test_the_real_authorizer_grants_the_controllers_writes_and_nothing_more(
+    control_plane: Cluster, controller_rbac: None
+) -> None:
+    wrong = [f"refused: {w}" for w in WRITES_GRANTED if not can_i(control_plane, *w)]
+    wrong += [f"granted: {w}" for w in WRITES_DENIED if can_i(control_plane, *w)]
+    assert not wrong

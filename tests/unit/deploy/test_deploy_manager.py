@@ -151,6 +151,7 @@ def test_the_controller_runs_the_controller_with_leader_election(rendered: list[
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert flag(container, "namespace") == "$(POD_NAMESPACE)"  # Lease and Secret live there
 
 
 def test_resources_are_requested_and_bounded(rendered: list[Obj]) -> None:
