@@ -78,6 +78,16 @@ def in_queue(snap: Snapshot, cluster_queue: str, local: tuple[str, str] | None =
     return out
 
 
+LIMIT = 50
+"""Rows per table in `describe`; `queuectl list workloads` shows them all."""
+
+
+def _more(shown: int, total: int) -> str:
+    if total <= shown:
+        return ""
+    return f"\n  ... and {total - shown} more (see `queuectl list workloads --cluster-queue ...`)"
+
+
 def pending_table(
     snap: Snapshot, workloads: Sequence[Obj], term: Term, *, local_positions: bool = False
 ) -> str:
@@ -94,7 +104,8 @@ def pending_table(
     if local_positions:
         headers.insert(1, "IN QUEUE")
     rows: list[list[Cell]] = []
-    for i, w in enumerate([*in_line, *rest], 1):
+    ordered = [*in_line, *rest]
+    for i, w in enumerate(ordered[:LIMIT], 1):
         k = wlv.key(w)
         pos = str(positions[k]) if k in positions else "-"
         expl = snap.explain(k) if k in snap.sched.st.workloads else None
@@ -110,7 +121,7 @@ def pending_table(
         if local_positions:
             row.insert(1, str(i) if k in positions else "-")
         rows.append(row)
-    return table(headers, rows, term)
+    return table(headers, rows, term) + _more(len(rows), len(ordered))
 
 
 def admitted_table(snap: Snapshot, workloads: Sequence[Obj], term: Term) -> str:
@@ -128,10 +139,10 @@ def admitted_table(snap: Snapshot, workloads: Sequence[Obj], term: Term) -> str:
             duration(wlv.runtime(w, snap.now)),
             (wlv.state(w), "green" if wlv.state(w) == "Admitted" else "yellow"),
         ]
-        for w in admitted
+        for w in admitted[:LIMIT]
     ]
     headers = ["WORKLOAD", "LOCALQUEUE", "PRIORITY", "FLAVORS", "GPUS", "RUNTIME", "STATE"]
-    return table(headers, rows, term)
+    return table(headers, rows, term) + _more(len(rows), len(admitted))
 
 
 def usage_rows(workloads: Iterable[Obj]) -> dict[tuple[str, str], int]:

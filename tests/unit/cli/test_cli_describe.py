@@ -161,3 +161,10 @@ def test_positions_are_one_to_n_in_priority_then_age_order(jobs: list[tuple[int,
     assert [r["position"] for r in rows] == list(range(1, len(jobs) + 1))
     keys = [(-r["priority"], -r["ageSeconds"]) for r in rows]
     assert keys == sorted(keys)
+
+
+def test_describe_caps_long_lines_and_points_to_list() -> None:
+    many = [o.workload("team-llm", f"w{i:02}", "training", 1, created=o.NOW - i) for i in range(60)]
+    text = describe.describe(snapshot(*many), "clusterqueue", "llm", "", PLAIN)
+    assert re.search(r"^50\s+team-llm/w10\s", text, re.M)  # the oldest 50, in order
+    assert "... and 10 more" in text
