@@ -112,6 +112,8 @@ class Kube:
                 )
             else:
                 where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+                if context and "Expected object with name" in str(err):
+                    raise CliError(f"context {context!r} is not in the kubeconfig {where}") from err
                 raise CliError(
                     f"cannot load a kubeconfig from {where}: {_first_line(err)}; "
                     "pass --kubeconfig FILE or set KUBECONFIG"
