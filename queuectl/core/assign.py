@@ -52,6 +52,11 @@ class Decision:
     retry_at: float | None = None
     """A protected victim comes of age then: preemption may succeed without any event."""
     topology: bool = False
+    borrows: bool = False
+    """Admitting it takes quota beyond its queue's own: it waits for the second pass."""
+    shorts: list[tuple[FlavorResource, int]] = field(default_factory=list)
+    """For a failure: (flavor, resource) and how much more of it some flavor would need; the
+    workload cannot fit until at least that much is freed in its cohort tree."""
 
 
 @dataclass(slots=True)
@@ -104,6 +109,14 @@ class _Fail(Exception):
         self.info = info
 
 
+@dataclass(slots=True)
+class _Notes:
+    """What would have to change for a failed workload to fit: the wake-up conditions."""
+
+    shorts: list[tuple[FlavorResource, int]] = field(default_factory=list)
+    topology: bool = False
+
+
 def _choose(
     st: State,
     w: Workload,
@@ -115,6 +128,7 @@ def _choose(
     totals: dict[str, int],
     acc: dict[FlavorResource, int],
     extra: NodeUse,
+    notes: _Notes,
 ) -> _Choice:
     borrow_choice: _Choice | None = None
     preempt_choice: _Choice | None = None
@@ -133,7 +147,7 @@ def _choose(
         if why is not None:
             skipped.append(f"{flavor.name}: {why}")
             continue
-        fits = borrows = True
+        fits = True
         borrows = False
         possible = True
         short: tuple[FlavorResource, int, int] | None = None
@@ -155,6 +169,7 @@ def _choose(
         if fits:
             topo = place_podset(st, flavor, ps, extra)
             if isinstance(topo, str):
+                notes.topology = True
                 note(
                     PendingInfo(
                         w.key,
@@ -174,6 +189,7 @@ def _choose(
         assert short is not None
         (f, r), n, a = short
         if possible:
+            notes.shorts.append(((f, r), n - max(a, 0)))
             note(
                 PendingInfo(
                     w.key,
@@ -232,6 +248,8 @@ def assign(st: State, w: Workload, now: float) -> Decision:
     picks: list[PodSetAssignment] = []
     chosen: list[dict[str, str]] = []
     needs_preempt = False
+    borrows = False
+    notes = _Notes()
     try:
         for ps in w.podsets:
             totals = {r: v * ps.count for r, v in ps.requests.items() if v > 0}
@@ -256,7 +274,7 @@ def assign(st: State, w: Workload, now: float) -> Decision:
             for gi in sorted(groups):
                 rs = groups[gi]
                 choice = _choose(
-                    st, w, cq, node, ps, cq.resource_groups[gi], rs, totals, acc, extra
+                    st, w, cq, node, ps, cq.resource_groups[gi], rs, totals, acc, extra, notes
                 )
                 for r in rs:
                     fr = (choice.flavor, r)
@@ -264,19 +282,23 @@ def assign(st: State, w: Workload, now: float) -> Decision:
                     flavors[r] = choice.flavor
                 if choice.mode == "preempt":
                     needs_preempt = True
+                if choice.mode == "borrow":
+                    borrows = True
                 if choice.topology is not None and topo is None:
                     topo = choice.topology
                     _merge(extra, charge_of(topo, ps.requests))
             chosen.append(flavors)
             picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
     except _Fail as fail:
-        return Decision(
-            "fail", info=fail.info, topology=fail.info.reason == reasons.TOPOLOGY_PLACEMENT_FAILED
-        )
+        return Decision("fail", info=fail.info, topology=notes.topology, shorts=notes.shorts)
     admission = Admission(name, tuple(picks))
     if not needs_preempt:
-        return Decision("fit", admission=admission)
-    return search(st, w, cq, node, acc, _placer(st, w, chosen), now)
+        return Decision("fit", admission=admission, borrows=borrows)
+    d = search(st, w, cq, node, acc, _placer(st, w, chosen), now)
+    if d.kind == "fail":
+        d.shorts = notes.shorts
+        d.topology = d.topology or notes.topology
+    return d
 
 
 def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[], bool]:

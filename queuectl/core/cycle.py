@@ -140,16 +140,19 @@ def _wake(s: Scheduler) -> None:
         for q in s.pq.values():
             q.unpark_all()
     else:
-        for root in st.dirty_roots:
+        for root in st.dirty_roots | st.borrowed_roots:
+            freed = st.freed.get(root, {})
+            borrowed = root in st.borrowed_roots
             for leaf in st.tree.leaves.get(root, ()):
                 lq = s.pq.get(leaf.name)
                 if lq is not None:
-                    lq.unpark_all()
+                    lq.unpark_freed(freed, borrowed)
         if st.nodes_dirty:
             for q in s.pq.values():
                 q.unpark_all(topology_only=True)
     st.all_dirty = st.nodes_dirty = False
     st.dirty_roots.clear()
+    st.borrowed_roots.clear()
 
 
 def _idle_reason(s: Scheduler, cq: str) -> PendingInfo | None:
@@ -194,7 +197,22 @@ def report(s: Scheduler, q: PendingQueue, bucket: Bucket, info: PendingInfo, out
         cq = s.st.workloads[keys[0]].cluster_queue
         info = replace(info, holders=s.holders(cq, info.flavor, info.resource))
     bucket.info = info
-    out.pending.extend(replace(info, key=k) for k in keys)
+    i = info
+    out.pending.extend(
+        PendingInfo(
+            k,
+            i.reason,
+            i.message,
+            i.resource,
+            i.flavor,
+            i.requested,
+            i.available,
+            i.shortfall,
+            i.holders,
+            i.victims,
+        )
+        for k in keys
+    )
 
 
 def _order(s: Scheduler, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
@@ -202,16 +220,32 @@ def _order(s: Scheduler, cq: str, head: SortKey) -> tuple[tuple[float, ...], Sor
 
 
 def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
+    """Two passes: first what fits in queues' own quota, then borrowers by fair share.
+
+    A queue whose head would borrow (or preempt while borrowing) sits out the first pass, so
+    that nobody borrows quota its owner is about to claim in the same cycle.
+    """
+    active = [
+        name
+        for name, q in s.pq.items()
+        if q.blocked_at is None and q.entries and _idle_reason(s, name) is None
+    ]
+    strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
+    deferred = _pass(s, active, now, out, strict, borrowing=False)
+    _pass(s, deferred, now, out, strict, borrowing=True)
+
+
+def _pass(
+    s: Scheduler, names: list[str], now: float, out: _Out, strict: set[str], borrowing: bool
+) -> list[str]:
     st = s.st
     heap: list[tuple[tuple[tuple[float, ...], SortKey], str]] = []
-    for name, q in s.pq.items():
-        if q.blocked_at is not None or not q.entries or _idle_reason(s, name) is not None:
-            continue
-        head = q.head()
+    for name in names:
+        head = s.pq[name].head()
         if head is not None:
             heap.append((_order(s, name, head[0]), name))
     heapq.heapify(heap)
-    strict = {n for n, spec in st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
+    deferred: list[str] = []
     while heap:
         key, name = heapq.heappop(heap)
         q = s.pq[name]
@@ -226,16 +260,23 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
         w = st.workloads[wkey]
         out.evaluated += 1
         d = assign(st, w, now)
+        if d.borrows and not borrowing and d.kind != "fail":
+            deferred.append(name)
+            continue
         if d.kind == "fit" and d.admission is not None:
             q.remove(wkey)
             _admit(s, w, d.admission, now, out)
+            if d.borrows:
+                root = st.root_of(name)
+                if root is not None:
+                    st.borrowed_roots.add(root)
         elif d.kind == "preempt":
             q.remove(wkey)
             _nominate(s, w, d, now, out)
         else:
             assert d.info is not None
             report(s, q, bucket, d.info, out)
-            bucket.topology = d.topology
+            _set_wake(s, name, bucket, d)
             if name in strict:
                 q.blocked_at = sk
             else:
@@ -245,6 +286,17 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
         nxt = q.head()
         if nxt is not None and q.blocked_at is None:
             heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+    return deferred
+
+
+def _set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision) -> None:
+    """Remember what must happen before this bucket is worth another look."""
+    st = s.st
+    bucket.topology = d.topology
+    root = st.root_of(cq)
+    freed = st.freed.get(root, {}) if root is not None else {}
+    bucket.wake = [(fr, freed.get(fr, 0) + short) for fr, short in d.shorts]
+    bucket.preemptible = bool(d.shorts) and st.queues[cq].preemption.any
 
 
 def _admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: _Out) -> None:

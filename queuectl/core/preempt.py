@@ -54,7 +54,8 @@ def search(
 ) -> Decision:
     from queuectl.core.assign import Decision
 
-    frs = set(need)
+    # Only victims holding something the preemptor is short of can help it.
+    frs = {fr for fr, n in need.items() if n > available(node, fr)} or set(need)
     policy = cq.preemption
     would_borrow = any(
         node.usage.get(fr, 0) + n > node.subtree.get(fr, 0) for fr, n in need.items()
@@ -65,6 +66,10 @@ def search(
     def usable(c: Charge) -> bool:
         nonlocal retry
         if c.key in st.victim_of or c.key in st.evicting or not frs.intersection(c.usage):
+            return False
+        if c.admitted_at >= now:
+            # Admitted by this very cycle: never stop what was just started; look again next.
+            retry = now if retry is None else min(retry, now)
             return False
         end = c.admitted_at + c.min_runtime
         if now < end:
@@ -82,8 +87,9 @@ def search(
             )
             if lower and usable(c):
                 cands.append((_order(1, 0.0, c), c, reasons.PREEMPTED_WITHIN_CQ))
-    if node.parent is not None:
-        bw = policy.borrow_within_cohort
+    bw = policy.borrow_within_cohort
+    cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
+    if node.parent is not None and cross:
         for other in st.tree.leaves.get(node.root, ()):
             if other is node or not _borrowing(st, other, frs):
                 continue
@@ -106,6 +112,8 @@ def search(
                 if ok and usable(c):
                     cands.append((_order(0, -weight, c), c, reason))
     cands.sort(key=lambda t: t[0])
+    if not _enough(node, need, cands):
+        return Decision("fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry)
 
     def fits() -> bool:
         return _fits(node, need) and placeable()
@@ -136,7 +144,20 @@ def search(
             st.apply(c, -1, mark=False)
     for c, _ in victims:
         st.apply(c, 1, mark=False)
-    return Decision("preempt", victims=victims, need=dict(need), retry_at=retry)
+    return Decision(
+        "preempt", victims=victims, need=dict(need), retry_at=retry, borrows=would_borrow
+    )
+
+
+def _enough(
+    node: QNode, need: dict[FlavorResource, int], cands: list[tuple[_Key, Charge, str]]
+) -> bool:
+    """Cheap necessary condition: the candidates hold at least the shortfall of each need."""
+    for fr, n in need.items():
+        short = n - max(0, available(node, fr))
+        if short > 0 and sum(c.usage.get(fr, 0) for _, c, _ in cands) < short:
+            return False
+    return True
 
 
 def _no_victims(

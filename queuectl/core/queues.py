@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from queuectl.core.results import PendingInfo
-from queuectl.core.types import Workload
+from queuectl.core.types import FlavorResource, Workload
 
 SortKey = tuple[int, int, float, str]
 Shape = Hashable
@@ -51,6 +51,11 @@ class Bucket:
     """Members that have not been told `info` yet."""
     topology: bool = False
     """Parked because of node placement: node events unpark it."""
+    wake: list[tuple[FlavorResource, int]] | None = None
+    """Parked until the cohort tree's freed counter of one of these (flavor, resource) reaches
+    the given value; None: any freed quota in the tree wakes it; []: no freed quota can help."""
+    preemptible: bool = False
+    """New borrowing in the tree may give it preemption candidates: wake on that too."""
 
 
 class PendingQueue:
@@ -149,3 +154,16 @@ class PendingQueue:
                 self.unpark(bucket)
         if not topology_only:
             self.blocked_at = None
+
+    def unpark_freed(self, freed: dict[FlavorResource, int], borrowed: bool) -> None:
+        """Quota was freed in the tree (`freed`: its cumulative counters): wake who it can help."""
+        self.blocked_at = None
+        for bucket in self.buckets.values():
+            if not bucket.parked:
+                continue
+            if (
+                bucket.wake is None
+                or (borrowed and bucket.preemptible)
+                or any(freed.get(fr, 0) >= at for fr, at in bucket.wake)
+            ):
+                self.unpark(bucket)

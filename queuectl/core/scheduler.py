@@ -198,7 +198,7 @@ class Scheduler:
         if not w.active:
             self.inactive.add(w.key)
             self.fresh[w.key] = PendingInfo(w.key, reasons.INACTIVE, "the workload is not active")
-        elif w.not_before > self.now:
+        elif w.not_before > 0.0 and w.not_before > self.now:
             self.waiting_at[w.key] = w.not_before
             heapq.heappush(self.waiting, (w.not_before, w.key))
             self.fresh[w.key] = PendingInfo(

@@ -92,6 +92,10 @@ class State:
     tree: Tree = field(default_factory=Tree)
     stale_tree: bool = True
     dirty_roots: set[QNode] = field(default_factory=set)
+    freed: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
+    """root -> cumulative usage taken away per (flavor, resource): parked work waits on it"""
+    borrowed_roots: set[QNode] = field(default_factory=set)
+    """trees where someone started borrowing more this cycle (new preemption candidates)"""
     all_dirty: bool = True
     nodes_dirty: bool = False
     flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
@@ -117,7 +121,11 @@ class State:
         for fr, v in charge.usage.items():
             add_usage(node, fr, sign * v)
         if sign < 0 and mark:
-            self.dirty_roots.add(node.root)
+            root = node.root
+            self.dirty_roots.add(root)
+            freed = self.freed.setdefault(root, {})
+            for fr, v in charge.usage.items():
+                freed[fr] = freed.get(fr, 0) + v
 
     def root_of(self, cq: str) -> QNode | None:
         node = self.tree.queues.get(cq)

@@ -1,0 +1,1 @@
+"""Benchmarks: figures for reports, never timed asserts. Run `python -m bench --help`."""

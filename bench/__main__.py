@@ -1,0 +1,37 @@
+"""`python -m bench <command> [args]`: one entry point for every benchmark.
+
+Each command is a module with a `main(argv: list[str]) -> int`; add a line to COMMANDS to add one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "core": ("bench.core_bench", "the scheduling core alone: admissions/s and cycle latency"),
+    "run": ("bench.cluster.cli", "a cluster scenario on testenv (bench/scenarios/*.yaml)"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m bench <command> [args]", "", "commands:"]
+    lines += [f"  {name:<6} {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    result: int = module.main(rest)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

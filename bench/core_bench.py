@@ -1,0 +1,203 @@
+"""Benchmark of the scheduling core alone: admission throughput and full-cycle latency.
+
+Scales (issue 3): small = 30 ClusterQueues in 5 cohorts with 15,000 pending workloads; large =
+1,000 ClusterQueues in 10 cohorts with 50,000 pending. Every queue has a CPU/memory group and a
+GPU group with two flavors (h100, then a100) and may borrow inside its cohort; workloads come in a
+handful of realistic shapes and four priorities.
+
+The run: one cycle admits what fits into the empty cluster (`first_cycle_ms`); then each steady
+cycle follows a batch of completions spread over every cohort (so every cohort tree has freed
+quota and every queue is looked at again, a full cycle) and as many new arrivals, keeping the
+backlog at its size. `admissions_per_s` = workloads admitted / time spent inside `run_cycle`.
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+from queuectl.core import (
+    GPU,
+    ClusterQueue,
+    Cohort,
+    Flavor,
+    FlavorQuotas,
+    PodSet,
+    PreemptionPolicy,
+    ResourceGroup,
+    ResourceQuota,
+    Scheduler,
+    Workload,
+)
+
+
+@dataclass(frozen=True)
+class Scale:
+    queues: int
+    cohorts: int
+    pending: int
+
+
+SCALES = {
+    "small": Scale(queues=30, cohorts=5, pending=15_000),
+    "large": Scale(queues=1_000, cohorts=10, pending=50_000),
+}
+GIB = 1024**3
+# (pods, GPUs per pod, millicores per pod, memory per pod): inference, fine-tune, training gangs
+SHAPES = [
+    (1, 1, 4_000, 32 * GIB),
+    (1, 2, 8_000, 64 * GIB),
+    (1, 4, 16_000, 128 * GIB),
+    (2, 8, 32_000, 512 * GIB),
+    (4, 8, 32_000, 512 * GIB),
+]
+SHAPE_WEIGHTS = [40, 25, 20, 10, 5]
+
+
+def build(scale: Scale, rnd: random.Random) -> tuple[Scheduler, list[str]]:
+    s = Scheduler()
+    for name in ("default", "h100", "a100"):
+        s.upsert_flavor(Flavor(name))
+    for c in range(scale.cohorts):
+        s.upsert_cohort(Cohort(f"dept-{c}", "org"))
+    s.upsert_cohort(Cohort("org"))
+    names = []
+    for i in range(scale.queues):
+        name = f"team-{i:04}"
+        names.append(name)
+        cpu = ResourceGroup(
+            ("cpu", "memory"),
+            (
+                FlavorQuotas(
+                    "default", (ResourceQuota("cpu", 256_000), ResourceQuota("memory", 4096 * GIB))
+                ),
+            ),
+        )
+        gpu = ResourceGroup(
+            (GPU,),
+            (
+                FlavorQuotas("h100", (ResourceQuota(GPU, 8, borrowing_limit=16),)),
+                FlavorQuotas("a100", (ResourceQuota(GPU, 8, borrowing_limit=16),)),
+            ),
+        )
+        s.upsert_cluster_queue(
+            ClusterQueue(
+                name,
+                f"dept-{i % scale.cohorts}",
+                (cpu, gpu),
+                preemption=PreemptionPolicy(
+                    reclaim_within_cohort="Any", within_cluster_queue="LowerPriority"
+                ),
+            )
+        )
+    return s, names
+
+
+def workload(seq: int, queues: list[str], rnd: random.Random, now: float) -> Workload:
+    pods, gpus, cpu, mem = rnd.choices(SHAPES, SHAPE_WEIGHTS)[0]
+    return Workload(
+        key=f"ns-{seq % 97}/job-{seq:07}",
+        cluster_queue=rnd.choice(queues),
+        podsets=(PodSet("main", pods, {GPU: gpus, "cpu": cpu, "memory": mem}),),
+        priority=rnd.choice((0, 0, 100, 1000)),
+        created=now + seq * 1e-6,
+    )
+
+
+def run(scale_name: str, cycles: int, churn: float, seed: int) -> dict[str, object]:
+    scale = SCALES[scale_name]
+    rnd = random.Random(seed)
+    t0 = time.perf_counter()
+    s, queues = build(scale, rnd)
+    seq = 0
+    for _ in range(scale.pending):
+        seq += 1
+        s.upsert_workload(workload(seq, queues, rnd, 0.0))
+    setup_s = time.perf_counter() - t0
+
+    running: list[str] = []
+    cycle_s: list[float] = []
+    admitted_per_cycle: list[int] = []
+    evaluated = 0
+    event_s = 0.0
+    now = 1.0
+    for c in range(cycles + 1):
+        if c:
+            t = time.perf_counter()
+            done = rnd.sample(range(len(running)), k=max(1, int(len(running) * churn)))
+            for i in sorted(done, reverse=True):
+                s.delete_workload(running[i])
+                running[i] = running[-1]
+                running.pop()
+            for _ in range(len(done)):
+                seq += 1
+                s.upsert_workload(workload(seq, queues, rnd, now))
+            event_s += time.perf_counter() - t
+        t = time.perf_counter()
+        result = s.run_cycle(now)
+        cycle_s.append(time.perf_counter() - t)
+        running.extend(a.key for a in result.admitted)
+        # Victims stop at once here: the controller would requeue them after their grace.
+        for p in result.preemptions:
+            s.requeue_workload(p.victim)
+            running.remove(p.victim)
+        admitted_per_cycle.append(len(result.admitted))
+        evaluated += result.evaluated
+        now += 1.0
+
+    steady = cycle_s[1:] or cycle_s
+    steady_admitted = sum(admitted_per_cycle[1:])
+    ms = sorted(x * 1000 for x in steady)
+    return {
+        "scale": scale_name,
+        "cluster_queues": scale.queues,
+        "cohorts": scale.cohorts,
+        "pending_start": scale.pending,
+        "setup_s": round(setup_s, 3),
+        "first_cycle_ms": round(cycle_s[0] * 1000, 2),
+        "first_cycle_admitted": admitted_per_cycle[0],
+        "cycles": len(cycle_s),
+        "admitted": sum(admitted_per_cycle),
+        "running_end": len(running),
+        "evaluated": evaluated,
+        "admissions_per_s": round(sum(admitted_per_cycle) / sum(cycle_s), 1),
+        "steady_admissions_per_s": round(steady_admitted / sum(steady), 1),
+        "cycle_ms_p50": round(statistics.median(ms), 2),
+        "cycle_ms_p95": round(ms[min(len(ms) - 1, int(len(ms) * 0.95))], 2),
+        "cycle_ms_max": round(ms[-1], 2),
+        "events_us_per_event": round(event_s / max(1, seq - scale.pending) / 2 * 1e6, 1),
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench core", description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", choices=sorted(SCALES), default="small")
+    ap.add_argument("--cycles", type=int, default=40, help="steady cycles after the first")
+    ap.add_argument(
+        "--churn",
+        type=float,
+        default=0.02,
+        help="fraction of running workloads that finish before each steady cycle",
+    )
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", action="store_true", help="cProfile; top functions to stderr")
+    args = ap.parse_args(argv)
+    if args.profile:
+        prof = cProfile.Profile()
+        figures = prof.runcall(run, args.scale, args.cycles, args.churn, args.seed)
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+        print(out.getvalue(), file=sys.stderr)
+    else:
+        figures = run(args.scale, args.cycles, args.churn, args.seed)
+    print(json.dumps(figures))
+    return 0
