@@ -90,7 +90,8 @@ def search(
     bw = policy.borrow_within_cohort
     cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
     if node.parent is not None and cross:
-        for other in st.tree.leaves.get(node.root, ()):
+        for other_name in sorted(st.borrowers.get(node.root, ())):
+            other = st.tree.queues[other_name]
             if other is node or not _borrowing(st, other, frs):
                 continue
             weight = share(other)

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from queuectl.core import reasons
 from queuectl.core.queues import PendingQueue, shape_of
+from queuectl.core.quota import QNode
 from queuectl.core.results import (
     CycleResult,
     Explanation,
@@ -21,7 +22,15 @@ from queuectl.core.results import (
     QueueStatus,
 )
 from queuectl.core.state import State, charge_for
-from queuectl.core.types import ClusterQueue, Cohort, Flavor, Node, Topology, Workload
+from queuectl.core.types import (
+    ClusterQueue,
+    Cohort,
+    Flavor,
+    FlavorResource,
+    Node,
+    Topology,
+    Workload,
+)
 
 
 def backoff_seconds(requeue_count: int, base: float = 1.0, cap: float = 600.0) -> float:
@@ -47,6 +56,9 @@ class Scheduler:
         self.fresh: dict[str, PendingInfo] = {}
         """Reasons decided outside a cycle (inactive, back-off), told by the next cycle."""
         self.now = float("-inf")
+        self.caching = False
+        self.holders_cache: dict[tuple[QNode, FlavorResource], tuple[QueueHolding, ...]] = {}
+        """Inside a cycle: who holds a (flavor, resource) is computed once per tree."""
 
     # --- specs ------------------------------------------------------------------------------
     def upsert_flavor(self, flavor: Flavor) -> None:
@@ -217,7 +229,12 @@ class Scheduler:
     def run_cycle(self, now: float) -> CycleResult:
         from queuectl.core.cycle import run_cycle
 
-        return run_cycle(self, now)
+        self.caching = True
+        try:
+            return run_cycle(self, now)
+        finally:
+            self.caching = False
+            self.holders_cache.clear()
 
     def explain(self, key: str, now: float) -> Explanation:
         from queuectl.core.explain import explain
@@ -241,13 +258,19 @@ class Scheduler:
         if root is None:
             return ()
         fr = (flavor, resource)
+        cached = self.holders_cache.get((root, fr))
+        if cached is not None:
+            return cached
         held = [
             QueueHolding(n.name, n.usage[fr], n.borrowed(fr))
             for n in self.st.tree.leaves.get(root, ())
             if n.usage.get(fr, 0) > 0
         ]
         held.sort(key=lambda h: (-h.usage, h.cluster_queue))
-        return tuple(held[:limit])
+        result = tuple(held[:limit])
+        if self.caching:
+            self.holders_cache[(root, fr)] = result
+        return result
 
     def cluster_queue_status(self, name: str) -> QueueStatus | None:
         from queuectl.core.quota import share

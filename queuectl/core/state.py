@@ -94,6 +94,8 @@ class State:
     dirty_roots: set[QNode] = field(default_factory=set)
     freed: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """root -> cumulative usage taken away per (flavor, resource): parked work waits on it"""
+    borrowers: dict[QNode, set[str]] = field(default_factory=dict)
+    """root -> queues using more than their own quota of something (reclaim candidates)"""
     borrowed_roots: set[QNode] = field(default_factory=set)
     """trees where someone started borrowing more this cycle (new preemption candidates)"""
     all_dirty: bool = True
@@ -105,6 +107,7 @@ class State:
         if not self.stale_tree:
             return
         self.tree = build(self.cohorts, self.queues, self.flavors)
+        self.borrowers.clear()
         for charge in self.charges.values():
             self._tree_usage(charge, 1)
         for held in self.ghosts.values():
@@ -120,6 +123,11 @@ class State:
             return
         for fr, v in charge.usage.items():
             add_usage(node, fr, sign * v)
+        borrowers = self.borrowers.setdefault(node.root, set())
+        if any(u > node.subtree.get(fr, 0) for fr, u in node.usage.items()):
+            borrowers.add(node.name)
+        else:
+            borrowers.discard(node.name)
         if sign < 0 and mark:
             root = node.root
             self.dirty_roots.add(root)
