@@ -17,7 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -26,7 +26,6 @@ from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.ports import free_ports
 
-T = TypeVar("T")
 WL = "workloads.queuectl.io"
 
 
@@ -71,6 +70,7 @@ class ControllerProcess:
             if self._get("/readyz", self.health_port) == 200 and self.leading():
                 return
             time.sleep(0.2)
+        self.stop()  # never leave a process behind that would hold or contend for the Lease
         raise RuntimeError(f"controller not ready in {timeout}s: {self.log_tail()}")
 
     def _get(self, path: str, port: int) -> int:
@@ -112,16 +112,27 @@ class ControllerProcess:
         return "\n".join(text[-lines:])
 
 
+_shared: dict[str, Any] = {"proc": None, "users": 0}
+
+
 @pytest.fixture(scope="session")
 def controller(
     control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControllerProcess]:
-    proc = ControllerProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("controller"))
-    proc.start()
+    """One controller for the whole session, however many modules import this fixture (each
+    import registers it anew; two controllers would wait on each other's Lease)."""
+    if _shared["proc"] is None:
+        proc = ControllerProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("controller"))
+        proc.start()
+        _shared["proc"] = proc
+    _shared["users"] += 1
     try:
-        yield proc
+        yield _shared["proc"]
     finally:
-        proc.stop()
+        _shared["users"] -= 1
+        if _shared["users"] == 0:
+            _shared["proc"].stop()
+            _shared["proc"] = None
 
 
 # --- objects ---------------------------------------------------------------------------------
@@ -281,11 +292,11 @@ def running_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, A
 
 
 def wait_for(
-    what: str, probe: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.3
-) -> T:
+    what: str, probe: Callable[[], Any], timeout: float = 60.0, interval: float = 0.3
+) -> Any:
     """Poll until `probe` returns something truthy; fail with `what` otherwise."""
     deadline = time.monotonic() + timeout
-    last: T | None = None
+    last: Any = None
     while time.monotonic() < deadline:
         last = probe()
         if last:

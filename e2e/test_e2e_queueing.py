@@ -7,6 +7,8 @@ namespace) on the shared fake GPU fleet: 2 blocks x 2 racks x 2 nodes of 8 H100,
 from __future__ import annotations
 
 import subprocess
+from functools import partial
+from typing import Any
 
 import pytest
 
@@ -43,6 +45,13 @@ def queue(cluster: Cluster, namespace: str, gpus: dict[str, int], **spec: object
     return cq
 
 
+def quota_condition(cluster: Cluster, namespace: str, job: str) -> dict[str, Any] | None:
+    """The QuotaReserved condition once it says WaitingForQuota."""
+    wl = workload_of(cluster, namespace, job)
+    c = condition(wl or {}, names.COND_QUOTA_RESERVED)
+    return c if c and c["reason"] == names.REASON_WAITING_FOR_QUOTA else None
+
+
 def no_pods_unless_admitted(cluster: Cluster, namespace: str, jobs: list[str]) -> None:
     """Pods are read first: a job admitted between the two reads is not a false alarm."""
     for job in jobs:
@@ -67,13 +76,7 @@ def test_1_jobs_beyond_quota_wait_with_the_shortfall_and_start_as_quota_frees(
         assert wl is not None
         if not admitted(control_plane, namespace, job):
             cond = wait_for(
-                f"{job} reason",
-                lambda wl=wl, job=job: (
-                    (w := workload_of(control_plane, namespace, job))
-                    and (c := condition(w, names.COND_QUOTA_RESERVED))
-                    and c["reason"] == names.REASON_WAITING_FOR_QUOTA
-                    and c
-                ),
+                f"{job} reason", partial(quota_condition, control_plane, namespace, job)
             )
             assert "nvidia.com/gpu" in cond["message"] and "short by 8" in cond["message"]
 
@@ -131,9 +134,7 @@ def test_5_inference_falls_back_from_h100_to_a100(
     }
     assert flavors == {"infer-1": "h100", "infer-2": "a100"}
     for job, product in (("infer-1", H100), ("infer-2", A100)):
-        (pod,) = wait_for(
-            f"{job} running", lambda job=job: running_pods(control_plane, namespace, job)
-        )
+        (pod,) = wait_for(f"{job} running", partial(running_pods, control_plane, namespace, job))
         node = get(control_plane, "node", pod["spec"]["nodeName"])
         assert node["metadata"]["labels"][names.LABEL_GPU_PRODUCT] == product
 

@@ -88,7 +88,10 @@ def test_run_patch_injects_over_the_original_template_and_unsuspends() -> None:
 
 
 def test_every_original_node_selector_term_gets_the_placement() -> None:
-    terms = [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"matchFields": []}]
+    terms: list[dict[str, Any]] = [
+        {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+        {"matchFields": []},
+    ]
     template = {
         "spec": {
             "containers": [],

@@ -19,7 +19,7 @@ def wl(**st: Any) -> dict[str, Any]:
     }
 
 
-def cond(patch: dict[str, Any], type_: str) -> dict[str, Any] | None:
+def cond(patch: dict[str, Any], type_: str) -> Any:
     return convert.condition({"status": patch["status"]}, type_)
 
 
@@ -44,7 +44,7 @@ def test_admission_sets_quota_reserved_and_admitted() -> None:
         c = cond(patch, type_)
         assert c is not None and c["status"] == "True"
         assert c["lastTransitionTime"] == "2025-01-01T00:00:00Z"
-    assert "h100" in cond(patch, names.COND_QUOTA_RESERVED)["message"]  # type: ignore[index]
+    assert "h100" in cond(patch, names.COND_QUOTA_RESERVED)["message"]
 
 
 def test_pending_is_written_only_when_reason_or_message_changed() -> None:
@@ -77,9 +77,9 @@ def test_preemption_notice_then_requeue_clears_admission_and_keeps_history() -> 
     back = status.requeued(evicting, T0 + 310, 310)
     assert back["status"]["admission"] is None
     assert back["status"]["accumulatedPastExecutionTimeSeconds"] == 310
-    assert cond(back, names.COND_QUOTA_RESERVED)["status"] == "False"  # type: ignore[index]
-    assert cond(back, names.COND_REQUEUED)["status"] == "True"  # type: ignore[index]
-    assert cond(back, names.COND_EVICTED)["status"] == "False"  # type: ignore[index]
+    assert cond(back, names.COND_QUOTA_RESERVED)["status"] == "False"
+    assert cond(back, names.COND_REQUEUED)["status"] == "True"
+    assert cond(back, names.COND_EVICTED)["status"] == "False"
 
 
 def test_admitted_seconds_adds_the_running_admission_to_the_past() -> None:
@@ -113,7 +113,7 @@ def test_placements_merge_the_chosen_flavors() -> None:
     adm = core.Admission(
         "cq", (core.PodSetAssignment("main", 1, {"nvidia.com/gpu": "h100", "cpu": "default"}, {}),)
     )
-    flavors = {
+    flavors: dict[str, Any] = {
         "h100": {"spec": {"nodeLabels": {"gpu": "h100"}, "tolerations": [{"key": "gpu"}]}},
         "default": {"spec": {}},
     }
