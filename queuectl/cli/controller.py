@@ -178,6 +178,8 @@ async def start(config: Config) -> Running:
     webhook_port = bound_port(webhook)
 
     def ready() -> tuple[bool, str]:
+        if not webhook.addresses:
+            return False, "webhook listener is not up"
         if not controller.synced():
             return False, "caches not synced"
         return True, ""

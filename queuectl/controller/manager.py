@@ -226,13 +226,33 @@ class Controller:
 
     # --- queue status ----------------------------------------------------------------------
     async def _status_loop(self) -> None:
+        """Queue status and metrics, at most every `status_interval_s`, and never taking more
+        than a fifth of the loop's time: with tens of thousands of Workloads a round costs
+        tens of milliseconds, so the interval stretches instead of starving the writes."""
+        rounds = 0
+        cost = 0.0
         while True:
-            await asyncio.sleep(self.options.status_interval_s)
+            await asyncio.sleep(max(self.options.status_interval_s, 4 * cost))
             await self._wait_leading()
+            started = time.perf_counter()
+            rounds += 1
+            if rounds % 5 == 0:
+                self.sweep_pending()
             try:
                 await self.write_queue_statuses()
             except (TimeoutError, KubeError, OSError) as err:
                 log.warning("queue status: %s", err)
+            cost = time.perf_counter() - started
+
+    def sweep_pending(self) -> None:
+        """A safety net: requeue every pending Workload whose condition disagrees with the
+        core (a reason lost to a conflicting write is otherwise never reported again)."""
+        for wl in self.cache.store(k.WORKLOADS).values():
+            if convert.holds_quota(wl) or convert.is_true(wl, names.COND_FINISHED):
+                continue
+            key = convert.workload_key(wl)
+            if self.reconciler.pending_stale(key, wl):
+                self.enqueue(f"wl:{key}")
 
     async def write_queue_statuses(self) -> None:
         now = self.clock()
