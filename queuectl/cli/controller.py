@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -51,6 +52,9 @@ class Config:
     bind_host: str = "127.0.0.1"
     leader_elect: bool = False
     register_webhooks: bool = False
+    cert_mode: str = "self"
+    """self: keep a CA and serving certificate in a Secret and inject the CA bundle;
+    external: serve tls.crt/tls.key that someone else (cert-manager) puts in cert_dir."""
     install_crds: bool = False
     impersonate: bool = False
     cert_dir: str | None = None
@@ -149,13 +153,21 @@ async def start(config: Config) -> Running:
     """Start everything and return once the webhooks listen and the caches are synced."""
     kube = await Kube.connect(config.kubeconfig)
     api = kube.api_client  # the CertManager speaks the generated client over the same pool
-    await _ensure_namespace(kube, config.namespace)
+    if config.kubeconfig:
+        await _ensure_namespace(kube, config.namespace)
     if config.install_crds:
         await install_crds(kube)
     cert_dir = config.cert_dir or tempfile.mkdtemp(prefix="queuectl-webhook-certs-")
-    certs = CertManager(api, cert_dir, namespace=config.namespace)
-    state = await certs.ensure()
-    leader = LeaderElector(kube, namespace=config.namespace) if config.leader_elect else None
+    certs: CertManager | None = None
+    ca_bundle: bytes | None = None
+    if config.cert_mode == "self":
+        certs = CertManager(api, cert_dir, namespace=config.namespace)
+        ca_bundle = (await certs.ensure()).ca_bundle()
+    leader = (
+        LeaderElector(kube, namespace=config.namespace, identity=os.environ.get("POD_NAME"))
+        if config.leader_elect
+        else None
+    )
     controller = Controller(kube, options=config.options, leader=leader)
     users = set(DEFAULT_CONTROLLER_USERS)
     if config.impersonate:
@@ -191,11 +203,12 @@ async def start(config: Config) -> Running:
     runners += [health, mets]
     if config.register_webhooks:
         mutating, validating = render_webhook_configurations(
-            UrlClient(f"https://127.0.0.1:{webhook_port}"), state.ca_bundle()
+            UrlClient(f"https://127.0.0.1:{webhook_port}"), ca_bundle
         )
         await _apply(kube, mutating, "mutatingwebhookconfigurations")
         await _apply(kube, validating, "validatingwebhookconfigurations")
-    tasks.append(asyncio.create_task(certs.run(), name="certs"))
+    if certs is not None:
+        tasks.append(asyncio.create_task(certs.run(), name="certs"))
     running = Running(
         controller, webhook_port, port_of(health), port_of(mets), tasks, runners, kube, api
     )
@@ -257,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         install_crds=register if args.install_crds is None else args.install_crds,
         impersonate=register if args.impersonate is None else args.impersonate,
         cert_dir=args.cert_dir,
+        cert_mode=args.cert_mode,
         namespace=args.namespace,
     )
     return asyncio.run(_main(config))
@@ -301,6 +315,13 @@ def add_parser(subparsers: Subparsers) -> None:
         default=None,
         help="act as the controller's service account through the kubeconfig's "
         "user, so the webhooks tell its writes apart (default: on with --kubeconfig)",
+    )
+    p.add_argument(
+        "--cert-mode",
+        choices=["self", "external"],
+        default="self",
+        help="self: manage the CA and serving certificate (Secret + caBundle); "
+        "external: serve the certificate files found in --cert-dir (cert-manager)",
     )
     p.add_argument("--cert-dir", help="where the serving certificate files are written")
     p.add_argument(
