@@ -14,6 +14,7 @@ import os
 import platform
 import resource
 import secrets
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -52,6 +53,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
+    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the controller and testenv are stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     return run(parser().parse_args(argv))
 
 
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 pids[rec.name] = rec.pid
         if args.controller == "start":
             stem = f"{scenario.name}-{stamp.replace(':', '').replace('-', '')}"
-            profile = out / f"{stem}-controller.html" if args.profile_controller else None
+            profile = out / f"{stem}-controller.pyisession" if args.profile_controller else None
             ctl = ControllerProcess(kubeconfig, out / "logs" / f"{stem}-controller.log", profile)
             _progress("starting queuectl controller")
             ctl.start()
@@ -90,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
             ctl.stop()
         if plane is not None:
             plane.stop()
-    if ctl is not None and ctl.profile_to is not None:
-        res["profiles"] = {"controller": str(ctl.profile_to)}
+    if ctl is not None and (text := ctl.render_profile()) is not None:
+        res["profiles"] = {"controller": str(text)}
     report.save(rec, res, out)
     print(json.dumps(res, indent=2))
     return 0 if res["all_finished"] else 1
@@ -130,10 +133,10 @@ async def measure(
         if profiler is not None:
             profiler.stop()
             path = (
-                args.out / f"{scenario.name}-{stamp.replace(':', '').replace('-', '')}-runner.html"
+                args.out / f"{scenario.name}-{stamp.replace(':', '').replace('-', '')}-runner.txt"
             )
             args.out.mkdir(parents=True, exist_ok=True)
-            path.write_text(profiler.output_html())
+            path.write_text(profiler.output_text(unicode=False, color=False))
         procs_after = {n: try_sample(p) for n, p in pids.items()}
         api_after = apimetrics.request_counts(await api.text("/metrics"))
         runner_requests = api.requests - runner_requests_before

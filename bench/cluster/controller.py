@@ -33,7 +33,7 @@ class ControllerProcess:
         hook, self.health_port, self.metrics_port = free_ports(3)
         argv = [sys.executable]
         if self.profile_to is not None:
-            argv += ["-m", "pyinstrument", "-r", "html", "-o", str(self.profile_to)]
+            argv += ["-m", "pyinstrument", "-r", "pyisession", "-o", str(self.profile_to)]
         argv += [
             "-m", "queuectl.cli.main", "controller",
             "--kubeconfig", self.kubeconfig,
@@ -62,6 +62,21 @@ class ControllerProcess:
                 self.stop()
                 raise RuntimeError(f"controller not ready in {timeout:.0f}s: {self.tail()}")
             time.sleep(0.2)
+
+    def render_profile(self) -> Path | None:
+        """The profile as a text tree (the .pyisession file stays for `pyinstrument --load`)."""
+        if self.profile_to is None or not self.profile_to.exists():
+            return None
+        from pyinstrument.renderers import ConsoleRenderer
+        from pyinstrument.session import Session
+
+        text = ConsoleRenderer(
+            unicode=False, color=False, time="percent_of_total",
+            processor_options={"filter_threshold": 0.005},
+        ).render(Session.load(str(self.profile_to)))  # fmt: skip
+        out = self.profile_to.with_suffix(".txt")
+        out.write_text(text)
+        return out
 
     def metrics(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
