@@ -110,7 +110,9 @@ REASON_GPU_NVML_UNAVAILABLE: Final = "NVMLUnavailable"
 # The controller's in-cluster identity; the Job webhook lets only it (or an admitted Workload)
 # unsuspend a queued Job and touch the labels/annotations the system owns.
 CONTROLLER_SERVICE_ACCOUNT: Final = "queuectl-controller"
-CONTROLLER_USERNAME: Final = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}"
+CONTROLLER_USERNAME: Final = (
+    f"system:serviceaccount:{SYSTEM_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}"
+)
 WEBHOOK_SERVICE: Final = "queuectl-webhook"
 WEBHOOK_PORT: Final = 9443
 WEBHOOK_CERT_SECRET: Final = "queuectl-webhook-certs"

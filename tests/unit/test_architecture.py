@@ -1,4 +1,4 @@
-"""The house rules of DESIGN.md §1, enforced: imports point down, core stays pure, code stays clean."""
+"""The house rules of DESIGN.md §1, enforced: imports point down, core is pure, code is clean."""
 
 from __future__ import annotations
 
