@@ -1,6 +1,9 @@
 """Admissions per second the controller sustains on the local control plane (a figure, not a test).
 
-    QUEUECTL_KUBECONFIG=... python -m e2e.measure_admissions [N]
+    QUEUECTL_KUBECONFIG=... python -m e2e.measure_admissions [N] [--jobs]
+
+With --jobs it submits one-pod Jobs instead and waits until every Job is unsuspended (Job ->
+Workload -> admission -> start: two writes per job).
 
 Starts `queuectl controller`, creates N Workloads directly (1 pod x 1 GPU each) in a fresh
 namespace behind a held ClusterQueue (stopPolicy Hold) large enough for all of them, then
@@ -17,6 +20,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -26,7 +30,33 @@ from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 
 
-def main(n: int) -> None:
+def job(i: int, ns: str) -> dict[str, Any]:
+    """A one-pod, one-GPU Job, as a user submits it."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"j-{i}", "namespace": ns, "labels": {names.LABEL_QUEUE_NAME: "lq"}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "x",
+                            "resources": {
+                                "requests": {names.GPU_RESOURCE: "1"},
+                                "limits": {names.GPU_RESOURCE: "1"},
+                            },
+                        }
+                    ],
+                }
+            }
+        },
+    }
+
+
+def main(n: int, jobs: bool) -> None:
     cluster = Cluster(os.environ["QUEUECTL_KUBECONFIG"])
     ns = f"measure-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", ns)
@@ -72,9 +102,16 @@ def main(n: int) -> None:
             }
             for i in range(n)
         ]
+        if jobs:
+            docs = [job(i, ns) for i in range(n)]
         t0 = time.monotonic()
         cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(docs), timeout=600)
         created = time.monotonic() - t0
+        while (
+            jobs
+            and len(cluster.kubectl("get", "workloads", "-n", ns, "-o", "name").stdout.split()) < n
+        ):
+            time.sleep(1)  # every Job has its Workload before the queue opens
         time.sleep(3)  # let the controller see them all
         started = time.monotonic()
         cluster.kubectl(
@@ -87,10 +124,23 @@ def main(n: int) -> None:
             if out.strip() and int(out) >= n:
                 break
             time.sleep(0.5)
+        while (
+            jobs
+            and cluster.kubectl(
+                "get",
+                "jobs",
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.items[?(@.spec.suspend==true)].metadata.name}",
+            ).stdout.split()
+        ):
+            time.sleep(0.5)  # admitted is not enough: every Job must be started
         total = time.monotonic() - started
+        what = "Jobs admitted and started" if jobs else "Workloads admitted"
         print(
-            f"{n} workloads (created in {created:.1f}s): all admitted {total:.2f}s after "
-            f"the queue was released: {n / total:.0f} admissions/s"
+            f"{n} {what} {total:.2f}s after the queue was released (created in "
+            f"{created:.1f}s): {n / total:.0f}/s"
         )
         for line in proc.metrics().splitlines():
             if (
@@ -109,4 +159,5 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(int(args[0]) if args else 500, "--jobs" in sys.argv)

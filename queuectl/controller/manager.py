@@ -131,8 +131,8 @@ class Controller:
         elif kind == "job":
             job_kind, ns, name = rest.split("/", 2)
             wl_key = await self.reconciler.reconcile_job(job_kind, ns, name)
-            if wl_key is not None:
-                await self.reconciler.reconcile(wl_key)
+            if wl_key is not None:  # a Workload is only ever reconciled under its own key
+                self.enqueue(f"wl:{wl_key}")
         elif kind == "gone":
             ns, name = rest.split("/", 1)
             await self.reconciler.job_deleted(ns, name)

@@ -96,12 +96,18 @@ class Reconciler:
         self.cache.store(k.WORKLOADS).upsert_local(new)
         return new
 
-    async def patch_job(self, adapter: JobAdapter, job: Obj, patch: dict[str, Any]) -> Obj | None:
+    async def patch_job(
+        self, adapter: JobAdapter, job: Obj, patch: dict[str, Any], *, strict: bool = False
+    ) -> Obj | None:
+        """Patch the job we decided on: always that very object (uid); with `strict`, only the
+        version we read (for decisions that depend on the job's own state, e.g. re-suspending
+        a job nobody admitted). Patches decided from the Workload alone (start with placement,
+        labels, annotations) need not lose a race with the Job controller's status updates."""
         meta = job["metadata"]
-        body = {
-            **patch,
-            "metadata": {**patch.get("metadata", {}), "resourceVersion": meta["resourceVersion"]},
-        }
+        guard = {"uid": meta["uid"]}
+        if strict:
+            guard["resourceVersion"] = meta["resourceVersion"]
+        body = {**patch, "metadata": {**patch.get("metadata", {}), **guard}}
         try:
             new = await self.kube.patch(adapter.resource, meta["name"], body, meta["namespace"])
         except KubeError as err:
@@ -289,7 +295,7 @@ class Reconciler:
             if restore is not None:
                 if not adapter.can_restore(job):
                     return  # the Job controller has yet to clear startTime
-                if await self.patch_job(adapter, job, restore) is None:
+                if await self.patch_job(adapter, job, restore, strict=True) is None:
                     return
                 job = (
                     self.cache.get(
@@ -322,7 +328,7 @@ class Reconciler:
     ) -> None:
         if adapter is not None and job is not None:
             if not adapter.is_suspended(job):  # someone unsuspended it by hand: undo that
-                if await self.patch_job(adapter, job, adapter.suspend_patch(job)):
+                if await self.patch_job(adapter, job, adapter.suspend_patch(job), strict=True):
                     self._count("resuspended")
                     self.events.emit(
                         job,
@@ -334,7 +340,7 @@ class Reconciler:
                 return
             restore = adapter.restore_patch(job, (wl.get("spec") or {}).get("podSets") or [])
             if restore is not None and adapter.can_restore(job):
-                await self.patch_job(adapter, job, restore)
+                await self.patch_job(adapter, job, restore, strict=True)
         await self.sync_pending(key, wl, now)
 
     async def sync_pending(self, key: str, wl: Obj, now: float) -> None:

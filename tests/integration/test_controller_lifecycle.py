@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from e2e.harness import (
     ControllerProcess,
     admitted,
@@ -82,6 +84,7 @@ def test_hold_and_drain_on_a_cluster_queue_evicts_and_resumes(
     cq = setup_queue(control_plane, namespace, 8)
     apply(control_plane, gpu_job("running", namespace, "lq"))
     wait_for("running admitted", lambda: admitted(control_plane, namespace, "running"))
+    time.sleep(1.1)  # creationTimestamp has 1 s resolution: make "next" strictly younger
     apply(control_plane, gpu_job("next", namespace, "lq"))
     wait_for(
         "next waiting",
