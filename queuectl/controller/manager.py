@@ -23,6 +23,7 @@ from queuectl.api import names
 from queuectl.controller import convert, queues
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
+from queuectl.controller.decisions import Decisions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
 from queuectl.controller.jobs.base import JobAdapter
@@ -75,6 +76,7 @@ class Controller:
         self.reconciler = Reconciler(
             kube, self.cache, self.feed, self.sched, self.adapters, self.events, self.at, clock
         )
+        self.decisions = Decisions(self.reconciler)
         self.cycles = 0
         self.admitted_total = 0
         self.started = asyncio.Event()
@@ -201,7 +203,7 @@ class Controller:
 
     def _admit_action(self, key: str, admission: Any) -> Action:
         async def act() -> None:
-            if await self.reconciler.admit(key, admission):
+            if await self.decisions.admit(key, admission):
                 self.admitted_total += 1
                 metrics.CONTROLLER_ADMITTED.labels(admission.cluster_queue).inc()
                 ns, _, name = key.partition("/")
@@ -217,11 +219,11 @@ class Controller:
         return act
 
     async def _preempt(self, p: Any) -> None:
-        await self.reconciler.preempt(p)
+        await self.decisions.preempt(p)
         metrics.CONTROLLER_PREEMPTED.labels(p.reason).inc()
 
     async def _evict(self, e: Any) -> None:
-        await self.reconciler.apply_eviction(e)
+        await self.decisions.apply_eviction(e)
         metrics.CONTROLLER_EVICTED.labels(e.reason).inc()
 
     # --- queue status ----------------------------------------------------------------------

@@ -22,8 +22,7 @@ from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop
 from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.core import types as core
-from queuectl.core.results import Eviction, PendingInfo, Preemption
+from queuectl.core.results import PendingInfo
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,7 @@ class CoreActions(Protocol):
     def pending_info(self, key: str) -> PendingInfo | None: ...
 
 
-def _split(key: str) -> tuple[str, str]:
+def split_key(key: str) -> tuple[str, str]:
     namespace, _, name = key.partition("/")
     return namespace, name
 
@@ -206,7 +205,7 @@ class Reconciler:
 
     # --- workloads -----------------------------------------------------------------------
     async def reconcile(self, key: str) -> None:
-        ns, name = _split(key)
+        ns, name = split_key(key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return
@@ -370,64 +369,6 @@ class Reconciler:
         patch = status.pending(wl, reason, message, now)
         if patch is not None:
             await self.write_status(wl, patch)
-
-    # --- decisions of a cycle ------------------------------------------------------------
-    async def admit(self, key: str, admission: core.Admission) -> bool:
-        """Write the core's admission; on a conflict re-decide on the fresh object, at most
-        once more. The core's reservation is released if the write cannot be made."""
-        for _ in range(2):
-            ns, name = _split(key)
-            wl = self.cache.get(k.WORKLOADS, name, ns)
-            if wl is None or convert.is_true(wl, names.COND_FINISHED):
-                self.sched.delete_workload(key)
-                return False
-            if convert.holds_quota(wl):
-                return False  # already admitted by an earlier writer: its status is the truth
-            try:
-                written = await self.write_status(wl, status.admit(wl, admission, self.clock()))
-            except KubeError as err:
-                log.warning("admitting %s failed: %s", key, err)
-                break
-            if written is not None:
-                self._count("admitted")
-                note = f"Admitted by ClusterQueue {admission.cluster_queue}"
-                self.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
-                await self.reconcile(key)
-                return True
-        self.sched.requeue_workload(key, not_before=self.clock() + 1.0)
-        return False
-
-    async def preempt(self, p: Preemption) -> None:
-        ns, name = _split(p.victim)
-        wl = self.cache.get(k.WORKLOADS, name, ns)
-        if wl is None or convert.is_true(wl, names.COND_PREEMPTED):
-            return
-        written = await self.write_status(wl, status.preempted(wl, p, self.clock()))
-        if written is None:
-            return
-        self._count("preempted")
-        note = (
-            f"{p.message}; preempted by {p.preemptor}, stops at {convert.format_time(p.deadline)}"
-        )
-        self.events.emit(written, "Warning", names.EVENT_PREEMPTED, "Preempt", note)
-        owner = self.owner_job(written)
-        if owner and owner[1] is not None:
-            self.events.emit(owner[1], "Warning", names.EVENT_PREEMPTED, "Preempt", note)
-        await self.reconcile(p.victim)
-
-    async def apply_eviction(self, e: Eviction) -> None:
-        ns, name = _split(e.key)
-        wl = self.cache.get(k.WORKLOADS, name, ns)
-        if wl is None or convert.is_true(wl, names.COND_EVICTED):
-            return
-        if e.reason == names.REASON_EVICTED_MAX_EXEC_TIME:
-            try:
-                wl = await self.kube.patch(k.WORKLOADS, name, {"spec": {"active": False}}, ns)
-            except KubeError as err:
-                log.warning("deactivating %s failed: %s", e.key, err)
-                return
-            self.cache.store(k.WORKLOADS).upsert_local(wl)
-        await self.evict(wl, e.reason, e.message)
 
     async def evict(self, wl: Obj, reason: str, message: str) -> None:
         written = await self.write_status(wl, status.evicted(wl, reason, message, self.clock()))

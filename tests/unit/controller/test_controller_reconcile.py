@@ -17,6 +17,7 @@ from queuectl.api import names
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
+from queuectl.controller.decisions import Decisions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
 from queuectl.controller.jobs.batch import BatchJobAdapter
@@ -215,7 +216,7 @@ async def admitted_world() -> tuple[World, str]:
     w.add(k.JOBS, new_job())
     key = await w.rec.reconcile_job("Job", "ns", "train")
     assert key is not None
-    assert await w.rec.admit(key, ADMISSION)
+    assert await Decisions(w.rec).admit(key, ADMISSION)
     return w, key
 
 
@@ -258,7 +259,7 @@ async def test_a_stale_admission_is_never_written_twice() -> None:
     stale["status"] = {}
     stale["metadata"]["resourceVersion"] = "1"
     w.cache.store(k.WORKLOADS).objects[("ns", stale["metadata"]["name"])] = stale
-    assert not await w.rec.admit(key, ADMISSION)  # 409, re-read: already admitted
+    assert not await Decisions(w.rec).admit(key, ADMISSION)  # 409, re-read: already admitted
     assert convert.holds_quota(w.workload())
     assert [x for x in w.kube.writes[writes:] if x[0] == "patch/status"] == []
 
@@ -275,7 +276,9 @@ async def test_an_unadmitted_job_unsuspended_by_hand_is_suspended_again() -> Non
 async def test_preemption_notice_grace_suspend_drain_and_requeue() -> None:
     w, key = await admitted_world()
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 1, "startTime": "t"}}))
-    await w.rec.preempt(Preemption(key, "ns/other", "InClusterQueue", "priority", w.now + 60))
+    await Decisions(w.rec).preempt(
+        Preemption(key, "ns/other", "InClusterQueue", "priority", w.now + 60)
+    )
     wl = w.workload()
     assert convert.is_true(wl, names.COND_PREEMPTED)
     assert w.job()["metadata"]["annotations"][names.ANNOTATION_PREEMPTION_DEADLINE] == (
