@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         res, rec = asyncio.run(
             measure(scenario, kubeconfig, pids, args, stamp, cleanup=plane is None)
         )
+        if ctl is not None:
+            res["controller_metrics"] = _controller_metrics(ctl)
     finally:
         if ctl is not None:
             ctl.stop()
@@ -150,6 +152,35 @@ async def measure(
         apimetrics.delta(api_before, api_after), procs_before, procs_after, all_done, loadavg,
     )  # fmt: skip
     return res, rec
+
+
+_CONTROLLER_SERIES = (
+    "queuectl_admitted_workloads_total",
+    "queuectl_preempted_workloads_total",
+    "queuectl_evicted_workloads_total",
+    "queuectl_scheduling_cycle_duration_seconds_sum",
+    "queuectl_scheduling_cycle_duration_seconds_count",
+    "queuectl_admissions_per_cycle_sum",
+)
+
+
+def _controller_metrics(ctl: ControllerProcess) -> dict[str, float]:
+    """The controller's own counters (summed over labels, split by reason for preemptions)."""
+    out: dict[str, float] = {}
+    try:
+        text = ctl.metrics()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        name, _, rest = line.partition("{") if "{" in line else line.partition(" ")
+        if name not in _CONTROLLER_SERIES:
+            continue
+        value = float(line.rsplit(" ", 1)[1])
+        key = name
+        if name == "queuectl_preempted_workloads_total" and 'reason="' in rest:
+            key += ":" + rest.split('reason="', 1)[1].split('"', 1)[0]
+        out[key] = round(out.get(key, 0.0) + value, 3)
+    return out
 
 
 def _runner_profiler() -> Any:
