@@ -57,6 +57,9 @@ class Decision:
     shorts: list[tuple[FlavorResource, int]] = field(default_factory=list)
     """For a failure: (flavor, resource) and how much more of it some flavor would need; the
     workload cannot fit until at least that much is freed in its cohort tree."""
+    cross: bool = False
+    """For a failed victim search: it looked at other queues' borrowed work (new borrowing in
+    the tree may give it candidates)."""
 
 
 @dataclass(slots=True)

@@ -140,19 +140,25 @@ def _wake(s: Scheduler) -> None:
         for q in s.pq.values():
             q.unpark_all()
     else:
-        for root in st.dirty_roots | st.borrowed_roots:
+        roots = st.dirty_roots | st.borrowed.keys()
+        for name in st.admitted_low:
+            root = st.root_of(name)
+            if root is not None:
+                roots.add(root)
+        for root in roots:
             freed = st.freed.get(root, {})
-            borrowed = root in st.borrowed_roots
+            borrowed = st.borrowed.get(root, set())
             for leaf in st.tree.leaves.get(root, ()):
                 lq = s.pq.get(leaf.name)
                 if lq is not None:
-                    lq.unpark_freed(freed, borrowed)
+                    lq.unpark_freed(freed, borrowed, st.admitted_low.get(leaf.name))
         if st.nodes_dirty:
             for q in s.pq.values():
                 q.unpark_all(topology_only=True)
     st.all_dirty = st.nodes_dirty = False
     st.dirty_roots.clear()
-    st.borrowed_roots.clear()
+    st.borrowed.clear()
+    st.admitted_low.clear()
 
 
 def _idle_reason(s: Scheduler, cq: str) -> PendingInfo | None:
@@ -257,6 +263,17 @@ def _pass(
             heapq.heappush(heap, (current, name))
             continue
         sk, wkey, bucket = head
+        if bucket.recheck:
+            bucket.recheck = False
+            if _still_short(s, name, bucket):
+                # Freed quota was taken before its turn: the same failure, so no evaluation.
+                q.park(bucket)
+                if bucket.unreported and bucket.info is not None:
+                    report(s, q, bucket, bucket.info, out)
+                nxt = q.head()
+                if nxt is not None and q.blocked_at is None:
+                    heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+                continue
         w = st.workloads[wkey]
         out.evaluated += 1
         d = assign(st, w, now)
@@ -266,17 +283,13 @@ def _pass(
         if d.kind == "fit" and d.admission is not None:
             q.remove(wkey)
             _admit(s, w, d.admission, now, out)
-            if d.borrows:
-                root = st.root_of(name)
-                if root is not None:
-                    st.borrowed_roots.add(root)
         elif d.kind == "preempt":
             q.remove(wkey)
             _nominate(s, w, d, now, out)
         else:
             assert d.info is not None
             report(s, q, bucket, d.info, out)
-            _set_wake(s, name, bucket, d)
+            _set_wake(s, name, bucket, d, sk)
             if name in strict:
                 q.blocked_at = sk
             else:
@@ -289,14 +302,33 @@ def _pass(
     return deferred
 
 
-def _set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision) -> None:
+def _set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
     """Remember what must happen before this bucket is worth another look."""
     st = s.st
     bucket.topology = d.topology
-    root = st.root_of(cq)
-    freed = st.freed.get(root, {}) if root is not None else {}
+    node = st.tree.queues[cq]
+    root = node.root
+    freed = st.freed.get(root, {})
     bucket.wake = [(fr, freed.get(fr, 0) + short) for fr, short in d.shorts]
-    bucket.preemptible = bool(d.shorts) and st.queues[cq].preemption.any
+    bucket.cross = bool(d.shorts) and d.cross
+    policy = st.queues[cq].preemption.within_cluster_queue
+    bucket.within = None
+    if d.shorts and policy != "Never":
+        bucket.within = -head[0] - (1 if policy == "LowerPriority" else 0)
+    bucket.avail_at = None
+    if d.shorts and not d.topology and isinstance(bucket.shape, tuple) and len(bucket.shape) == 1:
+        # One pod set: each short (flavor, resource) needs a fixed amount, so while none of
+        # them is more available than now (and nothing else woke it) the answer stays "no".
+        bucket.avail_at = {fr: available(node, fr) for fr, _ in d.shorts}
+        bucket.released_at = st.released.get(cq, 0)
+
+
+def _still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+    st = s.st
+    if bucket.avail_at is None or st.released.get(cq, 0) != bucket.released_at:
+        return False
+    node = st.tree.queues[cq]
+    return all(available(node, fr) <= a for fr, a in bucket.avail_at.items())
 
 
 def _admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: _Out) -> None:

@@ -68,8 +68,8 @@ def search(
         if c.key in st.victim_of or c.key in st.evicting or not frs.intersection(c.usage):
             return False
         if c.admitted_at >= now:
-            # Admitted by this very cycle: never stop what was just started; look again next.
-            retry = now if retry is None else min(retry, now)
+            # Admitted by this very cycle: never stop what was just started. The admission
+            # itself wakes parked work it is a candidate for (state.borrowed, admitted_low).
             return False
         end = c.admitted_at + c.min_runtime
         if now < end:
@@ -90,7 +90,11 @@ def search(
     bw = policy.borrow_within_cohort
     cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
     if node.parent is not None and cross:
-        for other_name in sorted(st.borrowers.get(node.root, ())):
+        by_fr = st.borrowers.get(node.root, {})
+        names: set[str] = set()
+        for fr in frs:
+            names.update(by_fr.get(fr, ()))
+        for other_name in sorted(names):
             other = st.tree.queues[other_name]
             if other is node or not _borrowing(st, other, frs):
                 continue
@@ -114,7 +118,9 @@ def search(
                     cands.append((_order(0, -weight, c), c, reason))
     cands.sort(key=lambda t: t[0])
     if not _enough(node, need, cands):
-        return Decision("fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry)
+        return Decision(
+            "fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry, cross=cross
+        )
 
     def fits() -> bool:
         return _fits(node, need) and placeable()
@@ -134,7 +140,9 @@ def search(
     if not found:
         for c, _ in reversed(removed):
             st.apply(c, 1, mark=False)
-        return Decision("fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry)
+        return Decision(
+            "fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry, cross=cross
+        )
     victims = list(removed)
     for i in range(len(removed) - 2, -1, -1):
         c, reason = removed[i]

@@ -54,8 +54,19 @@ class Bucket:
     wake: list[tuple[FlavorResource, int]] | None = None
     """Parked until the cohort tree's freed counter of one of these (flavor, resource) reaches
     the given value; None: any freed quota in the tree wakes it; []: no freed quota can help."""
-    preemptible: bool = False
-    """New borrowing in the tree may give it preemption candidates: wake on that too."""
+    cross: bool = False
+    """Its queue may preempt borrowers of other queues: new borrowing of a (flavor, resource)
+    in `wake` may give it candidates, so that wakes it too."""
+    within: int | None = None
+    """Its queue may preempt its own work admitted below this priority (inclusive bound)."""
+    avail_at: dict[FlavorResource, int] | None = None
+    """Quota re-check: what was available of each short (flavor, resource) when it was parked;
+    None when the answer cannot be re-checked cheaply (it is evaluated in full)."""
+    released_at: int = 0
+    """Its queue's release counter when parked (own quota freed: evaluate in full)."""
+    recheck: bool = False
+    """Woken only because quota was freed somewhere in its tree: before a full evaluation, the
+    cycle checks that some short (flavor, resource) is now more available than when parked."""
 
 
 class PendingQueue:
@@ -91,6 +102,7 @@ class PendingQueue:
         if bucket.parked and (head is None or sk < head[0]):
             # A new best member may have preemption candidates the parked head had not.
             bucket.parked = False
+            bucket.recheck = False
         if not bucket.parked and (head is None or sk < head[0]):
             heapq.heappush(self.heap, (sk, shape))
         if self.blocked_at is not None and sk < self.blocked_at:
@@ -141,12 +153,16 @@ class PendingQueue:
     def park(self, bucket: Bucket) -> None:
         bucket.parked = True
 
-    def unpark(self, bucket: Bucket) -> None:
+    def unpark(self, bucket: Bucket, recheck: bool = False) -> None:
+        """Back into the running; `recheck`: only a cheap quota check is owed first."""
         if bucket.parked:
             bucket.parked = False
+            bucket.recheck = recheck and bucket.avail_at is not None
             head = self._bucket_head(bucket)
             if head is not None:
                 heapq.heappush(self.heap, (head[0], bucket.shape))
+        elif not recheck:
+            bucket.recheck = False
 
     def unpark_all(self, topology_only: bool = False) -> None:
         for bucket in self.buckets.values():
@@ -155,15 +171,32 @@ class PendingQueue:
         if not topology_only:
             self.blocked_at = None
 
-    def unpark_freed(self, freed: dict[FlavorResource, int], borrowed: bool) -> None:
-        """Quota was freed in the tree (`freed`: its cumulative counters): wake who it can help."""
+    def unpark_freed(
+        self,
+        freed: dict[FlavorResource, int],
+        borrowed: set[FlavorResource],
+        own_admitted: int | None,
+    ) -> None:
+        """Something changed in the tree: wake the buckets it can help.
+
+        `freed`: the tree's cumulative freed counters; `borrowed`: (flavor, resource)s that
+        someone in the tree newly borrowed (new reclaim candidates); `own_admitted`: the lowest
+        priority this queue admitted since the last wake (new in-queue candidates), or None.
+        """
         self.blocked_at = None
         for bucket in self.buckets.values():
             if not bucket.parked:
                 continue
+            wake = bucket.wake
             if (
-                bucket.wake is None
-                or (borrowed and bucket.preemptible)
-                or any(freed.get(fr, 0) >= at for fr, at in bucket.wake)
+                wake is None
+                or (borrowed and bucket.cross and any(fr in borrowed for fr, _ in wake))
+                or (
+                    own_admitted is not None
+                    and bucket.within is not None
+                    and own_admitted <= bucket.within
+                )
             ):
                 self.unpark(bucket)
+            elif any(freed.get(fr, 0) >= at for fr, at in wake):
+                self.unpark(bucket, recheck=True)

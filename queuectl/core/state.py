@@ -94,10 +94,16 @@ class State:
     dirty_roots: set[QNode] = field(default_factory=set)
     freed: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """root -> cumulative usage taken away per (flavor, resource): parked work waits on it"""
-    borrowers: dict[QNode, set[str]] = field(default_factory=dict)
-    """root -> queues using more than their own quota of something (reclaim candidates)"""
-    borrowed_roots: set[QNode] = field(default_factory=set)
-    """trees where someone started borrowing more this cycle (new preemption candidates)"""
+    borrowers: dict[QNode, dict[FlavorResource, set[str]]] = field(default_factory=dict)
+    """root -> (flavor, resource) -> queues using more than their own quota of it (the only
+    queues reclaim may take from): a victim search visits just the ones it is short of"""
+    borrowed: dict[QNode, set[FlavorResource]] = field(default_factory=dict)
+    """root -> what someone in the tree took while over its own quota since the last wake (new
+    reclaim candidates for parked work short of it)"""
+    admitted_low: dict[str, int] = field(default_factory=dict)
+    """queue -> lowest priority it admitted since the last wake (new in-queue candidates)"""
+    released: dict[str, int] = field(default_factory=dict)
+    """queue -> how many times quota it held was freed (parked work of its own re-evaluates)"""
     all_dirty: bool = True
     nodes_dirty: bool = False
     flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
@@ -123,13 +129,23 @@ class State:
             return
         for fr, v in charge.usage.items():
             add_usage(node, fr, sign * v)
-        borrowers = self.borrowers.setdefault(node.root, set())
-        if any(u > node.subtree.get(fr, 0) for fr, u in node.usage.items()):
-            borrowers.add(node.name)
-        else:
-            borrowers.discard(node.name)
+        root = node.root
+        by_fr = self.borrowers.setdefault(root, {})
+        for fr in charge.usage:
+            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
+                by_fr.setdefault(fr, set()).add(node.name)
+                if sign > 0 and mark:
+                    self.borrowed.setdefault(root, set()).add(fr)
+            else:
+                names = by_fr.get(fr)
+                if names is not None:
+                    names.discard(node.name)
+        if sign > 0 and mark:
+            low = self.admitted_low.get(node.name)
+            if low is None or charge.priority < low:
+                self.admitted_low[node.name] = charge.priority
         if sign < 0 and mark:
-            root = node.root
+            self.released[node.name] = self.released.get(node.name, 0) + 1
             self.dirty_roots.add(root)
             freed = self.freed.setdefault(root, {})
             for fr, v in charge.usage.items():
