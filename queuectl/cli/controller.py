@@ -30,6 +30,7 @@ from queuectl.api import names
 from queuectl.cli import dev
 from queuectl.cli.main import Subparsers
 from queuectl.controller import kube as k
+from queuectl.controller.drain import DrainOptions
 from queuectl.controller.health import health_app, metrics_app, port_of, serve
 from queuectl.controller.kube import Kube, KubeError
 from queuectl.controller.leader import LeaderElector
@@ -272,6 +273,9 @@ def run(args: argparse.Namespace) -> int:
         cert_dir=args.cert_dir,
         cert_mode=args.cert_mode,
         namespace=args.namespace,
+        options=Options(
+            drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share)
+        ),
     )
     return asyncio.run(_main(config))
 
@@ -329,8 +333,28 @@ def add_parser(subparsers: Subparsers) -> None:
         default=names.SYSTEM_NAMESPACE,
         help="namespace of the certificate Secret and the Lease",
     )
+    p.add_argument(
+        "--auto-drain",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cordon a node whose GPU agent reports an unhealthy GPU and evict its workloads "
+        "(reason NodeFailures) so they are re-admitted elsewhere (default: on)",
+    )
+    p.add_argument(
+        "--drain-max-share",
+        type=_share,
+        default=0.25,
+        help="most of a flavor's nodes drained at once, as a fraction (at least one node)",
+    )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)
+
+
+def _share(value: str) -> float:
+    share = float(value)
+    if not 0.0 < share <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value}: a fraction in (0, 1]")
+    return share
 
 
 def _start_in_dev(plane: Any) -> object:

@@ -167,11 +167,17 @@ def node(obj: Obj) -> core.Node:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or ()
     )
+    # A node whose agent reports a bad GPU offers nothing new, even to pods that would
+    # tolerate the taint: its healthy GPUs may share a board, a switch or a fate with the bad one.
+    gpu_unhealthy = any(
+        t.get("key") == names.TAINT_GPU_UNHEALTHY and t.get("effect") in ("NoSchedule", "NoExecute")
+        for t in spec.get("taints") or ()
+    )
     return core.Node(
         name=meta["name"],
         labels=labels,
         allocatable=allocatable,
-        unschedulable=bool(spec.get("unschedulable")) or not ready,
+        unschedulable=bool(spec.get("unschedulable")) or not ready or gpu_unhealthy,
         healthy_gpus=int(healthy) if healthy and healthy.isdigit() else None,
         taints=tuple(
             taint(t) for t in spec.get("taints") or () if t.get("effect") != "PreferNoSchedule"
@@ -287,6 +293,18 @@ def workload(
         minimum_runtime_seconds=minimum_runtime_seconds,
         max_execution_seconds=None if max_exec is None else max(0.0, float(max_exec) - past),
         not_before=requeue_at or 0.0,
+        front=admission is None and requeued_for_node_failure(obj),
+    )
+
+
+def requeued_for_node_failure(obj: Obj) -> bool:
+    """Requeued after an eviction for node failures: it goes ahead of its peers (the loss was
+    the node's fault, not its own), until admitted again."""
+    cond = condition(obj, names.COND_REQUEUED)
+    return (
+        cond is not None
+        and cond.get("status") == "True"
+        and cond.get("reason") == names.REASON_EVICTED_NODE_FAILURES
     )
 
 

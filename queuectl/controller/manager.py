@@ -15,7 +15,7 @@ import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from queuectl import metrics
@@ -24,6 +24,7 @@ from queuectl.controller import convert, queues
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.decisions import Decisions
+from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
 from queuectl.controller.jobs.base import JobAdapter
@@ -44,6 +45,7 @@ class Options:
     debounce_s: float = 0.05
     workers: int = 32
     status_interval_s: float = 1.0
+    drain: DrainOptions = field(default_factory=DrainOptions)
 
 
 class Controller:
@@ -77,6 +79,15 @@ class Controller:
             kube, self.cache, self.feed, self.sched, self.adapters, self.events, self.at, clock
         )
         self.decisions = Decisions(self.reconciler)
+        self.drainer = Drainer(
+            kube,
+            self.cache,
+            self.reconciler,
+            self.events,
+            lambda key, action: self.enqueue(f"wl:{key}", action),
+            options.drain,
+            clock,
+        )
         self.cycles = 0
         self.admitted_total = 0
         self.started = asyncio.Event()
@@ -343,6 +354,7 @@ class Controller:
                 asyncio.create_task(self._cycle_loop(), name="cycle"),
                 asyncio.create_task(self._timer_loop(), name="timers"),
                 asyncio.create_task(self._status_loop(), name="queue-status"),
+                asyncio.create_task(self.drainer.run(self._wait_leading), name="drain"),
             ]
             for wl in self.cache.store(k.WORKLOADS).values():
                 self.enqueue(f"wl:{convert.workload_key(wl)}")

@@ -312,7 +312,7 @@ class Reconciler:
             wl, status.requeued(wl, now, status.admitted_seconds(wl, now))
         )
         if written is not None:
-            self.sched.requeue_workload(key)
+            self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
             self._count("requeued")
             self.events.emit(
                 wl,

@@ -1,0 +1,354 @@
+"""Auto-drain: a node with an unhealthy GPU is cordoned and the workloads on it are evicted.
+
+The node agent marks a bad GPU on its Node (taint `gpu.queuectl.io/unhealthy`, condition
+`GPUHealthy=False`); the core already stops offering such a node (convert.node). This module
+does the rest: it cordons the node, evicts every admitted workload with pods on it (or a
+topology assignment naming it) with reason NodeFailures, so the whole gang is suspended,
+requeued ahead of its peers and admitted again elsewhere; and when the GPUs recover it undoes
+its cordon. A budget keeps one bad event (a firmware push, a flaky switch) from draining more
+than `max_share` of any flavor's nodes at once: the rest stay tainted (nothing new lands on
+them) but keep their running work until a drained node recovers.
+
+The pure decisions are module functions; `Drainer` is the async shell around them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from queuectl import metrics
+from queuectl.api import names
+from queuectl.controller import convert
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.events import EventRecorder
+from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.reconcile import Reconciler, split_key
+from queuectl.core import fleet
+
+log = logging.getLogger(__name__)
+
+_HARD = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class DrainOptions:
+    enabled: bool = True
+    max_share: float = 0.25
+    """Most of a flavor's nodes drained at once (at least one node is always allowed)."""
+    resync_s: float = 5.0
+    """How often drained nodes are checked again for pods that are still there."""
+
+
+# --- pure decisions -------------------------------------------------------------------------
+def unhealthy_reason(node: Obj) -> str | None:
+    """The agent's reason when the node has a bad GPU (taint value, or condition reason)."""
+    for t in (node.get("spec") or {}).get("taints") or ():
+        if t.get("key") == names.TAINT_GPU_UNHEALTHY and t.get("effect") in _HARD:
+            return str(t.get("value") or "GPUUnhealthy")
+    for c in (node.get("status") or {}).get("conditions") or ():
+        if c.get("type") == names.NODE_CONDITION_GPU_HEALTHY and c.get("status") == "False":
+            return str(c.get("reason") or "GPUUnhealthy")
+    return None
+
+
+def drain_record(node: Obj) -> dict[str, Any] | None:
+    """Our annotation on a node we drained, or None."""
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_NODE_DRAINED)
+    if raw is None:
+        return None
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        rec = None
+    return rec if isinstance(rec, dict) else {"reason": str(raw), "cordoned": False}
+
+
+def _labels(node: Obj) -> Mapping[str, str]:
+    labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
+    return labels
+
+
+def flavor_members(flavors: Iterable[Obj], nodes: Iterable[Obj]) -> dict[str, set[str]]:
+    """Flavor name -> names of the nodes carrying all its nodeLabels (healthy or not)."""
+    node_list = list(nodes)
+    out: dict[str, set[str]] = {}
+    for fl in flavors:
+        want = ((fl.get("spec") or {}).get("nodeLabels") or {}).items()
+        out[fl["metadata"]["name"]] = {
+            n["metadata"]["name"] for n in node_list if all(_labels(n).get(k) == v for k, v in want)
+        }
+    return out
+
+
+def budget_limit(members: int, share: float) -> int:
+    """Nodes of a flavor of `members` nodes that may be drained at once."""
+    return max(1, math.floor(share * members + 1e-9))
+
+
+def over_budget(
+    node_name: str, members: Mapping[str, set[str]], drained: set[str], share: float
+) -> str | None:
+    """Why draining `node_name` now would exceed a flavor's budget; None when it may go."""
+    for flavor, nodes in sorted(members.items()):
+        if node_name not in nodes:
+            continue
+        busy = len((nodes & drained) - {node_name})
+        limit = budget_limit(len(nodes), share)
+        if busy + 1 > limit:
+            return (
+                f"flavor {flavor}: {busy} of its {len(nodes)} nodes already drained "
+                f"(at most {limit} at once)"
+            )
+    return None
+
+
+def assigned_nodes(wl: Obj) -> set[str]:
+    """Nodes named by the Workload's topology assignment (hostname level)."""
+    out: set[str] = set()
+    admission = (wl.get("status") or {}).get("admission") or {}
+    for psa in admission.get("podSetAssignments") or ():
+        topo = psa.get("topologyAssignment") or {}
+        levels = topo.get("levels") or ()
+        if not levels or levels[-1] != names.LABEL_HOSTNAME:
+            continue
+        for d in topo.get("domains") or ():
+            values = d.get("values") or ()
+            if values:
+                out.add(values[-1])
+    return out
+
+
+def pod_workload(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> str | None:
+    """The key of the Workload behind a pod: its controlling Job's `queuectl.io/workload` label."""
+    meta = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return None
+    ns = meta.get("namespace") or ""
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") != "Job" or not ref.get("controller"):
+            continue
+        job = jobs(ns, ref.get("name", ""))
+        if job is None or (job.get("metadata") or {}).get("uid") != ref.get("uid"):
+            return None
+        wl = ((job.get("metadata") or {}).get("labels") or {}).get(names.LABEL_WORKLOAD)
+        return f"{ns}/{wl}" if wl else None
+    return None
+
+
+def should_evict(wl: Obj | None) -> bool:
+    """Admitted, not finished, not already being evicted."""
+    return (
+        wl is not None
+        and convert.holds_quota(wl)
+        and not convert.is_true(wl, names.COND_EVICTED)
+        and not wl["metadata"].get("deletionTimestamp")
+    )
+
+
+# --- the shell ------------------------------------------------------------------------------
+EnqueueEviction = Callable[[str, Callable[[], Awaitable[None]]], None]
+"""enqueue(workload key, action): run `action` under that Workload's work-queue key."""
+
+
+class Drainer:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: Cache,
+        reconciler: Reconciler,
+        events: EventRecorder,
+        enqueue: EnqueueEviction,
+        options: DrainOptions = DrainOptions(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.rec = reconciler
+        self.events = events
+        self.enqueue = enqueue
+        self.options = options
+        self.clock = clock
+        self.wake = asyncio.Event()
+        self.deferred: dict[str, str] = {}
+        """Node name -> why its drain waits (reported once per reason)."""
+        cache.store(k.NODES).listeners.append(self._on_node)
+
+    def _on_node(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        def view(n: Obj | None) -> tuple[Any, ...]:
+            if n is None:
+                return (None, None, None)
+            return (
+                unhealthy_reason(n),
+                drain_record(n),
+                (n.get("spec") or {}).get("unschedulable"),
+            )
+
+        if kind == "DELETED" or view(obj) != view(old):
+            self.wake.set()
+
+    async def run(self, wait_leading: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.options.resync_s)
+            self.wake.clear()
+            await wait_leading()
+            try:
+                await self.pass_once()
+            except (TimeoutError, KubeError, OSError) as err:
+                log.warning("drain pass: %s", err)
+
+    async def pass_once(self) -> None:
+        """One look at every node: drain the newly bad (within budget), evict what is still on
+        drained ones, restore the recovered."""
+        nodes = sorted(self.cache.store(k.NODES).values(), key=lambda n: n["metadata"]["name"])
+        metrics.CONTROLLER_UNHEALTHY_GPUS.set(fleet.unhealthy_gpus(_core_nodes(nodes)))
+        drained = {n["metadata"]["name"] for n in nodes if drain_record(n) is not None}
+        members = flavor_members(self.cache.store(k.RESOURCE_FLAVORS).values(), nodes)
+        for node in nodes:
+            name = node["metadata"]["name"]
+            reason = unhealthy_reason(node)
+            record = drain_record(node)
+            if reason is None:
+                self.deferred.pop(name, None)
+                if record is not None and await self._restore(node, record):
+                    drained.discard(name)
+                continue
+            if not self.options.enabled:
+                continue
+            if record is None:
+                why = over_budget(name, members, drained, self.options.max_share)
+                if why is not None:
+                    self._defer(node, why)
+                    continue
+                if not await self._cordon(node, reason):
+                    continue
+                drained.add(name)
+            await self._evict_on(name, reason)
+        metrics.CONTROLLER_DRAINED_NODES.set(len(drained))
+
+    def _defer(self, node: Obj, why: str) -> None:
+        name = node["metadata"]["name"]
+        if self.deferred.get(name) == why:
+            return
+        self.deferred[name] = why
+        log.warning("node %s has an unhealthy GPU; drain deferred: %s", name, why)
+        self.events.emit(
+            node, "Warning", names.EVENT_NODE_DRAIN_DEFERRED, "Drain", f"Drain deferred: {why}"
+        )
+
+    async def _patch_node(self, node: Obj, patch: dict[str, Any]) -> bool:
+        meta = node["metadata"]
+        body = {
+            **patch,
+            "metadata": {
+                **patch.get("metadata", {}),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+        }
+        try:
+            new = await self.kube.patch(k.NODES, meta["name"], body)
+        except KubeError as err:
+            if err.conflict or err.not_found:
+                self.wake.set()  # the watch brings the fresh node; look again
+                return False
+            raise
+        self.cache.store(k.NODES).upsert_local(new)
+        return True
+
+    async def _cordon(self, node: Obj, reason: str) -> bool:
+        name = node["metadata"]["name"]
+        was_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        record = {
+            "reason": reason,
+            "since": convert.format_time(self.clock()),
+            "cordoned": not was_cordoned,
+        }
+        patch: dict[str, Any] = {
+            "metadata": {"annotations": {names.ANNOTATION_NODE_DRAINED: json.dumps(record)}}
+        }
+        if not was_cordoned:
+            patch["spec"] = {"unschedulable": True}
+        if not await self._patch_node(node, patch):
+            return False
+        self.deferred.pop(name, None)
+        metrics.CONTROLLER_NODES_DRAINED.labels(reason).inc()
+        log.info("node %s drained: unhealthy GPU (%s)", name, reason)
+        self.events.emit(
+            node,
+            "Warning",
+            names.EVENT_NODE_DRAINED,
+            "Drain",
+            f"Unhealthy GPU ({reason}): cordoned; its workloads are evicted and requeued",
+        )
+        return True
+
+    async def _restore(self, node: Obj, record: Mapping[str, Any]) -> bool:
+        patch: dict[str, Any] = {"metadata": {"annotations": {names.ANNOTATION_NODE_DRAINED: None}}}
+        if record.get("cordoned"):
+            patch["spec"] = {"unschedulable": None}
+        if not await self._patch_node(node, patch):
+            return False
+        log.info("node %s restored: its GPUs are healthy again", node["metadata"]["name"])
+        note = "GPUs healthy again" + ("; uncordoned" if record.get("cordoned") else "")
+        self.events.emit(node, "Normal", names.EVENT_NODE_RESTORED, "Restore", note)
+        return True
+
+    async def workloads_on(self, node_name: str) -> set[str]:
+        """Admitted Workloads with a pod bound to the node or a topology assignment naming it."""
+        keys = {
+            convert.workload_key(wl)
+            for wl in self.cache.store(k.WORKLOADS).values()
+            if should_evict(wl) and node_name in assigned_nodes(wl)
+        }
+        pods = await self.kube.list(k.PODS, None, fieldSelector=f"spec.nodeName={node_name}")
+        for pod in pods.get("items") or ():
+            key = pod_workload(pod, lambda ns, n: self.cache.get(k.JOBS, n, ns))
+            if key is not None:
+                keys.add(key)
+        return keys
+
+    async def _evict_on(self, node_name: str, reason: str) -> None:
+        for key in sorted(await self.workloads_on(node_name)):
+            ns, name = split_key(key)
+            if should_evict(self.cache.get(k.WORKLOADS, name, ns)):
+                self.enqueue(key, self._evict_action(key, node_name, reason))
+
+    def _evict_action(self, key: str, node_name: str, reason: str) -> Callable[[], Awaitable[None]]:
+        async def act() -> None:
+            ns, name = split_key(key)
+            wl = self.cache.get(k.WORKLOADS, name, ns)
+            if not should_evict(wl):
+                return
+            assert wl is not None
+            message = (
+                f"Node {node_name} has an unhealthy GPU ({reason}); the workload is stopped and "
+                "requeued ahead of its peers"
+            )
+            await self.rec.evict(wl, names.REASON_EVICTED_NODE_FAILURES, message)
+            after = self.cache.get(k.WORKLOADS, name, ns) or {}
+            cond = convert.condition(after, names.COND_EVICTED) or {}
+            moved = after.get("metadata", {}).get("resourceVersion") != wl["metadata"].get(
+                "resourceVersion"
+            )
+            if moved and cond.get("reason") == names.REASON_EVICTED_NODE_FAILURES:
+                metrics.CONTROLLER_EVICTED.labels(names.REASON_EVICTED_NODE_FAILURES).inc()
+
+        return act
+
+
+def _core_nodes(nodes: Iterable[Obj]) -> list[Any]:
+    out = []
+    for n in nodes:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            out.append(convert.node(n))
+    return out
