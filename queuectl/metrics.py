@@ -261,3 +261,16 @@ CONTROLLER_UNHEALTHY_GPUS = Gauge(
     "GPUs the node agents report unhealthy (healthy-count label, or the unhealthy taint).",
     registry=CONTROLLER_REGISTRY,
 )
+# --- auto-drain (issue 7; docs/design/controller.md "Auto-drain") ---
+CONTROLLER_NODES_DRAINED = Counter(
+    "queuectl_nodes_drained_total",
+    "Nodes cordoned and drained because a GPU went unhealthy, by the agent's reason "
+    "(CriticalXid, DoubleBitEccError ...).",
+    ["reason"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_DRAINED_NODES = Gauge(
+    "queuectl_drained_nodes",
+    "Nodes currently held drained by the controller (cordoned until their GPUs recover).",
+    registry=CONTROLLER_REGISTRY,
+)

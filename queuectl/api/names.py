@@ -151,3 +151,13 @@ CONTROLLER_LEASE: Final = "queuectl-controller"
 # Opt a node into the agent DaemonSet when neither GFD nor NFD marks it as a GPU node.
 LABEL_GPU_AGENT: Final = "gpu.queuectl.io/agent"
 AGENT_SERVICE_ACCOUNT: Final = "queuectl-agent"
+
+# --- Controller auto-drain (docs/design/controller.md, "Auto-drain") ----------------------
+# On a Node the controller cordoned because a GPU went bad: compact JSON
+# {"reason": <GPU reason>, "since": <RFC3339>, "cordoned": <whether we set unschedulable>}.
+# Present while the node counts against its flavors' drain budget; removed on recovery.
+ANNOTATION_NODE_DRAINED: Final = "gpu.queuectl.io/drained"
+# Event reasons on a Node.
+EVENT_NODE_DRAINED: Final = "NodeDrained"
+EVENT_NODE_DRAIN_DEFERRED: Final = "NodeDrainDeferred"
+EVENT_NODE_RESTORED: Final = "NodeRestored"
