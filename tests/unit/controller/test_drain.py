@@ -110,7 +110,7 @@ def test_draining_one_by_one_never_exceeds_any_flavor_budget(
 
 
 def test_flavor_members_match_every_node_label() -> None:
-    flavors = [
+    flavors: list[dict[str, Any]] = [
         {"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"gpu": "h100", "pool": "a"}}},
         {"metadata": {"name": "any"}, "spec": {}},
     ]
