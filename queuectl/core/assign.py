@@ -57,6 +57,9 @@ class Decision:
     shorts: list[tuple[FlavorResource, int]] = field(default_factory=list)
     """For a failure: (flavor, resource) and how much more of it some flavor would need; the
     workload cannot fit until at least that much is freed in its cohort tree."""
+    hopeless: bool = False
+    """For a failure: no victim was even a candidate (or no preemption applies), so more free
+    quota that still falls short cannot change the answer."""
     cross: bool = False
     """For a failed victim search: it looked at other queues' borrowed work (new borrowing in
     the tree may give it candidates)."""
@@ -293,7 +296,9 @@ def assign(st: State, w: Workload, now: float) -> Decision:
             chosen.append(flavors)
             picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
     except _Fail as fail:
-        return Decision("fail", info=fail.info, topology=notes.topology, shorts=notes.shorts)
+        return Decision(
+            "fail", info=fail.info, topology=notes.topology, shorts=notes.shorts, hopeless=True
+        )
     admission = Admission(name, tuple(picks))
     if not needs_preempt:
         return Decision("fit", admission=admission, borrows=borrows)

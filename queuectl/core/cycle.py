@@ -320,15 +320,31 @@ def _set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey)
         # One pod set: each short (flavor, resource) needs a fixed amount, so while none of
         # them is more available than now (and nothing else woke it) the answer stays "no".
         bucket.avail_at = {fr: available(node, fr) for fr, _ in d.shorts}
+        bucket.need = {fr: short + max(0, bucket.avail_at[fr]) for fr, short in d.shorts}
+        bucket.hopeless = d.hopeless
+        bucket.epoch_at = st.borrow_epoch.get(root, 0)
         bucket.released_at = st.released.get(cq, 0)
 
 
 def _still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+    """Is the parked answer certainly unchanged? (Then it needs no full evaluation.)
+
+    Every flavor it tried is still short of its recorded (flavor, resource), nothing of its own
+    queue was freed (it might stop borrowing and so reclaim), and either no short amount is more
+    available than when it was parked, or no victim was a candidate then and no queue of the
+    tree has started borrowing since.
+    """
     st = s.st
-    if bucket.avail_at is None or st.released.get(cq, 0) != bucket.released_at:
+    avail_at, need = bucket.avail_at, bucket.need
+    if avail_at is None or need is None or st.released.get(cq, 0) != bucket.released_at:
         return False
     node = st.tree.queues[cq]
-    return all(available(node, fr) <= a for fr, a in bucket.avail_at.items())
+    hopeless = bucket.hopeless and st.borrow_epoch.get(node.root, 0) == bucket.epoch_at
+    for fr, a in avail_at.items():
+        now = available(node, fr)
+        if now >= need[fr] or (now > a and not hopeless):
+            return False
+    return True
 
 
 def _admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: _Out) -> None:

@@ -63,29 +63,29 @@ def search(
     retry: float | None = None
     cands: list[tuple[_Key, Charge, str]] = []
 
-    def usable(c: Charge) -> bool:
+    def usable_of(queue: str) -> list[Charge]:
+        """The queue's work that is old enough to preempt and not already being stopped."""
         nonlocal retry
-        if c.key in st.victim_of or c.key in st.evicting or not frs.intersection(c.usage):
-            return False
-        if c.admitted_at >= now:
-            # Admitted by this very cycle: never stop what was just started. The admission
-            # itself wakes parked work it is a candidate for (state.borrowed, admitted_low).
-            return False
-        end = c.admitted_at + c.min_runtime
-        if now < end:
-            retry = end if retry is None else min(retry, end)
-            return False
-        return True
+        old, protected = st.preemptible(queue, now)
+        for c in protected:
+            if c.key not in st.victim_of and c.key not in st.evicting and frs & c.usage.keys():
+                end = c.admitted_at + c.min_runtime
+                retry = end if retry is None else min(retry, end)
+        return [
+            c
+            for c in old
+            if c.key not in st.victim_of and c.key not in st.evicting and frs & c.usage.keys()
+        ]
 
     within = policy.within_cluster_queue
     if within != "Never":
-        for c in st.by_cq.get(cq.name, {}).values():
+        for c in usable_of(cq.name):
             lower = c.priority < w.priority or (
                 within == "LowerOrNewerEqualPriority"
                 and c.priority == w.priority
                 and c.created > w.created
             )
-            if lower and usable(c):
+            if lower:
                 cands.append((_order(1, 0.0, c), c, reasons.PREEMPTED_WITHIN_CQ))
     bw = policy.borrow_within_cohort
     cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
@@ -98,8 +98,11 @@ def search(
             other = st.tree.queues[other_name]
             if other is node or not _borrowing(st, other, frs):
                 continue
+            usable = usable_of(other.name)
+            if not usable:
+                continue
             weight = share(other)
-            for c in st.by_cq.get(other.name, {}).values():
+            for c in usable:
                 if would_borrow:
                     ok = (
                         bw.policy == "LowerPriority"
@@ -114,12 +117,16 @@ def search(
                     rc = policy.reclaim_within_cohort
                     ok = rc == "Any" or (rc == "LowerPriority" and c.priority < w.priority)
                     reason = reasons.PREEMPTED_RECLAIM
-                if ok and usable(c):
+                if ok:
                     cands.append((_order(0, -weight, c), c, reason))
     cands.sort(key=lambda t: t[0])
     if not _enough(node, need, cands):
         return Decision(
-            "fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry, cross=cross
+            "fail",
+            info=_no_victims(w, cq, need, node, cands),
+            retry_at=retry,
+            cross=cross,
+            hopeless=not cands,
         )
 
     def fits() -> bool:

@@ -62,6 +62,12 @@ class Bucket:
     avail_at: dict[FlavorResource, int] | None = None
     """Quota re-check: what was available of each short (flavor, resource) when it was parked;
     None when the answer cannot be re-checked cheaply (it is evaluated in full)."""
+    need: dict[FlavorResource, int] | None = None
+    """What it needs of each short (flavor, resource)."""
+    hopeless: bool = False
+    """No victim was a candidate: more free quota that still falls short changes nothing."""
+    epoch_at: int = 0
+    """The tree's borrow epoch when parked (a new borrower may bring candidates)."""
     released_at: int = 0
     """Its queue's release counter when parked (own quota freed: evaluate in full)."""
     recheck: bool = False

@@ -126,6 +126,7 @@ class Scheduler:
             else:
                 charge.priority = w.priority
                 charge.min_runtime = w.minimum_runtime_seconds
+                st.old_work.pop(charge.cq, None)
             self._track_deadline(w.key)
             return
         if w.admission is not None:

@@ -100,6 +100,8 @@ class State:
     borrowed: dict[QNode, set[FlavorResource]] = field(default_factory=dict)
     """root -> what someone in the tree took while over its own quota since the last wake (new
     reclaim candidates for parked work short of it)"""
+    borrow_epoch: dict[QNode, int] = field(default_factory=dict)
+    """root -> how many times a queue started borrowing something (reclaim candidates appear)"""
     admitted_low: dict[str, int] = field(default_factory=dict)
     """queue -> lowest priority it admitted since the last wake (new in-queue candidates)"""
     released: dict[str, int] = field(default_factory=dict)
@@ -107,6 +109,11 @@ class State:
     all_dirty: bool = True
     nodes_dirty: bool = False
     flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
+
+    old_work: dict[str, tuple[list[Charge], list[Charge]]] = field(default_factory=dict)
+    """queue -> (admitted before `old_work_at`, still protected by minimum runtime) at that
+    time: victim searches of one cycle share it; any change of the queue's charges drops it"""
+    old_work_at: float = float("nan")
 
     # --- tree -------------------------------------------------------------------------------
     def ensure_tree(self) -> None:
@@ -133,13 +140,16 @@ class State:
         by_fr = self.borrowers.setdefault(root, {})
         for fr in charge.usage:
             if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
-                by_fr.setdefault(fr, set()).add(node.name)
+                names = by_fr.setdefault(fr, set())
+                if mark and node.name not in names:
+                    self.borrow_epoch[root] = self.borrow_epoch.get(root, 0) + 1
+                names.add(node.name)
                 if sign > 0 and mark:
                     self.borrowed.setdefault(root, set()).add(fr)
             else:
-                names = by_fr.get(fr)
-                if names is not None:
-                    names.discard(node.name)
+                gone = by_fr.get(fr)
+                if gone is not None:
+                    gone.discard(node.name)
         if sign > 0 and mark:
             low = self.admitted_low.get(node.name)
             if low is None or charge.priority < low:
@@ -170,7 +180,27 @@ class State:
         if sign < 0 and charge.nodes and mark:
             self.nodes_dirty = True
 
+    def preemptible(self, cq: str, now: float) -> tuple[list[Charge], list[Charge]]:
+        """A queue's admitted work split into (preemptible by age, protected) at `now`.
+
+        Work admitted at `now` (this very cycle) is in neither: never stop what just started.
+        """
+        if self.old_work_at != now:
+            self.old_work.clear()
+            self.old_work_at = now
+        cached = self.old_work.get(cq)
+        if cached is None:
+            old: list[Charge] = []
+            protected: list[Charge] = []
+            for c in self.by_cq.get(cq, {}).values():
+                if c.admitted_at >= now:
+                    continue
+                (protected if now < c.admitted_at + c.min_runtime else old).append(c)
+            cached = self.old_work[cq] = (old, protected)
+        return cached
+
     def admit(self, charge: Charge) -> None:
+        self.old_work.pop(charge.cq, None)
         self.charges[charge.key] = charge
         self.by_cq.setdefault(charge.cq, {})[charge.key] = charge
         self.apply(charge, 1)
@@ -179,6 +209,7 @@ class State:
         """Forget an admitted workload's charge without touching usage (caller decides)."""
         charge = self.charges.pop(key, None)
         if charge is not None:
+            self.old_work.pop(charge.cq, None)
             held = self.by_cq.get(charge.cq)
             if held is not None:
                 held.pop(key, None)
