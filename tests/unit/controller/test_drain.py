@@ -223,3 +223,28 @@ def test_a_workload_requeued_for_node_failures_goes_ahead_of_its_peers(
 ) -> None:
     wl = workload([{"type": names.COND_REQUEUED, "status": status, "reason": reason}])
     assert convert.workload(wl, "cq").front is front
+
+
+@pytest.mark.parametrize(
+    ("argv", "enabled", "share"),
+    [
+        ([], True, 0.25),
+        (["--no-auto-drain"], False, 0.25),
+        (["--auto-drain", "--drain-max-share=0.5"], True, 0.5),
+    ],
+)
+def test_controller_flags_switch_auto_drain(argv: list[str], enabled: bool, share: float) -> None:
+    from queuectl.cli.main import build_parser
+
+    parser, _ = build_parser()
+    args = parser.parse_args(["controller", *argv])
+    assert (args.auto_drain, args.drain_max_share) == (enabled, share)
+
+
+@pytest.mark.parametrize("share", ["0", "1.5", "-0.1"])
+def test_a_drain_share_outside_zero_to_one_is_refused(share: str) -> None:
+    from queuectl.cli.main import build_parser
+
+    parser, _ = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["controller", f"--drain-max-share={share}"])
