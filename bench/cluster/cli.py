@@ -191,6 +191,18 @@ def _runner_profiler() -> Any:
     return profiler
 
 
+def _spread(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    n = len(ordered)
+    return {
+        "avg": sum(ordered) / n,
+        "p95": ordered[min(n - 1, int(n * 0.95))],
+        "max": ordered[-1],
+    }
+
+
 def _cpu(before: ProcSample | None, after: ProcSample | None) -> float | None:
     if before is None or after is None:
         return None
@@ -244,6 +256,7 @@ def results(
         "etcd_cpu_s": _cpu(before.get("etcd"), after.get("etcd")),
         "counts": counts,
         "creation_lag_max_s": driver.creation_lag_max,
+        "finish_latency_s": _spread(driver.finish_latencies),
         "runner_retries": driver.retries,
         "finish_conflicts": driver.conflicts,
         "watch_events": driver.watch_events,

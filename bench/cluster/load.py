@@ -77,6 +77,8 @@ class Load:
         self.retries = 0
         self.conflicts = 0
         self.watch_events = 0
+        self.finish_latencies: list[float] = []
+        """Runtime over -> Finished patch answered: how late the runner finishes work."""
         for c, q in layout.queues():
             for stream in layout.scenario.streams:
                 for seq in range(stream.count):
@@ -207,6 +209,7 @@ class Load:
         task.add_done_callback(self.tasks.discard)
 
     async def _finish(self, name: str, epoch: int) -> None:
+        due = self.clock()
         for _ in range(10):
             seen = self.seen.get(name)
             if seen is None or seen.epoch != epoch or self.epoch.get(name) != epoch:
@@ -224,7 +227,11 @@ class Load:
             }
             try:
                 await self.api.request(
-                    "PATCH", f"{self.path}/{name}/status", body, content_type=MERGE_PATCH
+                    "PATCH",
+                    f"{self.path}/{name}/status",
+                    body,
+                    content_type=MERGE_PATCH,
+                    urgent=True,
                 )
             except ApiError as err:
                 if err.status == 409:
@@ -243,6 +250,7 @@ class Load:
                 self.retries += 1
                 await asyncio.sleep(0.2)
                 continue
+            self.finish_latencies.append(self.clock() - due)
             self._mark_finished(name)
             return
         raise RuntimeError(f"could not finish {name}")
@@ -262,7 +270,7 @@ class Load:
     async def _refresh(self, name: str) -> None:
         """After a conflict: the current object decides whether it still runs."""
         try:
-            obj = await self.api.request("GET", f"{self.path}/{name}")
+            obj = await self.api.request("GET", f"{self.path}/{name}", urgent=True)
         except ApiError as err:
             if err.status == 404:
                 return

@@ -55,6 +55,11 @@ def markdown(res: dict[str, Any]) -> str:
         f"{res['counts']['admissions']} admissions, {res['counts']['evictions']} evictions; "
         f"lower bound on wall time (work / nominal quota): {res['min_wall_s']} s.",
         "",
+        *(
+            []
+            if res.get("all_finished")
+            else ["**Not every Workload finished before --timeout: figures are partial.**", ""]
+        ),
         "| figure | queuectl | target | verdict | best-known peer |",
         "| --- | ---: | ---: | --- | ---: |",
     ]
