@@ -31,6 +31,7 @@ from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.jobs.batch import BatchJobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.leader import LeaderElector
+from queuectl.controller.observe import Observer
 from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.core import Scheduler
@@ -79,6 +80,7 @@ class Controller:
             kube, self.cache, self.feed, self.sched, self.adapters, self.events, self.at, clock
         )
         self.decisions = Decisions(self.reconciler)
+        self.observer = Observer(self.sched, self.cache, leading=self.leading, clock=clock)
         self.drainer = Drainer(
             kube,
             self.cache,
@@ -202,6 +204,7 @@ class Controller:
         metrics.CONTROLLER_CYCLE_SECONDS.observe(time.perf_counter() - started)
         metrics.CONTROLLER_ADMISSIONS_PER_CYCLE.observe(len(result.admitted))
         self.cycles += 1
+        self.observer.after_cycle(now)
         for adm in result.admitted:
             self.enqueue(f"wl:{adm.key}", self._admit_action(adm.key, adm.admission))
         for p in result.preemptions:
@@ -230,12 +233,10 @@ class Controller:
         return act
 
     async def _preempt(self, p: Any) -> None:
-        await self.decisions.preempt(p)
-        metrics.CONTROLLER_PREEMPTED.labels(p.reason).inc()
+        await self.decisions.preempt(p)  # counted by the observer, once written
 
     async def _evict(self, e: Any) -> None:
-        await self.decisions.apply_eviction(e)
-        metrics.CONTROLLER_EVICTED.labels(e.reason).inc()
+        await self.decisions.apply_eviction(e)  # counted by the observer, once written
 
     # --- queue status ----------------------------------------------------------------------
     async def _status_loop(self) -> None:
@@ -355,6 +356,7 @@ class Controller:
                 asyncio.create_task(self._timer_loop(), name="timers"),
                 asyncio.create_task(self._status_loop(), name="queue-status"),
                 asyncio.create_task(self.drainer.run(self._wait_leading), name="drain"),
+                asyncio.create_task(self.observer.run(self._wait_leading), name="observe"),
             ]
             for wl in self.cache.store(k.WORKLOADS).values():
                 self.enqueue(f"wl:{convert.workload_key(wl)}")
