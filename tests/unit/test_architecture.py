@@ -27,3 +27,15 @@ def test_ruff_is_clean() -> None:
 def test_mypy_strict_is_clean() -> None:
     result = _run(str(BIN / "mypy"), "queuectl")
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+
+
+def test_test_module_basenames_are_unique() -> None:
+    """pytest's default import mode keys test modules by basename; two files named alike
+    (tests/unit/x/test_a.py and tests/integration/test_a.py) abort collection of the whole run."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted([*ROOT.glob("tests/**/test_*.py"), *ROOT.glob("e2e/**/test_*.py")]):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "rename one of each pair: " + "; ".join(clashes)
