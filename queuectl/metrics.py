@@ -216,6 +216,12 @@ CONTROLLER_LEADER = Gauge(
     "1 while this replica holds the scheduling Lease.",
     registry=CONTROLLER_REGISTRY,
 )
+CONTROLLER_EVENTS_DROPPED = Counter(
+    "queuectl_events_dropped_total",
+    "Kubernetes Events not sent: over the event rate limit, or too many in flight.",
+    ["reason"],
+    registry=CONTROLLER_REGISTRY,
+)
 CONTROLLER_API_ERRORS = Counter(
     "queuectl_controller_api_errors_total",
     "Failed writes to the API server, by operation.",

@@ -34,6 +34,7 @@ from queuectl.controller.leader import LeaderElector
 from queuectl.controller.observe import Observer
 from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
+from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import Scheduler
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,9 @@ class Controller:
         self.sched = Scheduler()
         self.events = EventRecorder(kube)
         self._wake = asyncio.Event()
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: set[str] = set()
+        self._queue = WorkQueue()
         self._active: set[str] = set()
-        self._again: set[str] = set()
+        self._again: dict[str, bool] = {}  # key -> urgent, for keys enqueued while served
         self._actions: dict[str, list[Action]] = {}
         self._timers: list[tuple[float, str]] = []
         self._timer_wake = asyncio.Event()
@@ -106,14 +106,16 @@ class Controller:
             await self.leader.leading.wait()
 
     # --- keys -----------------------------------------------------------------------------
-    def enqueue(self, key: str, action: Action | None = None) -> None:
+    def enqueue(self, key: str, action: Action | None = None, *, urgent: bool = True) -> None:
+        """Queue `key` (once). `urgent=False` is for pending-reason refreshes only: they wait
+        until no admission, preemption, eviction or Job event is queued."""
         if action is not None:
             self._actions.setdefault(key, []).append(action)
+            urgent = True
         if key in self._active:
-            self._again.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+            self._again[key] = self._again.get(key, False) or urgent
+        else:
+            self._queue.put(key, urgent=urgent)
 
     def at(self, when: float, wl_key: str) -> None:
         heapq.heappush(self._timers, (when, f"wl:{wl_key}"))
@@ -155,7 +157,6 @@ class Controller:
     async def _worker(self) -> None:
         while True:
             key = await self._queue.get()
-            self._queued.discard(key)
             await self._wait_leading()
             self._active.add(key)
             try:
@@ -169,9 +170,9 @@ class Controller:
                 log.exception("reconciling %s failed", key)
             finally:
                 self._active.discard(key)
-                if key in self._again:
-                    self._again.discard(key)
-                    self.enqueue(key)
+                again = self._again.pop(key, None)
+                if again is not None:
+                    self.enqueue(key, urgent=again)
 
     async def _timer_loop(self) -> None:
         while True:
@@ -212,7 +213,7 @@ class Controller:
         for e in result.evictions:
             self.enqueue(f"wl:{e.key}", functools.partial(self._evict, e))
         for info in result.pending:
-            self.enqueue(f"wl:{info.key}")
+            self.enqueue(f"wl:{info.key}", urgent=False)
         return result.next_wakeup
 
     def _admit_action(self, key: str, admission: Any) -> Action:
@@ -266,7 +267,7 @@ class Controller:
                 continue
             key = convert.workload_key(wl)
             if self.reconciler.pending_stale(key, wl):
-                self.enqueue(f"wl:{key}")
+                self.enqueue(f"wl:{key}", urgent=False)
 
     async def write_queue_statuses(self) -> None:
         now = self.clock()

@@ -22,6 +22,7 @@ from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop
 from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.pacing import PendingRefresh
 from queuectl.core.results import PendingInfo
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,10 @@ class Reconciler:
         events: EventRecorder,
         at: Callable[[float, str], None],
         clock: Callable[[], float] = time.time,
+        pending_refresh: PendingRefresh | None = None,
     ) -> None:
         self.kube = kube
+        self.pending_refresh = pending_refresh or PendingRefresh()
         self.cache = cache
         self.feed = feed
         self.sched = sched
@@ -366,9 +369,15 @@ class Reconciler:
         return (cond.get("reason"), cond.get("message")) != info
 
     async def write_pending(self, wl: Obj, reason: str, message: str, now: float) -> None:
+        """A new reason is written at once; a new message under the same reason is paced."""
+        key = convert.workload_key(wl)
+        cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+        same_reason = cond.get("status") == "False" and cond.get("reason") == reason
+        if same_reason and not self.pending_refresh.due(key, now):
+            return
         patch = status.pending(wl, reason, message, now)
-        if patch is not None:
-            await self.write_status(wl, patch)
+        if patch is not None and await self.write_status(wl, patch) is not None:
+            self.pending_refresh.wrote(key, now)
 
     async def evict(self, wl: Obj, reason: str, message: str) -> None:
         written = await self.write_status(wl, status.evicted(wl, reason, message, self.clock()))
