@@ -24,6 +24,7 @@ import yaml
 
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.nodes import H100
 from queuectl.testenv.ports import free_ports
 
 WL = "workloads.queuectl.io"
@@ -192,6 +193,19 @@ def local_queue(name: str, namespace: str, cq: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"clusterQueue": cq},
     }
+
+
+def one_queue(cluster: Cluster, namespace: str, gpus: int) -> str:
+    """The smallest setup: an H100 flavor, a ClusterQueue of `gpus` for this namespace, and
+    LocalQueue `lq` in it. Returns the ClusterQueue's name."""
+    cq = f"cq-{namespace}"
+    apply(
+        cluster,
+        flavor("h100", H100),
+        cluster_queue(cq, namespace, {"h100": gpus}),
+        local_queue("lq", namespace, cq),
+    )
+    return cq
 
 
 def priority_class(name: str, value: int, grace: int = 0) -> dict[str, Any]:

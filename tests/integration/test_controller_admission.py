@@ -10,14 +10,12 @@ from e2e.harness import (
     ControllerProcess,
     admitted,
     apply,
-    cluster_queue,
     condition,
     controller,
-    flavor,
     get,
     gpu_job,
     items,
-    local_queue,
+    one_queue,
     pods_of,
     running_pods,
     wait_for,
@@ -31,21 +29,10 @@ from queuectl.testenv.pytest_plugin import StandardFleet
 __all__ = ["controller"]
 
 
-def setup_queue(cluster: Cluster, namespace: str, gpus: int) -> str:
-    cq = f"cq-{namespace}"
-    apply(
-        cluster,
-        flavor("h100", H100),
-        cluster_queue(cq, namespace, {"h100": gpus}),
-        local_queue("lq", namespace, cq),
-    )
-    return cq
-
-
 def test_jobs_beyond_quota_wait_with_a_reason_and_start_as_quota_frees(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    setup_queue(control_plane, namespace, 16)
+    one_queue(control_plane, namespace, 16)
     apply(
         control_plane,
         gpu_job("a", namespace, "lq", runs_for="4s"),
@@ -83,7 +70,7 @@ def test_jobs_beyond_quota_wait_with_a_reason_and_start_as_quota_frees(
 def test_deleting_a_job_deletes_its_workload_and_frees_quota(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    setup_queue(control_plane, namespace, 8)
+    one_queue(control_plane, namespace, 8)
     apply(control_plane, gpu_job("first", namespace, "lq"), gpu_job("second", namespace, "lq"))
     wait_for("first admitted", lambda: admitted(control_plane, namespace, "first"))
     control_plane.kubectl("delete", "job", "first", "-n", namespace, "--wait=false")
@@ -96,7 +83,7 @@ def test_deleting_a_job_deletes_its_workload_and_frees_quota(
 def test_a_workload_created_directly_is_admitted(
     control_plane: Cluster, namespace: str, controller: ControllerProcess
 ) -> None:
-    setup_queue(control_plane, namespace, 8)
+    one_queue(control_plane, namespace, 8)
     wl: dict[str, Any] = {
         "apiVersion": names.API_VERSION,
         "kind": "Workload",
@@ -139,7 +126,7 @@ def test_a_workload_created_directly_is_admitted(
 def test_queue_status_counts_pending_and_admitted(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    cq = setup_queue(control_plane, namespace, 8)
+    cq = one_queue(control_plane, namespace, 8)
     apply(control_plane, *(gpu_job(f"j{i}", namespace, "lq") for i in range(3)))
 
     def counts() -> tuple[Any, ...] | None:

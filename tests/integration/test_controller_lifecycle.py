@@ -8,14 +8,12 @@ from e2e.harness import (
     ControllerProcess,
     admitted,
     apply,
-    cluster_queue,
     condition,
     controller,
-    flavor,
     get,
     gpu_job,
     is_true,
-    local_queue,
+    one_queue,
     pods_of,
     running_pods,
     wait_for,
@@ -23,21 +21,9 @@ from e2e.harness import (
 )
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
-from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet
 
 __all__ = ["controller"]
-
-
-def setup_queue(cluster: Cluster, namespace: str, gpus: int) -> str:
-    cq = f"cq-{namespace}"
-    apply(
-        cluster,
-        flavor("h100", H100),
-        cluster_queue(cq, namespace, {"h100": gpus}),
-        local_queue("lq", namespace, cq),
-    )
-    return cq
 
 
 def reason(cluster: Cluster, namespace: str, job: str) -> str | None:
@@ -48,7 +34,7 @@ def reason(cluster: Cluster, namespace: str, job: str) -> str | None:
 def test_maximum_execution_time_deactivates_and_stops_the_job(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    setup_queue(control_plane, namespace, 8)
+    one_queue(control_plane, namespace, 8)
     job = gpu_job("bounded", namespace, "lq")
     job["metadata"]["labels"][names.LABEL_MAX_EXEC_TIME] = "3"
     apply(control_plane, job)
@@ -81,7 +67,7 @@ def test_maximum_execution_time_deactivates_and_stops_the_job(
 def test_hold_and_drain_on_a_cluster_queue_evicts_and_resumes(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    cq = setup_queue(control_plane, namespace, 8)
+    cq = one_queue(control_plane, namespace, 8)
     apply(control_plane, gpu_job("running", namespace, "lq"))
     wait_for("running admitted", lambda: admitted(control_plane, namespace, "running"))
     time.sleep(1.1)  # creationTimestamp has 1 s resolution: make "next" strictly younger
@@ -130,7 +116,7 @@ def test_hold_and_drain_on_a_cluster_queue_evicts_and_resumes(
 def test_a_held_local_queue_keeps_new_work_waiting(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    setup_queue(control_plane, namespace, 8)
+    one_queue(control_plane, namespace, 8)
     control_plane.kubectl(
         "patch",
         "localqueue",
