@@ -237,8 +237,14 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
         if q.blocked_at is None and q.entries and _idle_reason(s, name) is None
     ]
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
-    deferred = _pass(s, active, now, out, strict, borrowing=False)
-    _pass(s, deferred, now, out, strict, borrowing=True)
+    s.st.no_cross.clear()
+    s.st.in_cycle = True
+    try:
+        deferred = _pass(s, active, now, out, strict, borrowing=False)
+        _pass(s, deferred, now, out, strict, borrowing=True)
+    finally:
+        s.st.in_cycle = False
+        s.st.no_cross.clear()
 
 
 def _pass(

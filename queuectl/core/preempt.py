@@ -44,6 +44,26 @@ def _borrowing(st: State, node: QNode, frs: set[FlavorResource]) -> bool:
     return False
 
 
+def _usable(
+    st: State, queue: str, frs: set[FlavorResource], now: float
+) -> tuple[list[Charge], float | None]:
+    """The queue's work holding some of `frs` that is old enough to preempt and not already being
+    stopped, and when the first of its protected work holding some of `frs` comes of age."""
+    old, protected = st.preemptible(queue, now)
+    end: float | None = None
+    victim_of, evicting = st.victim_of, st.evicting
+    for c in protected:
+        if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys():
+            t = c.admitted_at + c.min_runtime
+            end = t if end is None else min(end, t)
+    usable = [
+        c
+        for c in old
+        if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys()
+    ]
+    return usable, end
+
+
 def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
     return all(n <= available(node, fr) for fr, n in need.items())
 
@@ -71,16 +91,10 @@ def search(
     def usable_of(queue: str) -> list[Charge]:
         """The queue's work that is old enough to preempt and not already being stopped."""
         nonlocal retry
-        old, protected = st.preemptible(queue, now)
-        for c in protected:
-            if c.key not in st.victim_of and c.key not in st.evicting and frs & c.usage.keys():
-                end = c.admitted_at + c.min_runtime
-                retry = end if retry is None else min(retry, end)
-        return [
-            c
-            for c in old
-            if c.key not in st.victim_of and c.key not in st.evicting and frs & c.usage.keys()
-        ]
+        usable, end = _usable(st, queue, frs, now)
+        if end is not None:
+            retry = end if retry is None else min(retry, end)
+        return usable
 
     within = policy.within_cluster_queue
     if within != "Never":
@@ -95,35 +109,58 @@ def search(
     bw = policy.borrow_within_cohort
     cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
     if node.parent is not None and cross:
-        by_fr = st.borrowers.get(node.root, {})
-        names: set[str] = set()
-        for fr in frs:
-            names.update(by_fr.get(fr, ()))
-        for other_name in sorted(names):
-            other = st.tree.queues[other_name]
-            if other is node or not _borrowing(st, other, frs):
-                continue
-            usable = usable_of(other.name)
-            if not usable:
-                continue
-            weight = share(other)
-            for c in usable:
-                if would_borrow:
-                    ok = (
-                        bw.policy == "LowerPriority"
-                        and c.priority < w.priority
-                        and (
-                            bw.max_priority_threshold is None
-                            or c.priority <= bw.max_priority_threshold
+        root = node.root
+        ckey = (root, frozenset(frs))
+        epoch = st.cross_epoch.get(root, 0)
+        hit = st.no_cross.get(ckey) if st.in_cycle else None
+        if hit is not None and hit[0] == epoch and hit[1] <= {node.name}:
+            # Nobody else of the tree had anything to take when last looked, and no queue has
+            # started borrowing since: the same (empty) answer, without visiting every borrower.
+            for q, t in hit[2]:
+                if q != node.name:
+                    retry = t if retry is None else min(retry, t)
+        else:
+            found_in: set[str] = set()
+            ends: list[tuple[str, float]] = []
+            by_fr = st.borrowers.get(root, {})
+            names: set[str] = set()
+            for fr in frs:
+                names.update(by_fr.get(fr, ()))
+            for other_name in sorted(names):
+                other = st.tree.queues[other_name]
+                if not _borrowing(st, other, frs):
+                    continue
+                usable, end = _usable(st, other_name, frs, now)
+                if end is not None:
+                    ends.append((other_name, end))
+                if usable:
+                    found_in.add(other_name)
+                if other is node:
+                    continue
+                if end is not None:
+                    retry = end if retry is None else min(retry, end)
+                if not usable:
+                    continue
+                weight = share(other)
+                for c in usable:
+                    if would_borrow:
+                        ok = (
+                            bw.policy == "LowerPriority"
+                            and c.priority < w.priority
+                            and (
+                                bw.max_priority_threshold is None
+                                or c.priority <= bw.max_priority_threshold
+                            )
                         )
-                    )
-                    reason = reasons.PREEMPTED_BORROW
-                else:
-                    rc = policy.reclaim_within_cohort
-                    ok = rc == "Any" or (rc == "LowerPriority" and c.priority < w.priority)
-                    reason = reasons.PREEMPTED_RECLAIM
-                if ok:
-                    cands.append((_order(0, -weight, c), c, reason))
+                        reason = reasons.PREEMPTED_BORROW
+                    else:
+                        rc = policy.reclaim_within_cohort
+                        ok = rc == "Any" or (rc == "LowerPriority" and c.priority < w.priority)
+                        reason = reasons.PREEMPTED_RECLAIM
+                    if ok:
+                        cands.append((_order(0, -weight, c), c, reason))
+            if st.in_cycle:
+                st.no_cross[ckey] = (epoch, found_in, ends)
     cands.sort(key=lambda t: t[0])
     if not _enough(node, need, cands):
         return Decision(

@@ -114,6 +114,17 @@ class State:
     """queue -> (admitted before `old_work_at`, still protected by minimum runtime) at that
     time: victim searches of one cycle share it; any change of the queue's charges drops it"""
     old_work_at: float = float("nan")
+    cross_epoch: dict[QNode, int] = field(default_factory=dict)
+    """root -> how many times a queue of the tree went over its own quota (held quota aside) of
+    something: only that can bring new reclaim candidates inside one admission loop"""
+    no_cross: dict[
+        tuple[QNode, frozenset[FlavorResource]],
+        tuple[int, set[str], list[tuple[str, float]]],
+    ] = field(default_factory=dict)
+    """(root, short (flavor, resource)s) -> (cross epoch, queues that had preemptible work of
+    them, (queue, end) of protected work): the last victim search over the tree's borrowers;
+    kept only while `in_cycle` (see `preempt.search`)"""
+    in_cycle: bool = False
 
     # --- tree -------------------------------------------------------------------------------
     def ensure_tree(self) -> None:
@@ -151,6 +162,13 @@ class State:
                 if gone is not None:
                     gone.discard(node.name)
         if sign > 0 and mark:
+            held = self.held.get(node.name)
+            for fr, v in charge.usage.items():
+                own = node.usage.get(fr, 0) - (held.get(fr, 0) if held else 0)
+                quota = node.subtree.get(fr, 0)
+                if own > quota >= own - v:
+                    self.cross_epoch[root] = self.cross_epoch.get(root, 0) + 1
+                    break
             low = self.admitted_low.get(node.name)
             if low is None or charge.priority < low:
                 self.admitted_low[node.name] = charge.priority
