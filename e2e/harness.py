@@ -3,7 +3,7 @@ and small helpers to create objects and wait for the cluster to reach a state.
 
 The controller runs as `queuectl controller --kubeconfig ...`, exactly as a user runs it
 out-of-cluster: it installs the CRDs, registers its webhooks at https://127.0.0.1:PORT and serves
-them. One process per test session (`controller` fixture); scenario 8 kills and restarts it.
+them. One process per test module (`controller` fixture); scenario 8 kills and restarts it.
 """
 
 from __future__ import annotations
@@ -113,27 +113,30 @@ class ControllerProcess:
         return "\n".join(text[-lines:])
 
 
-_shared: dict[str, Any] = {"proc": None, "users": 0}
-
-
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def controller(
     control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControllerProcess]:
-    """One controller for the whole session, however many modules import this fixture (each
-    import registers it anew; two controllers would wait on each other's Lease)."""
-    if _shared["proc"] is None:
-        proc = ControllerProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("controller"))
-        proc.start()
-        _shared["proc"] = proc
-    _shared["users"] += 1
+    """A controller for one test module. When the module ends it is stopped and its webhook
+    configurations are deleted: a stopped out-of-cluster controller leaves Fail-policy webhooks
+    pointing at a dead port (by design: nobody bypasses the queue while it is down), and later
+    modules that install their own webhooks or apply the kustomize base must not meet them."""
+    proc = ControllerProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("controller"))
+    proc.start()
     try:
-        yield _shared["proc"]
+        yield proc
     finally:
-        _shared["users"] -= 1
-        if _shared["users"] == 0:
-            _shared["proc"].stop()
-            _shared["proc"] = None
+        proc.stop()
+        unregister_webhooks(control_plane)
+
+
+def unregister_webhooks(cluster: Cluster) -> None:
+    cluster.kubectl(
+        "delete",
+        "--ignore-not-found",
+        f"mutatingwebhookconfiguration/{names.MUTATING_WEBHOOK_CONFIGURATION}",
+        f"validatingwebhookconfiguration/{names.VALIDATING_WEBHOOK_CONFIGURATION}",
+    )
 
 
 # --- objects ---------------------------------------------------------------------------------
