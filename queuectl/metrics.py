@@ -222,6 +222,12 @@ CONTROLLER_EVENTS_DROPPED = Counter(
     ["reason"],
     registry=CONTROLLER_REGISTRY,
 )
+CONTROLLER_PENDING_DEFERRED = Counter(
+    "queuectl_pending_writes_deferred_total",
+    "Pending-reason writes put off because the pending-write budget was spent (the pending "
+    "sweep writes them later).",
+    registry=CONTROLLER_REGISTRY,
+)
 CONTROLLER_API_ERRORS = Counter(
     "queuectl_controller_api_errors_total",
     "Failed writes to the API server, by operation.",

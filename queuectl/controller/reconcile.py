@@ -369,11 +369,12 @@ class Reconciler:
         return (cond.get("reason"), cond.get("message")) != info
 
     async def write_pending(self, wl: Obj, reason: str, message: str, now: float) -> None:
-        """A new reason is written at once; a new message under the same reason is paced."""
+        """A new reason is written as soon as the pending budget allows; a new message under the
+        same reason is paced as well (PendingRefresh)."""
         key = convert.workload_key(wl)
         cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
         same_reason = cond.get("status") == "False" and cond.get("reason") == reason
-        if same_reason and not self.pending_refresh.due(key, now):
+        if not self.pending_refresh.allow(key, now, same_reason=same_reason):
             return
         patch = status.pending(wl, reason, message, now)
         if patch is not None and await self.write_status(wl, patch) is not None:

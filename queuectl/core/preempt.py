@@ -57,9 +57,7 @@ def _usable(
             t = c.admitted_at + c.min_runtime
             end = t if end is None else min(end, t)
     usable = [
-        c
-        for c in old
-        if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys()
+        c for c in old if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys()
     ]
     return usable, end
 

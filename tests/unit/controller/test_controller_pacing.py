@@ -116,3 +116,30 @@ async def test_a_waiting_workloads_reason_is_written_at_once_and_its_numbers_at_
     await core_says("Preempting", "waiting for 1 victim")
     assert message() == ("Preempting", "waiting for 1 victim")
     assert status_writes() - before == 3
+
+
+def test_pending_writes_share_one_budget_a_burst_then_the_rate() -> None:
+    refresh = PendingRefresh(interval_s=30.0, qps=1.0, burst=2)
+    first = [refresh.allow(f"ns/w{i}", 0.0, same_reason=False) for i in range(3)]
+    assert first == [True, True, False] and refresh.deferred == 1
+    assert refresh.allow("ns/w2", 1.0, same_reason=False)  # a second later: one more token
+
+
+async def test_a_reason_refused_for_budget_is_left_stale_for_the_sweep_to_retry() -> None:
+    """A flood of arrivals: the budget is spent, so this Workload's new reason is not written
+    now; its condition disagrees with the core, which is what the pending sweep looks for, and
+    once the budget refills the write goes out."""
+    w = World()
+    w.rec.pending_refresh = PendingRefresh(qps=0.01, burst=1)
+    w.add(k.JOBS, new_job())
+    key = await w.rec.reconcile_job("Job", "ns", "train")
+    assert key is not None
+    await w.rec.write_pending(w.workload(), "InsufficientQuota", "needs 8, 3 free", w.now)
+    await w.rec.write_pending(w.workload(), "Preempting", "waiting for 2 victims", w.now)
+    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+    assert cond.get("reason") == "InsufficientQuota"
+    assert w.rec.pending_refresh.deferred == 1
+    w.now += 100
+    await w.rec.write_pending(w.workload(), "Preempting", "waiting for 2 victims", w.now)
+    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+    assert cond.get("reason") == "Preempting"
