@@ -11,7 +11,7 @@ serves the cycle and `explain`, and it never changes the state it reads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from queuectl.core import reasons
@@ -121,6 +121,8 @@ class _Notes:
 
     shorts: list[tuple[FlavorResource, int]] = field(default_factory=list)
     topology: bool = False
+    placement: str | None = None
+    """The first "quota allows it but no domain holds it" message, with the domain figures."""
 
 
 def _choose(
@@ -176,14 +178,9 @@ def _choose(
             topo = place_podset(st, flavor, ps, extra)
             if isinstance(topo, str):
                 notes.topology = True
-                note(
-                    PendingInfo(
-                        w.key,
-                        reasons.TOPOLOGY_PLACEMENT_FAILED,
-                        f"quota allows flavor {flavor.name} for pod set {ps.name} but {topo}",
-                        flavor=flavor.name,
-                    )
-                )
+                msg = f"quota allows flavor {flavor.name} for pod set {ps.name} but {topo}"
+                notes.placement = notes.placement or msg
+                note(PendingInfo(w.key, reasons.TOPOLOGY_PLACEMENT_FAILED, msg, flavor=flavor.name))
                 if cq.preemption.any and preempt_choice is None:
                     preempt_choice = _Choice(flavor.name, "preempt")
                 continue
@@ -306,6 +303,14 @@ def assign(st: State, w: Workload, now: float) -> Decision:
     if d.kind == "fail":
         d.shorts = notes.shorts
         d.topology = d.topology or notes.topology
+        info = d.info
+        if (
+            info is not None
+            and info.reason == reasons.TOPOLOGY_PLACEMENT_FAILED
+            and notes.placement
+        ):
+            # Say which domain came closest, not only that preemption cannot make room.
+            d.info = replace(info, message=f"{notes.placement}; preempting would not make room")
     return d
 
 

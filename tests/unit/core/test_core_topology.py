@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from core_helpers import admitted, gpu_queue, job, quota, reason_of, scheduler
 
-from queuectl.core import GPU, Flavor, Node, Scheduler, Topology
+from queuectl.core import GPU, Flavor, Node, PreemptionPolicy, Scheduler, Topology
 
 BLOCK, RACK, HOST = (
     "topology.queuectl.io/block",
@@ -15,12 +15,15 @@ BLOCK, RACK, HOST = (
 
 
 def cluster(
-    racks: dict[str, list[int]], gpu_quota: int = 64, block_of: dict[str, str] | None = None
+    racks: dict[str, list[int]],
+    gpu_quota: int = 64,
+    block_of: dict[str, str] | None = None,
+    preemption: PreemptionPolicy | None = None,
 ) -> Scheduler:
     """Nodes with 8 GPUs each; racks maps rack -> GPUs already used on each of its nodes."""
     s = scheduler(
         Flavor("h100", {"gpu": "h100"}, topology_name="default"),
-        gpu_queue("q", quota("h100", gpu_quota), cohort=None),
+        gpu_queue("q", quota("h100", gpu_quota), cohort=None, preemption=preemption),
     )
     s.upsert_topology(Topology("default", (BLOCK, RACK, HOST)))
     for rack, used in racks.items():
@@ -51,6 +54,24 @@ def test_a_16_gpu_gang_does_not_fit_two_half_free_racks_when_rack_is_required() 
     info = s.pending_info("q/gang")
     assert info is not None and info.reason == "TopologyPlacementFailed"
     assert "no topology.queuectl.io/rack domain has room for 2 pods" in info.message
+
+
+def test_when_preemption_cannot_make_room_the_reason_still_names_the_closest_domain() -> None:
+    """The samples' case: 4 x 8 GPUs in one rack of four nodes, a higher-priority job holds 2
+    GPUs there. Preempting is allowed but cannot help, and the user is told which rack came
+    closest, not only that no placement exists."""
+    lower = PreemptionPolicy(within_cluster_queue="LowerPriority")
+    s = cluster({"r1": [0, 0, 0, 0]}, preemption=lower)
+    s.upsert_workload(job("q/vip", "q", 2, priority=100))
+    assert admitted(s.run_cycle(1.0)) == ["q/vip"]
+    s.upsert_workload(job("q/gang", "q", 8, pods=4, priority=10, required=RACK, created=1))
+    assert admitted(s.run_cycle(2.0)) == []
+    info = s.pending_info("q/gang")
+    assert info is not None and info.reason == "TopologyPlacementFailed"
+    assert "no topology.queuectl.io/rack domain has room for 4 pods (the largest holds 3" in (
+        info.message
+    )
+    assert info.message.endswith("preempting would not make room")
 
 
 def test_the_same_gang_fits_the_block_when_rack_is_only_preferred() -> None:
