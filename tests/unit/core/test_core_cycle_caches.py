@@ -5,6 +5,7 @@ from __future__ import annotations
 from core_helpers import admitted, gpu_queue, job, quota, scheduler
 
 from queuectl.core import BorrowWithinCohort, PreemptionPolicy
+from queuectl.core.quota import QNode, add_usage, available, compute_subtree, share
 
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
 BORROW_OVER_LOWER = PreemptionPolicy(
@@ -42,3 +43,32 @@ def test_a_queue_that_starts_borrowing_mid_cycle_becomes_a_victim_source_again()
     assert [(p.victim, p.preemptor, p.reason) for p in r.preemptions] == [
         ("y/old", "c/p2", "InCohortReclaimWhileBorrowing")
     ]
+
+
+def test_remembered_availability_follows_usage_anywhere_on_the_path() -> None:
+    """`available` and `share` remember answers per node: a change of a sibling's usage (seen only
+    through the shared parent) must change the answer, and a change that stays inside a
+    sibling's guaranteed part (the parent's usage does not move) must not."""
+    fr = ("h100", "nvidia.com/gpu")
+    root = QNode("org", is_queue=False)
+    a, b = QNode("a", is_queue=True), QNode("b", is_queue=True)
+    root.nominal[fr] = 4
+    a.nominal[fr] = 4
+    b.nominal[fr], b.llimit[fr] = 4, 2  # b keeps 2 for itself, lends 2
+    for q in (a, b):
+        q.parent = root
+        root.children.append(q)
+    compute_subtree(root)
+    assert (available(a, fr), available(b, fr)) == (10, 12)
+    add_usage(b, fr, 2)  # inside b's guaranteed part: the parent's usage does not move
+    assert root.usage == {} and available(a, fr) == 10
+    assert available(b, fr) == 10
+    assert share(b) == 0.0
+    add_usage(b, fr, 9)  # 9 beyond guaranteed: a sees the pool shrink
+    assert available(a, fr) == 1 and available(b, fr) == 1
+    assert share(b) == 7 / 10
+    add_usage(a, fr, 1)  # a takes the last one: nothing left for b, right at the boundary
+    assert available(a, fr) == 0 and available(b, fr) == 0
+    assert share(a) == 0.0
+    add_usage(b, fr, -11)
+    assert available(a, fr) == 9 and available(b, fr) == 11 and share(b) == 0.0
