@@ -34,7 +34,7 @@ def _order(own_queue: int, neg_share: float, c: Charge) -> _Key:
     return (own_queue, neg_share, c.priority, -c.admitted_at, -c.created, c.key)
 
 
-def _borrowing(st: State, node: QNode, frs: set[FlavorResource]) -> bool:
+def _borrowing(st: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
     """Is the queue's own running work over its quota (quota held for others aside)?"""
     held = st.held.get(node.name)
     usage, quota = node.usage, node.subtree
@@ -45,11 +45,16 @@ def _borrowing(st: State, node: QNode, frs: set[FlavorResource]) -> bool:
 
 
 def _usable(
-    st: State, queue: str, frs: set[FlavorResource], now: float
+    st: State, queue: str, frs: frozenset[FlavorResource], now: float
 ) -> tuple[list[Charge], float | None]:
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
-    old, protected = st.preemptible(queue, now)
+    work = st.preemptible(queue, now)
+    memo = st.usable_memo.get(queue) if st.in_cycle else None
+    hit = memo.get(frs) if memo is not None else None
+    if hit is not None and hit[0] is work:
+        return hit[1], hit[2]
+    old, protected = work
     end: float | None = None
     victim_of, evicting = st.victim_of, st.evicting
     for c in protected:
@@ -59,6 +64,8 @@ def _usable(
     usable = [
         c for c in old if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys()
     ]
+    if st.in_cycle:
+        st.usable_memo.setdefault(queue, {})[frs] = (work, usable, end)
     return usable, end
 
 
@@ -78,7 +85,7 @@ def search(
     from queuectl.core.assign import Decision
 
     # Only victims holding something the preemptor is short of can help it.
-    frs = {fr for fr, n in need.items() if n > available(node, fr)} or set(need)
+    frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     policy = cq.preemption
     would_borrow = any(
         node.usage.get(fr, 0) + n > node.subtree.get(fr, 0) for fr, n in need.items()
@@ -108,7 +115,7 @@ def search(
     cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
     if node.parent is not None and cross:
         root = node.root
-        ckey = (root, frozenset(frs))
+        ckey = (root, frs)
         epoch = st.cross_epoch.get(root, 0)
         hit = st.no_cross.get(ckey) if st.in_cycle else None
         if hit is not None and hit[0] == epoch and hit[1] <= {node.name}:

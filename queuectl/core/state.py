@@ -125,6 +125,17 @@ class State:
     them, (queue, end) of protected work): the last victim search over the tree's borrowers;
     kept only while `in_cycle` (see `preempt.search`)"""
     in_cycle: bool = False
+    usable_memo: dict[
+        str,
+        dict[
+            frozenset[FlavorResource],
+            tuple[tuple[list[Charge], list[Charge]], list[Charge], float | None],
+        ],
+    ] = field(default_factory=dict)
+    """queue -> short (flavor, resource)s -> (the `old_work` entry it was computed from, its
+    preemptible work holding some of them, when its first protected one comes of age): a
+    successful search walks ~150 borrowers, most unchanged since the last walk. Kept only while
+    `in_cycle`, where `evicting` does not change and `mark_victim` drops the queue's entry."""
 
     # --- tree -------------------------------------------------------------------------------
     def ensure_tree(self) -> None:
@@ -216,6 +227,10 @@ class State:
                 (protected if now < c.admitted_at + c.min_runtime else old).append(c)
             cached = self.old_work[cq] = (old, protected)
         return cached
+
+    def mark_victim(self, victim: Charge, preemptor: str) -> None:
+        self.victim_of[victim.key] = preemptor
+        self.usable_memo.pop(victim.cq, None)
 
     def admit(self, charge: Charge) -> None:
         self.old_work.pop(charge.cq, None)

@@ -72,3 +72,24 @@ def test_remembered_availability_follows_usage_anywhere_on_the_path() -> None:
     assert share(a) == 0.0
     add_usage(b, fr, -11)
     assert available(a, fr) == 9 and available(b, fr) == 11 and share(b) == 0.0
+
+
+def test_a_borrower_remembered_by_one_search_loses_its_victim_before_the_next() -> None:
+    """Victim searches of one cycle share each queue's preemptible work: once a search takes
+    x/2, the next preemptor of the same cycle, short of the same thing, must take x/1 (x/2 is
+    already going), not be handed the remembered list with x/2 still in it."""
+    s = scheduler(
+        gpu_queue("a", quota("h100", 4), preemption=RECLAIM),
+        gpu_queue("b", quota("h100", 4), preemption=RECLAIM),
+        gpu_queue("x", quota("h100", 0)),
+        job("x/1", "x", 4, created=0),
+        job("x/2", "x", 4, created=1),
+    )
+    assert admitted(s.run_cycle(0.0)) == ["x/1", "x/2"]  # x borrows all 8
+    s.upsert_workload(job("a/p", "a", 4, created=2))
+    s.upsert_workload(job("b/p", "b", 4, created=3))
+    r = s.run_cycle(1.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("x/2", "a/p"), ("x/1", "b/p")]
+    # Next cycle (memo gone): nothing left to take, nothing taken twice.
+    s.upsert_workload(job("a/q", "a", 4, created=4))
+    assert s.run_cycle(2.0).preemptions == ()
