@@ -153,7 +153,8 @@ def run(
         cycle_cpu_s.append(time.process_time() - cpu)
         running.extend(a.key for a in result.admitted)
         if digest:
-            decisions.update(repr((c, result.admitted, result.preemptions)).encode())
+            decided = (c, result.admitted, result.preemptions, result.pending)
+            decisions.update(repr(decided).encode())
         # Victims stop at once here: the controller would requeue them after their grace.
         for p in result.preemptions:
             s.requeue_workload(p.victim)
@@ -207,7 +208,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--digest",
         action="store_true",
-        help="hash every cycle's admissions and preemptions (compare decisions across changes)",
+        help="hash every cycle's admissions, preemptions and pending reasons (compare decisions)",
     )
     args = ap.parse_args(argv)
     if args.profile:
