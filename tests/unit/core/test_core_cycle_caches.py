@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core_helpers import admitted, gpu_queue, job, quota, scheduler
 
-from queuectl.core import BorrowWithinCohort, PreemptionPolicy
+from queuectl.core import BorrowWithinCohort, PreemptionPolicy, Scheduler
 from queuectl.core.quota import QNode, add_usage, available, compute_subtree, share
 
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
@@ -93,3 +93,46 @@ def test_a_borrower_remembered_by_one_search_loses_its_victim_before_the_next() 
     # Next cycle (memo gone): nothing left to take, nothing taken twice.
     s.upsert_workload(job("a/q", "a", 4, created=4))
     assert s.run_cycle(2.0).preemptions == ()
+
+
+def test_victim_candidates_are_a_priority_prefix_with_exact_bounds_and_ties_interleave() -> None:
+    """Searches take a prefix of each queue's ranked work (priority below a bound) and merge
+    queues of equal share by rank, without building every candidate: the bounds must be exact
+    (equal priority is not lower; the borrow threshold is inclusive) and the order unchanged."""
+
+    def borrower(threshold: int | None, victim: int) -> Scheduler:
+        policy = PreemptionPolicy(
+            borrow_within_cohort=BorrowWithinCohort("LowerPriority", threshold)
+        )
+        s = scheduler(
+            gpu_queue("lender", quota("h100", 4)),
+            gpu_queue("x", quota("h100", 0), preemption=policy),
+            gpu_queue("y", quota("h100", 0)),
+            job("y/0", "y", 4, priority=victim),
+        )
+        s.run_cycle(1.0)
+        s.upsert_workload(job("x/0", "x", 4, priority=10, created=1))
+        return s
+
+    assert [p.victim for p in borrower(5, 5).run_cycle(2.0).preemptions] == ["y/0"]
+    assert borrower(4, 5).run_cycle(2.0).preemptions == ()
+    assert borrower(None, 10).run_cycle(2.0).preemptions == ()
+    assert [p.victim for p in borrower(None, 9).run_cycle(2.0).preemptions] == ["y/0"]
+
+    lower = PreemptionPolicy(reclaim_within_cohort="LowerPriority")
+    s = scheduler(
+        gpu_queue("owner", quota("h100", 8), preemption=lower),
+        gpu_queue("y1", quota("h100", 0)),
+        gpu_queue("y2", quota("h100", 0)),
+        job("y1/0", "y1", 2),
+        job("y2/0", "y2", 2, created=1),
+    )
+    assert admitted(s.run_cycle(1.0)) == ["y1/0", "y2/0"]
+    s.upsert_workload(job("y1/1", "y1", 2, priority=1, created=2))
+    s.upsert_workload(job("y2/1", "y2", 2, created=3))
+    assert admitted(s.run_cycle(2.0)) == ["y1/1", "y2/1"]  # equal shares: 4 of 8 each
+    s.upsert_workload(job("owner/0", "owner", 2, created=4))
+    assert s.run_cycle(3.0).preemptions == ()  # nobody is below priority 0
+    s.upsert_workload(job("owner/1", "owner", 2, priority=1, created=5))
+    # Priority 0 only (y1/1 is not lower), newest admitted first across both queues.
+    assert [p.victim for p in s.run_cycle(4.0).preemptions] == ["y2/1"]
