@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import json
 import pstats
@@ -113,7 +114,9 @@ def workload(seq: int, queues: list[str], rnd: random.Random, now: float) -> Wor
     )
 
 
-def run(scale_name: str, cycles: int, churn: float, seed: int) -> dict[str, object]:
+def run(
+    scale_name: str, cycles: int, churn: float, seed: int, digest: bool = False
+) -> dict[str, object]:
     scale = SCALES[scale_name]
     rnd = random.Random(seed)
     t0 = time.perf_counter()
@@ -125,7 +128,9 @@ def run(scale_name: str, cycles: int, churn: float, seed: int) -> dict[str, obje
     setup_s = time.perf_counter() - t0
 
     running: list[str] = []
+    decisions = hashlib.sha256()
     cycle_s: list[float] = []
+    cycle_cpu_s: list[float] = []
     admitted_per_cycle: list[int] = []
     evaluated = 0
     event_s = 0.0
@@ -142,10 +147,14 @@ def run(scale_name: str, cycles: int, churn: float, seed: int) -> dict[str, obje
                 seq += 1
                 s.upsert_workload(workload(seq, queues, rnd, now))
             event_s += time.perf_counter() - t
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         result = s.run_cycle(now)
         cycle_s.append(time.perf_counter() - t)
+        cycle_cpu_s.append(time.process_time() - cpu)
         running.extend(a.key for a in result.admitted)
+        if digest:
+            decided = (c, result.admitted, result.preemptions, result.pending)
+            decisions.update(repr(decided).encode())
         # Victims stop at once here: the controller would requeue them after their grace.
         for p in result.preemptions:
             s.requeue_workload(p.victim)
@@ -157,7 +166,7 @@ def run(scale_name: str, cycles: int, churn: float, seed: int) -> dict[str, obje
     steady = cycle_s[1:] or cycle_s
     steady_admitted = sum(admitted_per_cycle[1:])
     ms = sorted(x * 1000 for x in steady)
-    return {
+    figures: dict[str, object] = {
         "scale": scale_name,
         "cluster_queues": scale.queues,
         "cohorts": scale.cohorts,
@@ -174,8 +183,14 @@ def run(scale_name: str, cycles: int, churn: float, seed: int) -> dict[str, obje
         "cycle_ms_p50": round(statistics.median(ms), 2),
         "cycle_ms_p95": round(ms[min(len(ms) - 1, int(len(ms) * 0.95))], 2),
         "cycle_ms_max": round(ms[-1], 2),
+        # CPU time is steadier than wall time when the cores are shared with other work.
+        "admissions_per_cpu_s": round(sum(admitted_per_cycle) / sum(cycle_cpu_s), 1),
+        "cycle_cpu_ms_p50": round(statistics.median(cycle_cpu_s[1:] or cycle_cpu_s) * 1000, 2),
         "events_us_per_event": round(event_s / max(1, seq - scale.pending) / 2 * 1e6, 1),
     }
+    if digest:
+        figures["digest"] = decisions.hexdigest()[:16]
+    return figures
 
 
 def main(argv: list[str]) -> int:
@@ -190,14 +205,19 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile; top functions to stderr")
+    ap.add_argument(
+        "--digest",
+        action="store_true",
+        help="hash every cycle's admissions, preemptions and pending reasons (compare decisions)",
+    )
     args = ap.parse_args(argv)
     if args.profile:
         prof = cProfile.Profile()
-        figures = prof.runcall(run, args.scale, args.cycles, args.churn, args.seed)
+        figures = prof.runcall(run, args.scale, args.cycles, args.churn, args.seed, args.digest)
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
         print(out.getvalue(), file=sys.stderr)
     else:
-        figures = run(args.scale, args.cycles, args.churn, args.seed)
+        figures = run(args.scale, args.cycles, args.churn, args.seed, args.digest)
     print(json.dumps(figures))
     return 0

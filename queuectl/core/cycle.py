@@ -238,6 +238,7 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
     ]
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
     s.st.no_cross.clear()
+    s.st.usable_memo.clear()
     s.st.in_cycle = True
     try:
         deferred = _pass(s, active, now, out, strict, borrowing=False)
@@ -245,6 +246,7 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
     finally:
         s.st.in_cycle = False
         s.st.no_cross.clear()
+        s.st.usable_memo.clear()
 
 
 def _pass(
@@ -389,7 +391,7 @@ def _nominate(s: Scheduler, w: Workload, d: Decision, now: float, out: _Out) -> 
         )
         st.hold(w.key, reservation, counted=False)
     for c, reason in sorted(victims, key=lambda v: v[0].key):
-        st.victim_of[c.key] = w.key
+        st.mark_victim(c, w.key)
         vw = st.workloads.get(c.key)
         grace = vw.preemption_grace_seconds if vw is not None else 0.0
         out.preemptions.append(

@@ -13,43 +13,31 @@ if the preemptor still fits without taking it. No fit, no preemption.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from queuectl.core import reasons
 from queuectl.core.quota import QNode, available, share
 from queuectl.core.results import PendingInfo
-from queuectl.core.state import Charge, State
+from queuectl.core.state import Charge, Pool, Rank, State
 from queuectl.core.types import ClusterQueue, FlavorResource, Workload
 
 if TYPE_CHECKING:
     from queuectl.core.assign import Decision
 
 
-_Key = tuple[int, float, int, float, float, str]
-
-
-def _order(own_queue: int, neg_share: float, c: Charge) -> _Key:
-    """Other queues first, the largest share first, lowest priority, newest admitted, newest."""
-    return (own_queue, neg_share, c.priority, -c.admitted_at, -c.created, c.key)
-
-
-def _borrowing(st: State, node: QNode, frs: set[FlavorResource]) -> bool:
-    """Is the queue's own running work over its quota (quota held for others aside)?"""
-    held = st.held.get(node.name)
-    usage, quota = node.usage, node.subtree
-    for fr in frs:  # noqa: SIM110 (a plain loop: this runs ~50 times per victim search)
-        if usage.get(fr, 0) - (held.get(fr, 0) if held else 0) > quota.get(fr, 0):
-            return True
-    return False
-
-
-def _usable(
-    st: State, queue: str, frs: set[FlavorResource], now: float
-) -> tuple[list[Charge], float | None]:
+def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
-    old, protected = st.preemptible(queue, now)
+    work = st.preemptible(queue, now)
+    memo = st.usable_memo.get(queue) if st.in_cycle else None
+    hit = memo.get(frs) if memo is not None else None
+    if hit is not None and hit.work is work:
+        return hit
+    old, protected = work
     end: float | None = None
     victim_of, evicting = st.victim_of, st.evicting
     for c in protected:
@@ -59,11 +47,50 @@ def _usable(
     usable = [
         c for c in old if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys()
     ]
-    return usable, end
+    pool = Pool(work, usable, end)
+    if st.in_cycle:
+        st.usable_memo.setdefault(queue, {})[frs] = pool
+    return pool
+
+
+def _borrowing(st: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
+    """Is the queue's own running work over its quota (quota held for others aside)?"""
+    held = st.held.get(node.name)
+    usage, quota = node.usage, node.subtree
+    for fr in frs:  # noqa: SIM110 (a plain loop: this runs ~50 times per victim search)
+        if usage.get(fr, 0) - (held.get(fr, 0) if held else 0) > quota.get(fr, 0):
+            return True
+    return False
 
 
 def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
     return all(n <= available(node, fr) for fr, n in need.items())
+
+
+_Group = tuple[float, list[tuple[Rank, Charge]], int, str]
+"""Another queue's candidates: (minus its share, its ranked work, how many of them, reason)."""
+
+
+def _in_order(groups: list[_Group], own: list[tuple[Rank, Charge]]) -> Iterator[tuple[Charge, str]]:
+    """Candidates in victim order, produced lazily (a search usually needs the first few):
+    other queues first, the largest share first, then by rank; then the own queue by rank."""
+    groups.sort(key=lambda g: g[0])
+    i = 0
+    while i < len(groups):
+        j = i + 1
+        while j < len(groups) and groups[j][0] == groups[i][0]:
+            j += 1
+        if j == i + 1:
+            _, ranked, k, reason = groups[i]
+            for _, c in islice(ranked, k):
+                yield c, reason
+        else:  # equal shares: their candidates interleave by rank (ranks are unique: keys)
+            tied = [((r, c, g[3]) for r, c in islice(g[1], g[2])) for g in groups[i:j]]
+            for _, c, reason in heapq.merge(*tied):
+                yield c, reason
+        i = j
+    for _, c in sorted(own):
+        yield c, reasons.PREEMPTED_WITHIN_CQ
 
 
 def search(
@@ -78,37 +105,46 @@ def search(
     from queuectl.core.assign import Decision
 
     # Only victims holding something the preemptor is short of can help it.
-    frs = {fr for fr, n in need.items() if n > available(node, fr)} or set(need)
+    frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     policy = cq.preemption
     would_borrow = any(
         node.usage.get(fr, 0) + n > node.subtree.get(fr, 0) for fr, n in need.items()
     )
     retry: float | None = None
-    cands: list[tuple[_Key, Charge, str]] = []
-
-    def usable_of(queue: str) -> list[Charge]:
-        """The queue's work that is old enough to preempt and not already being stopped."""
-        nonlocal retry
-        usable, end = _usable(st, queue, frs, now)
-        if end is not None:
-            retry = end if retry is None else min(retry, end)
-        return usable
+    own: list[tuple[Rank, Charge]] = []
+    groups: list[_Group] = []
+    held: dict[FlavorResource, int] = {}
+    """What the candidates hold of each (flavor, resource) of `frs`."""
 
     within = policy.within_cluster_queue
     if within != "Never":
-        for c in usable_of(cq.name):
+        pool = _pool(st, cq.name, frs, now)
+        if pool.end is not None:
+            retry = pool.end
+        for c in pool.usable:
             lower = c.priority < w.priority or (
                 within == "LowerOrNewerEqualPriority"
                 and c.priority == w.priority
                 and c.created > w.created
             )
             if lower:
-                cands.append((_order(1, 0.0, c), c, reasons.PREEMPTED_WITHIN_CQ))
+                own.append(((c.priority, -c.admitted_at, -c.created, c.key), c))
+                for fr in frs:
+                    held[fr] = held.get(fr, 0) + c.usage.get(fr, 0)
     bw = policy.borrow_within_cohort
     cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
     if node.parent is not None and cross:
+        # Every policy takes a prefix of a queue's ranked work: priority below a bound.
+        if would_borrow:
+            reason = reasons.PREEMPTED_BORROW
+            below: int | None = w.priority  # bw.policy == "LowerPriority"
+            if bw.max_priority_threshold is not None:
+                below = min(w.priority, bw.max_priority_threshold + 1)
+        else:
+            reason = reasons.PREEMPTED_RECLAIM
+            below = None if policy.reclaim_within_cohort == "Any" else w.priority
         root = node.root
-        ckey = (root, frozenset(frs))
+        ckey = (root, frs)
         epoch = st.cross_epoch.get(root, 0)
         hit = st.no_cross.get(ckey) if st.in_cycle else None
         if hit is not None and hit[0] == epoch and hit[1] <= {node.name}:
@@ -128,45 +164,34 @@ def search(
                 other = st.tree.queues[other_name]
                 if not _borrowing(st, other, frs):
                     continue
-                usable, end = _usable(st, other_name, frs, now)
+                pool = _pool(st, other_name, frs, now)
+                end = pool.end
                 if end is not None:
                     ends.append((other_name, end))
-                if usable:
+                if pool.usable:
                     found_in.add(other_name)
                 if other is node:
                     continue
                 if end is not None:
                     retry = end if retry is None else min(retry, end)
-                if not usable:
+                if not pool.usable:
                     continue
-                weight = share(other)
-                for c in usable:
-                    if would_borrow:
-                        ok = (
-                            bw.policy == "LowerPriority"
-                            and c.priority < w.priority
-                            and (
-                                bw.max_priority_threshold is None
-                                or c.priority <= bw.max_priority_threshold
-                            )
-                        )
-                        reason = reasons.PREEMPTED_BORROW
-                    else:
-                        rc = policy.reclaim_within_cohort
-                        ok = rc == "Any" or (rc == "LowerPriority" and c.priority < w.priority)
-                        reason = reasons.PREEMPTED_RECLAIM
-                    if ok:
-                        cands.append((_order(0, -weight, c), c, reason))
+                ranked = pool.rank(frs)
+                k = len(ranked) if below is None else bisect_left(pool.prios, below)
+                if k:
+                    groups.append((-share(other), ranked, k, reason))
+                    for fr in frs:
+                        held[fr] = held.get(fr, 0) + pool.cum[fr][k]
             if st.in_cycle:
                 st.no_cross[ckey] = (epoch, found_in, ends)
-    cands.sort(key=lambda t: t[0])
-    if not _enough(node, need, cands):
+    any_cands = bool(own or groups)
+    if not _enough(node, need, held):
         return Decision(
             "fail",
-            info=_no_victims(w, cq, need, node, cands),
+            info=_no_victims(w, cq, need, node, any_cands),
             retry_at=retry,
             cross=cross,
-            hopeless=not cands,
+            hopeless=not any_cands,
         )
 
     def fits() -> bool:
@@ -174,13 +199,13 @@ def search(
 
     removed: list[tuple[Charge, str]] = []
     found = False
-    for _, c, reason in cands:
-        if reason != reasons.PREEMPTED_WITHIN_CQ:
+    for c, why in _in_order(groups, own):
+        if why != reasons.PREEMPTED_WITHIN_CQ:
             owner = st.tree.queues[c.cq]
             if not _borrowing(st, owner, frs.intersection(c.usage)):
                 continue  # that queue is back within its own quota: nothing borrowed left to take
         st.apply(c, -1, mark=False)
-        removed.append((c, reason))
+        removed.append((c, why))
         if fits():
             found = True
             break
@@ -188,14 +213,14 @@ def search(
         for c, _ in reversed(removed):
             st.apply(c, 1, mark=False)
         return Decision(
-            "fail", info=_no_victims(w, cq, need, node, cands), retry_at=retry, cross=cross
+            "fail", info=_no_victims(w, cq, need, node, any_cands), retry_at=retry, cross=cross
         )
     victims = list(removed)
     for i in range(len(removed) - 2, -1, -1):
-        c, reason = removed[i]
+        c, why = removed[i]
         st.apply(c, 1, mark=False)
         if fits():
-            victims.remove((c, reason))
+            victims.remove((c, why))
         else:
             st.apply(c, -1, mark=False)
     for c, _ in victims:
@@ -205,13 +230,11 @@ def search(
     )
 
 
-def _enough(
-    node: QNode, need: dict[FlavorResource, int], cands: list[tuple[_Key, Charge, str]]
-) -> bool:
+def _enough(node: QNode, need: dict[FlavorResource, int], held: dict[FlavorResource, int]) -> bool:
     """Cheap necessary condition: the candidates hold at least the shortfall of each need."""
     for fr, n in need.items():
         short = n - max(0, available(node, fr))
-        if short > 0 and sum(c.usage.get(fr, 0) for _, c, _ in cands) < short:
+        if short > 0 and held.get(fr, 0) < short:
             return False
     return True
 
@@ -221,13 +244,13 @@ def _no_victims(
     cq: ClusterQueue,
     need: dict[FlavorResource, int],
     node: QNode,
-    cands: list[tuple[_Key, Charge, str]],
+    any_cands: bool,
 ) -> PendingInfo:
     for fr, n in sorted(need.items()):
         a = max(0, available(node, fr))
         if n > a:
             flavor, res = fr
-            why = "no preemption would make it fit" if cands else "no workload may be preempted"
+            why = "no preemption would make it fit" if any_cands else "no workload may be preempted"
             return PendingInfo(
                 w.key,
                 reasons.WAITING_FOR_QUOTA,

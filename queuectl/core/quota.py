@@ -10,6 +10,11 @@ Every node keeps, per (flavor, resource):
 `available(node)` is what the node could take now: its unused guaranteed part plus what its parent
 could give it, capped by its borrowingLimit. The invariant the scheduler keeps, and the property
 tests check independently: at every node usage fits that node's limits (see `violations`).
+
+`available` and `share` are asked the same questions many times between two usage changes (one
+evaluation asks `available` ~10 times, the cycle's heap recomputes share paths at every pop), so
+each node remembers its last answers, stamped with usage versions: `ver` grows whenever the
+node's own usage changes, and quotas and limits never change after `compute_subtree`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class QNode:
     """One node of the tree: a cohort or a ClusterQueue."""
 
     __slots__ = (
+        "avail_memo",
         "blimit",
         "children",
         "guaranteed",
@@ -31,8 +37,10 @@ class QNode:
         "name",
         "nominal",
         "parent",
+        "share_memo",
         "subtree",
         "usage",
+        "ver",
         "weight",
     )
 
@@ -48,6 +56,12 @@ class QNode:
         self.subtree: dict[FlavorResource, int] = {}
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        self.ver = 0
+        """Bumped on every change of `usage`: stamps the memos below."""
+        self.avail_memo: dict[FlavorResource, tuple[int, int]] = {}
+        """fr -> (sum of `ver` from here to the root, `available`) when last computed."""
+        self.share_memo: tuple[int, float] = (-1, 0.0)
+        """(`ver`, `share`) when last computed."""
 
     @property
     def root(self) -> QNode:
@@ -78,6 +92,8 @@ def compute_subtree(node: QNode) -> None:
             if quota > limit:
                 guaranteed[fr] = quota - limit
     node.guaranteed = guaranteed
+    node.avail_memo = {}
+    node.share_memo = (-1, 0.0)
 
 
 def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
@@ -90,6 +106,7 @@ def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
             node.usage[fr] = after
         else:
             node.usage.pop(fr, None)
+        node.ver += 1
         if not g:
             node = node.parent
             continue
@@ -100,10 +117,16 @@ def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
 def available(node: QNode, fr: FlavorResource) -> int:
     """What `node` could take of `fr` right now without breaking any limit up the tree."""
     chain: list[QNode] = []
+    stamp = 0
     cur: QNode | None = node
     while cur is not None:
         chain.append(cur)
+        stamp += cur.ver
         cur = cur.parent
+    # Versions only grow, so an unchanged sum means no usage on the path changed.
+    memo = node.avail_memo.get(fr)
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
     root = chain.pop()
     avail = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
     while chain:
@@ -118,6 +141,7 @@ def available(node: QNode, fr: FlavorResource) -> int:
             if cap < avail:
                 avail = cap
         avail += g - u if g > u else 0
+    node.avail_memo[fr] = (stamp, avail)
     return avail
 
 
@@ -145,6 +169,9 @@ def share(node: QNode) -> float:
     parent = node.parent
     if parent is None:
         return 0.0
+    memo = node.share_memo
+    if memo[0] == node.ver:
+        return memo[1]
     best = 0.0
     for fr, used in node.usage.items():
         over = used - node.subtree.get(fr, 0)
@@ -154,7 +181,8 @@ def share(node: QNode) -> float:
         frac = over / pool if pool > 0 else float(over)
         if frac > best:
             best = frac
-    return best / node.weight
+    node.share_memo = (node.ver, best / node.weight)
+    return node.share_memo[1]
 
 
 def share_path(node: QNode) -> tuple[float, ...]:

@@ -69,6 +69,40 @@ def charge_for(w: Workload, admission: Admission, admitted_at: float) -> Charge:
     )
 
 
+Rank = tuple[int, float, float, str]
+"""Victim order inside one queue: lowest priority, newest admitted, newest created, key."""
+
+
+@dataclass(slots=True, eq=False)
+class Pool:
+    """One queue's preemptible work holding some of a short set of (flavor, resource)s."""
+
+    work: tuple[list[Charge], list[Charge]]
+    """The `State.old_work` entry it was computed from (a new entry: the queue changed)."""
+    usable: list[Charge]
+    end: float | None
+    """When its first protected work holding some of the short set comes of age."""
+    ranked: list[tuple[Rank, Charge]] | None = None
+    prios: list[int] = field(default_factory=list)
+    cum: dict[FlavorResource, list[int]] = field(default_factory=dict)
+    """(flavor, resource) -> usage of the first k ranked, at index k: every policy takes a
+    prefix of `ranked` (a priority bound), so a search sums candidates without visiting them."""
+
+    def rank(self, frs: frozenset[FlavorResource]) -> list[tuple[Rank, Charge]]:
+        if self.ranked is None:
+            self.ranked = sorted(
+                ((c.priority, -c.admitted_at, -c.created, c.key), c) for c in self.usable
+            )
+            self.prios = [c.priority for _, c in self.ranked]
+            for fr in frs:
+                acc, total = [0], 0
+                for _, c in self.ranked:
+                    total += c.usage.get(fr, 0)
+                    acc.append(total)
+                self.cum[fr] = acc
+        return self.ranked
+
+
 @dataclass(slots=True)
 class State:
     flavors: dict[str, Flavor] = field(default_factory=dict)
@@ -125,6 +159,10 @@ class State:
     them, (queue, end) of protected work): the last victim search over the tree's borrowers;
     kept only while `in_cycle` (see `preempt.search`)"""
     in_cycle: bool = False
+    usable_memo: dict[str, dict[frozenset[FlavorResource], Pool]] = field(default_factory=dict)
+    """queue -> short (flavor, resource)s -> its `Pool`: a successful search walks ~150
+    borrowers, most unchanged since the last walk. Kept only while `in_cycle`, where `evicting`
+    does not change and `mark_victim` drops the queue's entries."""
 
     # --- tree -------------------------------------------------------------------------------
     def ensure_tree(self) -> None:
@@ -216,6 +254,10 @@ class State:
                 (protected if now < c.admitted_at + c.min_runtime else old).append(c)
             cached = self.old_work[cq] = (old, protected)
         return cached
+
+    def mark_victim(self, victim: Charge, preemptor: str) -> None:
+        self.victim_of[victim.key] = preemptor
+        self.usable_memo.pop(victim.cq, None)
 
     def admit(self, charge: Charge) -> None:
         self.old_work.pop(charge.cq, None)

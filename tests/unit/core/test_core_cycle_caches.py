@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from core_helpers import admitted, gpu_queue, job, quota, scheduler
 
-from queuectl.core import BorrowWithinCohort, PreemptionPolicy
+from queuectl.core import BorrowWithinCohort, PreemptionPolicy, Scheduler
+from queuectl.core.quota import QNode, add_usage, available, compute_subtree, share
 
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
 BORROW_OVER_LOWER = PreemptionPolicy(
@@ -42,3 +43,96 @@ def test_a_queue_that_starts_borrowing_mid_cycle_becomes_a_victim_source_again()
     assert [(p.victim, p.preemptor, p.reason) for p in r.preemptions] == [
         ("y/old", "c/p2", "InCohortReclaimWhileBorrowing")
     ]
+
+
+def test_remembered_availability_follows_usage_anywhere_on_the_path() -> None:
+    """`available` and `share` remember answers per node: a change of a sibling's usage (seen only
+    through the shared parent) must change the answer, and a change that stays inside a
+    sibling's guaranteed part (the parent's usage does not move) must not."""
+    fr = ("h100", "nvidia.com/gpu")
+    root = QNode("org", is_queue=False)
+    a, b = QNode("a", is_queue=True), QNode("b", is_queue=True)
+    root.nominal[fr] = 4
+    a.nominal[fr] = 4
+    b.nominal[fr], b.llimit[fr] = 4, 2  # b keeps 2 for itself, lends 2
+    for q in (a, b):
+        q.parent = root
+        root.children.append(q)
+    compute_subtree(root)
+    assert (available(a, fr), available(b, fr)) == (10, 12)
+    add_usage(b, fr, 2)  # inside b's guaranteed part: the parent's usage does not move
+    assert root.usage == {} and available(a, fr) == 10
+    assert available(b, fr) == 10
+    assert share(b) == 0.0
+    add_usage(b, fr, 9)  # 9 beyond guaranteed: a sees the pool shrink
+    assert available(a, fr) == 1 and available(b, fr) == 1
+    assert share(b) == 7 / 10
+    add_usage(a, fr, 1)  # a takes the last one: nothing left for b, right at the boundary
+    assert available(a, fr) == 0 and available(b, fr) == 0
+    assert share(a) == 0.0
+    add_usage(b, fr, -11)
+    assert available(a, fr) == 9 and available(b, fr) == 11 and share(b) == 0.0
+
+
+def test_a_borrower_remembered_by_one_search_loses_its_victim_before_the_next() -> None:
+    """Victim searches of one cycle share each queue's preemptible work: once a search takes
+    x/2, the next preemptor of the same cycle, short of the same thing, must take x/1 (x/2 is
+    already going), not be handed the remembered list with x/2 still in it."""
+    s = scheduler(
+        gpu_queue("a", quota("h100", 4), preemption=RECLAIM),
+        gpu_queue("b", quota("h100", 4), preemption=RECLAIM),
+        gpu_queue("x", quota("h100", 0)),
+        job("x/1", "x", 4, created=0),
+        job("x/2", "x", 4, created=1),
+    )
+    assert admitted(s.run_cycle(0.0)) == ["x/1", "x/2"]  # x borrows all 8
+    s.upsert_workload(job("a/p", "a", 4, created=2))
+    s.upsert_workload(job("b/p", "b", 4, created=3))
+    r = s.run_cycle(1.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("x/2", "a/p"), ("x/1", "b/p")]
+    # Next cycle (memo gone): nothing left to take, nothing taken twice.
+    s.upsert_workload(job("a/q", "a", 4, created=4))
+    assert s.run_cycle(2.0).preemptions == ()
+
+
+def test_victim_candidates_are_a_priority_prefix_with_exact_bounds_and_ties_interleave() -> None:
+    """Searches take a prefix of each queue's ranked work (priority below a bound) and merge
+    queues of equal share by rank, without building every candidate: the bounds must be exact
+    (equal priority is not lower; the borrow threshold is inclusive) and the order unchanged."""
+
+    def borrower(threshold: int | None, victim: int) -> Scheduler:
+        policy = PreemptionPolicy(
+            borrow_within_cohort=BorrowWithinCohort("LowerPriority", threshold)
+        )
+        s = scheduler(
+            gpu_queue("lender", quota("h100", 4)),
+            gpu_queue("x", quota("h100", 0), preemption=policy),
+            gpu_queue("y", quota("h100", 0)),
+            job("y/0", "y", 4, priority=victim),
+        )
+        s.run_cycle(1.0)
+        s.upsert_workload(job("x/0", "x", 4, priority=10, created=1))
+        return s
+
+    assert [p.victim for p in borrower(5, 5).run_cycle(2.0).preemptions] == ["y/0"]
+    assert borrower(4, 5).run_cycle(2.0).preemptions == ()
+    assert borrower(None, 10).run_cycle(2.0).preemptions == ()
+    assert [p.victim for p in borrower(None, 9).run_cycle(2.0).preemptions] == ["y/0"]
+
+    lower = PreemptionPolicy(reclaim_within_cohort="LowerPriority")
+    s = scheduler(
+        gpu_queue("owner", quota("h100", 8), preemption=lower),
+        gpu_queue("y1", quota("h100", 0)),
+        gpu_queue("y2", quota("h100", 0)),
+        job("y1/0", "y1", 2),
+        job("y2/0", "y2", 2, created=1),
+    )
+    assert admitted(s.run_cycle(1.0)) == ["y1/0", "y2/0"]
+    s.upsert_workload(job("y1/1", "y1", 2, priority=1, created=2))
+    s.upsert_workload(job("y2/1", "y2", 2, created=3))
+    assert admitted(s.run_cycle(2.0)) == ["y1/1", "y2/1"]  # equal shares: 4 of 8 each
+    s.upsert_workload(job("owner/0", "owner", 2, created=4))
+    assert s.run_cycle(3.0).preemptions == ()  # nobody is below priority 0
+    s.upsert_workload(job("owner/1", "owner", 2, priority=1, created=5))
+    # Priority 0 only (y1/1 is not lower), newest admitted first across both queues.
+    assert [p.victim for p in s.run_cycle(4.0).preemptions] == ["y2/1"]
