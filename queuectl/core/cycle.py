@@ -19,7 +19,7 @@ import heapq
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from queuectl.core import reasons
+from queuectl.core import parking, reasons
 from queuectl.core.assign import Decision, assign
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
@@ -52,7 +52,7 @@ def run_cycle(s: Scheduler, now: float) -> CycleResult:
     out = _Out()
     _timers(s, now, out)
     _settle_nominations(s, now, out)
-    _wake(s)
+    parking.wake(s)
     _idle_queues(s, out)
     _admission_loop(s, now, out)
     if s.fresh:
@@ -132,33 +132,6 @@ def _settle_nominations(s: Scheduler, now: float, out: _Out) -> None:
                 _admit(s, w, d.admission, now, out)
                 continue
         s._enqueue(w)
-
-
-def _wake(s: Scheduler) -> None:
-    st = s.st
-    if st.all_dirty:
-        for q in s.pq.values():
-            q.unpark_all()
-    else:
-        roots = st.dirty_roots | st.borrowed.keys()
-        for name in st.admitted_low:
-            root = st.root_of(name)
-            if root is not None:
-                roots.add(root)
-        for root in roots:
-            freed = st.freed.get(root, {})
-            borrowed = st.borrowed.get(root, set())
-            for leaf in st.tree.leaves.get(root, ()):
-                lq = s.pq.get(leaf.name)
-                if lq is not None:
-                    lq.unpark_freed(freed, borrowed, st.admitted_low.get(leaf.name))
-        if st.nodes_dirty:
-            for q in s.pq.values():
-                q.unpark_all(topology_only=True)
-    st.all_dirty = st.nodes_dirty = False
-    st.dirty_roots.clear()
-    st.borrowed.clear()
-    st.admitted_low.clear()
 
 
 def _idle_reason(s: Scheduler, cq: str) -> PendingInfo | None:
@@ -273,7 +246,7 @@ def _pass(
         sk, wkey, bucket = head
         if bucket.recheck:
             bucket.recheck = False
-            if _still_short(s, name, bucket):
+            if parking.still_short(s, name, bucket):
                 # Freed quota was taken before its turn: the same failure, so no evaluation.
                 q.park(bucket)
                 if bucket.unreported and bucket.info is not None:
@@ -297,7 +270,7 @@ def _pass(
         else:
             assert d.info is not None
             report(s, q, bucket, d.info, out)
-            _set_wake(s, name, bucket, d, sk)
+            parking.set_wake(s, name, bucket, d, sk)
             if name in strict:
                 q.blocked_at = sk
             else:
@@ -308,51 +281,6 @@ def _pass(
         if nxt is not None and q.blocked_at is None:
             heapq.heappush(heap, (_order(s, name, nxt[0]), name))
     return deferred
-
-
-def _set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
-    """Remember what must happen before this bucket is worth another look."""
-    st = s.st
-    bucket.topology = d.topology
-    node = st.tree.queues[cq]
-    root = node.root
-    freed = st.freed.get(root, {})
-    bucket.wake = [(fr, freed.get(fr, 0) + short) for fr, short in d.shorts]
-    bucket.cross = bool(d.shorts) and d.cross
-    policy = st.queues[cq].preemption.within_cluster_queue
-    bucket.within = None
-    if d.shorts and policy != "Never":
-        bucket.within = -head[0] - (1 if policy == "LowerPriority" else 0)
-    bucket.avail_at = None
-    if d.shorts and not d.topology and isinstance(bucket.shape, tuple) and len(bucket.shape) == 1:
-        # One pod set: each short (flavor, resource) needs a fixed amount, so while none of
-        # them is more available than now (and nothing else woke it) the answer stays "no".
-        bucket.avail_at = {fr: available(node, fr) for fr, _ in d.shorts}
-        bucket.need = {fr: short + max(0, bucket.avail_at[fr]) for fr, short in d.shorts}
-        bucket.hopeless = d.hopeless
-        bucket.epoch_at = st.borrow_epoch.get(root, 0)
-        bucket.released_at = st.released.get(cq, 0)
-
-
-def _still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
-    """Is the parked answer certainly unchanged? (Then it needs no full evaluation.)
-
-    Every flavor it tried is still short of its recorded (flavor, resource), nothing of its own
-    queue was freed (it might stop borrowing and so reclaim), and either no short amount is more
-    available than when it was parked, or no victim was a candidate then and no queue of the
-    tree has started borrowing since.
-    """
-    st = s.st
-    avail_at, need = bucket.avail_at, bucket.need
-    if avail_at is None or need is None or st.released.get(cq, 0) != bucket.released_at:
-        return False
-    node = st.tree.queues[cq]
-    hopeless = bucket.hopeless and st.borrow_epoch.get(node.root, 0) == bucket.epoch_at
-    for fr, a in avail_at.items():
-        now = available(node, fr)
-        if now >= need[fr] or (now > a and not hopeless):
-            return False
-    return True
 
 
 def _admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: _Out) -> None:

@@ -1,0 +1,90 @@
+"""Parking: when a bucket of pending workloads that did not fit is worth another look.
+
+A cycle must not re-evaluate thousands of workloads whose answer cannot have changed. A bucket
+that failed records what would have to change (`set_wake`); events mark cohort trees dirty;
+`wake` unparks the buckets those events could help; `still_short` answers "certainly no" for
+a woken one-pod-set bucket without a full evaluation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from queuectl.core.assign import Decision
+from queuectl.core.queues import Bucket, SortKey
+from queuectl.core.quota import available
+
+if TYPE_CHECKING:
+    from queuectl.core.scheduler import Scheduler
+
+
+def wake(s: Scheduler) -> None:
+    st = s.st
+    if st.all_dirty:
+        for q in s.pq.values():
+            q.unpark_all()
+    else:
+        roots = st.dirty_roots | st.borrowed.keys()
+        for name in st.admitted_low:
+            root = st.root_of(name)
+            if root is not None:
+                roots.add(root)
+        for root in roots:
+            freed = st.freed.get(root, {})
+            borrowed = st.borrowed.get(root, set())
+            for leaf in st.tree.leaves.get(root, ()):
+                lq = s.pq.get(leaf.name)
+                if lq is not None:
+                    lq.unpark_freed(freed, borrowed, st.admitted_low.get(leaf.name))
+        if st.nodes_dirty:
+            for q in s.pq.values():
+                q.unpark_all(topology_only=True)
+    st.all_dirty = st.nodes_dirty = False
+    st.dirty_roots.clear()
+    st.borrowed.clear()
+    st.admitted_low.clear()
+
+
+def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
+    """Remember what must happen before this bucket is worth another look."""
+    st = s.st
+    bucket.topology = d.topology
+    node = st.tree.queues[cq]
+    root = node.root
+    freed = st.freed.get(root, {})
+    bucket.wake = [(fr, freed.get(fr, 0) + short) for fr, short in d.shorts]
+    bucket.cross = bool(d.shorts) and d.cross
+    policy = st.queues[cq].preemption.within_cluster_queue
+    bucket.within = None
+    if d.shorts and policy != "Never":
+        bucket.within = -head[0] - (1 if policy == "LowerPriority" else 0)
+    bucket.avail_at = None
+    if d.shorts and not d.topology and isinstance(bucket.shape, tuple) and len(bucket.shape) == 1:
+        # One pod set: each short (flavor, resource) needs a fixed amount, so while none of
+        # them is more available than now (and nothing else woke it) the answer stays "no".
+        bucket.avail_at = {fr: available(node, fr) for fr, _ in d.shorts}
+        bucket.need = {fr: short + max(0, bucket.avail_at[fr]) for fr, short in d.shorts}
+        bucket.hopeless = d.hopeless
+        bucket.epoch_at = st.borrow_epoch.get(root, 0)
+        bucket.released_at = st.released.get(cq, 0)
+
+
+def still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+    """Is the parked answer certainly unchanged? (Then it needs no full evaluation.)
+
+    Every flavor it tried is still short of its recorded (flavor, resource), nothing of its own
+    queue was freed (it might stop borrowing and so reclaim), and either no short amount is more
+    available than when it was parked, or no victim was a candidate then and no queue of the
+    tree has started borrowing since.
+    """
+    st = s.st
+    avail_at, need = bucket.avail_at, bucket.need
+    if avail_at is None or need is None or st.released.get(cq, 0) != bucket.released_at:
+        return False
+    node = st.tree.queues[cq]
+    hopeless = bucket.hopeless and st.borrow_epoch.get(node.root, 0) == bucket.epoch_at
+    for fr, a in avail_at.items():
+        now = available(node, fr)
+        if now >= need[fr] or (now > a and not hopeless):
+            return False
+    return True
