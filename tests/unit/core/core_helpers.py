@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from queuectl.core import (
     GPU,
+    BorrowWithinCohort,
     ClusterQueue,
     Cohort,
     CycleResult,
@@ -113,3 +114,18 @@ def reason_of(s: Scheduler, key: str) -> str:
     info = s.pending_info(key)
     assert info is not None
     return info.reason
+
+
+def borrower_meets_lender(threshold: int | None, victim_priority: int) -> Scheduler:
+    """x (no quota, borrowWithinCohort LowerPriority up to `threshold`) wants 4 GPUs that y
+    already borrowed from the lender with a job of `victim_priority`; x's job has priority 10."""
+    policy = PreemptionPolicy(borrow_within_cohort=BorrowWithinCohort("LowerPriority", threshold))
+    s = scheduler(
+        gpu_queue("lender", quota("h100", 4)),
+        gpu_queue("x", quota("h100", 0), preemption=policy),
+        gpu_queue("y", quota("h100", 0)),
+        job("y/0", "y", 4, priority=victim_priority),
+    )
+    s.run_cycle(1.0)
+    s.upsert_workload(job("x/0", "x", 4, priority=10, created=1))
+    return s

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from core_helpers import admitted, gpu_queue, job, quota, scheduler
+from core_helpers import admitted, borrower_meets_lender, gpu_queue, job, quota, scheduler
 
-from queuectl.core import BorrowWithinCohort, PreemptionPolicy, Scheduler
+from queuectl.core import BorrowWithinCohort, PreemptionPolicy
 from queuectl.core.quota import QNode, add_usage, available, compute_subtree, share
 
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
@@ -100,19 +100,7 @@ def test_victim_candidates_are_a_priority_prefix_with_exact_bounds_and_ties_inte
     queues of equal share by rank, without building every candidate: the bounds must be exact
     (equal priority is not lower; the borrow threshold is inclusive) and the order unchanged."""
 
-    def borrower(threshold: int | None, victim: int) -> Scheduler:
-        policy = PreemptionPolicy(
-            borrow_within_cohort=BorrowWithinCohort("LowerPriority", threshold)
-        )
-        s = scheduler(
-            gpu_queue("lender", quota("h100", 4)),
-            gpu_queue("x", quota("h100", 0), preemption=policy),
-            gpu_queue("y", quota("h100", 0)),
-            job("y/0", "y", 4, priority=victim),
-        )
-        s.run_cycle(1.0)
-        s.upsert_workload(job("x/0", "x", 4, priority=10, created=1))
-        return s
+    borrower = borrower_meets_lender
 
     assert [p.victim for p in borrower(5, 5).run_cycle(2.0).preemptions] == ["y/0"]
     assert borrower(4, 5).run_cycle(2.0).preemptions == ()

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from core_helpers import admitted, gpu_queue, job, quota, reason_of, scheduler, usage
+from core_helpers import (
+    admitted,
+    borrower_meets_lender,
+    gpu_queue,
+    job,
+    quota,
+    reason_of,
+    scheduler,
+    usage,
+)
 
-from queuectl.core import BorrowWithinCohort, PreemptionPolicy, Scheduler
+from queuectl.core import PreemptionPolicy, Scheduler
 
 WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
 
@@ -87,25 +96,14 @@ def test_freed_quota_is_held_for_the_preemptor_while_victims_drain() -> None:
 
 
 def test_borrow_within_cohort_respects_the_priority_threshold() -> None:
-    def setup(threshold: int | None) -> Scheduler:
-        policy = PreemptionPolicy(
-            borrow_within_cohort=BorrowWithinCohort("LowerPriority", threshold)
-        )
-        s = scheduler(
-            gpu_queue("lender", quota("h100", 4)),
-            gpu_queue("x", quota("h100", 0), preemption=policy),
-            gpu_queue("y", quota("h100", 0)),
-            job("y/0", "y", 4, priority=5),
-        )
-        s.run_cycle(1.0)
-        s.upsert_workload(job("x/0", "x", 4, priority=10, created=1))
-        return s
 
-    r = setup(None).run_cycle(2.0)
+    r = borrower_meets_lender(None, 5).run_cycle(2.0)
     assert [(p.victim, p.reason) for p in r.preemptions] == [
         ("y/0", "InCohortReclaimWhileBorrowing")
     ]
-    assert setup(4).run_cycle(2.0).preemptions == ()  # y/0's priority 5 is above the threshold
+    assert (
+        borrower_meets_lender(4, 5).run_cycle(2.0).preemptions == ()
+    )  # y/0's priority 5 is above the threshold
 
 
 def test_fair_sharing_between_two_borrowers_with_weights_one_and_three() -> None:
