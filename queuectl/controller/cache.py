@@ -28,7 +28,14 @@ WATCHED: tuple[k.Resource, ...] = (
     k.NODES,
     k.WORKLOADS,
     k.JOBS,
+    k.PODS,
 )
+# Pods: only those bound to a node and not finished, for the GPUs (and CPU, memory, pod slots)
+# that pods outside queuectl take on a node. A pod that finishes leaves the selection, which a
+# watch reports as DELETED.
+FIELD_SELECTORS: Mapping[str, str] = {
+    k.PODS.plural: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+}
 
 
 class Cache:
@@ -36,7 +43,10 @@ class Cache:
 
     def __init__(self, kube: Kube, resources: tuple[k.Resource, ...] = WATCHED) -> None:
         self.stores: dict[str, Store] = {r.plural: Store(r) for r in resources}
-        self.watchers = [Watcher(kube, s) for s in self.stores.values()]
+        self.watchers = [
+            Watcher(kube, s, field_selector=FIELD_SELECTORS.get(name))
+            for name, s in self.stores.items()
+        ]
 
     def store(self, res: k.Resource) -> Store:
         return self.stores[res.plural]

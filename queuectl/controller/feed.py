@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from queuectl.api import names
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
+from queuectl.controller.foreign import ForeignPods
 from queuectl.controller.kube import Obj
 from queuectl.core import types as core
 
@@ -88,6 +90,7 @@ class Feed:
         self.withheld: dict[str, tuple[str, str]] = {}
         """Workload key -> (reason, message) for pending workloads the core must not see."""
         self.fed: set[str] = set()
+        self.foreign = ForeignPods(cache, self._refeed_node)
         simple: dict[
             k.Resource, tuple[Callable[[Obj], Any], Callable[[Any], None], Callable[[str], None]]
         ] = {
@@ -99,7 +102,7 @@ class Feed:
                 sched.upsert_cluster_queue,
                 sched.delete_cluster_queue,
             ),
-            k.NODES: (convert.node, sched.upsert_node, sched.delete_node),
+            k.NODES: (self._node, sched.upsert_node, sched.delete_node),
         }
         for res, (conv, upsert, delete) in simple.items():
             cache.store(res).listeners.append(self._simple(conv, upsert, delete))
@@ -113,6 +116,23 @@ class Feed:
         )
         cache.store(k.WORKLOADS).listeners.append(self._workload)
         cache.store(k.JOBS).listeners.append(self._job)
+
+    def _node(self, obj: Obj) -> core.Node:
+        """A Node as the core sees it: with what foreign pods take there."""
+        node = convert.node(obj)
+        used = self.foreign.used(node.name)
+        return replace(node, used=used) if used else node
+
+    def _refeed_node(self, name: str) -> None:
+        obj = self.cache.get(k.NODES, name)
+        if obj is None:
+            return  # the Node's own ADDED event feeds it, with this usage
+        try:
+            self.sched.upsert_node(self._node(obj))
+        except (ValueError, KeyError, TypeError) as err:
+            log.warning("ignoring Node %s: %s", name, err)
+            return
+        self.on_change()
 
     def _simple(
         self,

@@ -108,13 +108,23 @@ class Watcher:
         *,
         page_size: int = PAGE_SIZE,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> None:
         self.kube = kube
         self.store = store
         self.page_size = page_size
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.synced = asyncio.Event()
         self.relists = 0
+
+    def _selectors(self) -> dict[str, str]:
+        out = {}
+        if self.label_selector:
+            out["labelSelector"] = self.label_selector
+        if self.field_selector:
+            out["fieldSelector"] = self.field_selector
+        return out
 
     async def list_all(self) -> tuple[list[Obj], str]:
         items: list[Obj] = []
@@ -124,8 +134,7 @@ class Watcher:
             query: dict[str, Any] = {"limit": self.page_size}
             if cont:
                 query["continue"] = cont
-            if self.label_selector:
-                query["labelSelector"] = self.label_selector
+            query.update(self._selectors())
             try:
                 page = await self.kube.request(
                     "GET", self.store.resource.path(), query=query, timeout=120
@@ -175,8 +184,7 @@ class Watcher:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": WATCH_TIMEOUT_S,
         }
-        if self.label_selector:
-            query["labelSelector"] = self.label_selector
+        query.update(self._selectors())
         timeout = aiohttp.ClientTimeout(total=None, sock_read=WATCH_TIMEOUT_S + 30)
         response = await self.kube.raw(
             "GET", self.store.resource.path(), query=query, timeout=timeout

@@ -1,0 +1,79 @@
+"""Pods outside queuectl take room on nodes: a notebook holding 8 GPUs on a node must keep a
+gang from being placed there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queuectl.api import names
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.foreign import ForeignPods, foreign_usage
+
+GPU = names.GPU_RESOURCE
+
+
+def pod(
+    name: str,
+    gpus: int = 8,
+    node: str | None = "gpu-0",
+    phase: str = "Running",
+    job: str | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": "1"}
+    if job is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": job, "controller": True}
+        ]
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"limits": {GPU: str(gpus)}}}]
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+JOBS = {
+    "queued": {names.LABEL_QUEUE_NAME: "gpu"},
+    "admitted": {names.LABEL_WORKLOAD: "job-admitted-1234"},
+    "plain": {"app": "etl"},
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "obj", "counted"),
+    [
+        ("a notebook pod on gpu-0", pod("nb"), True),
+        ("a pod of a Job nobody queued", pod("etl-x", job="plain"), True),
+        ("a pod of a queued Job", pod("train-x", job="queued"), False),
+        ("a pod of an admitted Job", pod("train-y", job="admitted"), False),
+        ("a pod of a Job the cache has not seen yet", pod("new-x", job="unseen"), False),
+        ("a pod not bound to a node", pod("pending", node=None), False),
+        ("a pod that finished", pod("done", phase="Succeeded"), False),
+    ],
+)
+def test_which_pods_count_as_foreign(case: str, obj: dict[str, Any], counted: bool) -> None:
+    found = foreign_usage(obj, lambda ns, name: JOBS.get(name))
+    assert (found is not None) == counted, case
+    if found is not None:
+        assert found == ("gpu-0", {GPU: 8, "pods": 1})
+
+
+def test_a_nodes_total_follows_its_foreign_pods_and_each_change_is_announced() -> None:
+    cache = Cache(None, (k.PODS, k.JOBS))  # type: ignore[arg-type]
+    changed: list[str] = []
+    foreign = ForeignPods(cache, changed.append)
+    pods = cache.store(k.PODS)
+    pods.apply("ADDED", pod("a", gpus=2))
+    pods.apply("ADDED", pod("b", gpus=4))
+    assert foreign.used("gpu-0") == {GPU: 6, "pods": 2}
+    moved = pod("b", gpus=4, node="gpu-1")
+    moved["metadata"]["resourceVersion"] = "2"
+    pods.apply("MODIFIED", moved)
+    assert foreign.used("gpu-0") == {GPU: 2, "pods": 1}
+    assert foreign.used("gpu-1") == {GPU: 4, "pods": 1}
+    pods.apply("DELETED", pod("a", gpus=2))  # finished: it left the watch's selection
+    assert foreign.used("gpu-0") == {}
+    assert sorted(changed) == ["gpu-0"] * 4 + ["gpu-1"]  # each change names its node(s)
