@@ -156,6 +156,16 @@ def items(cluster: Cluster, kind: str, namespace: str, *selector: str) -> list[d
     return found
 
 
+def topology(name: str, *levels: str) -> dict[str, Any]:
+    """A Topology over node labels, coarsest level first."""
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": level} for level in levels]},
+    }
+
+
 def flavor(name: str, product: str, topology: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"nodeLabels": {names.LABEL_GPU_PRODUCT: product}}
     if topology:

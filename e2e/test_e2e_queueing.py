@@ -24,6 +24,7 @@ from e2e.harness import (
     local_queue,
     pods_of,
     running_pods,
+    topology,
     wait_for,
     workload_of,
 )
@@ -145,18 +146,7 @@ def test_6_a_job_that_requires_one_rack_runs_within_one_rack(
     topo = f"topo-{namespace}"
     apply(
         control_plane,
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "Topology",
-            "metadata": {"name": topo},
-            "spec": {
-                "levels": [
-                    {"nodeLabel": names.LABEL_TOPOLOGY_BLOCK},
-                    {"nodeLabel": names.LABEL_TOPOLOGY_RACK},
-                    {"nodeLabel": names.LABEL_HOSTNAME},
-                ]
-            },
-        },
+        topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
         flavor(f"h100-{namespace}", H100, topology=topo),
     )
     cq = f"cq-{namespace}"

@@ -20,6 +20,7 @@ from e2e.harness import (
     gpu_job,
     local_queue,
     running_pods,
+    topology,
     wait_for,
     workload_of,
 )
@@ -74,17 +75,7 @@ def test_a_pod_outside_queuectl_keeps_a_gang_off_its_gpus_until_it_goes(
     cq = f"cq-{namespace}"
     apply(
         control_plane,
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "Topology",
-            "metadata": {"name": topo},
-            "spec": {
-                "levels": [
-                    {"nodeLabel": names.LABEL_TOPOLOGY_RACK},
-                    {"nodeLabel": names.LABEL_HOSTNAME},
-                ]
-            },
-        },
+        topology(topo, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
         flavor(fl, product, topology=topo),
         cluster_queue(cq, namespace, {fl: 16}),
         local_queue("lq", namespace, cq),
