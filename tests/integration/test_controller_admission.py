@@ -17,6 +17,7 @@ from e2e.harness import (
     items,
     one_queue,
     pods_of,
+    priority_class,
     running_pods,
     wait_for,
     workload_of,
@@ -148,3 +149,36 @@ def test_queue_status_counts_pending_and_admitted(
     active = condition(st and {"status": st}, names.COND_ACTIVE)
     assert active is not None and active["status"] == "True"
     assert len(items(control_plane, WL, namespace)) == 3
+
+
+def test_a_waiting_job_relabelled_to_a_higher_class_is_admitted_first(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    low, high = f"low-{namespace}", f"high-{namespace}"
+    apply(control_plane, priority_class(low, 10), priority_class(high, 1000))
+    one_queue(control_plane, namespace, 8)
+    apply(control_plane, gpu_job("running", namespace, "lq", priority=low, runs_for="6s"))
+    wait_for("running admitted", lambda: admitted(control_plane, namespace, "running"))
+    apply(control_plane, gpu_job("older", namespace, "lq", priority=low))
+    apply(control_plane, gpu_job("newer", namespace, "lq", priority=low))
+    wait_for("newer's Workload", lambda: workload_of(control_plane, namespace, "newer"))
+    control_plane.kubectl(
+        "label",
+        "job",
+        "newer",
+        "-n",
+        namespace,
+        f"{names.LABEL_PRIORITY_CLASS}={high}",
+        "--overwrite",
+    )
+    wl = wait_for(
+        "newer's Workload at the new priority",
+        lambda: (
+            (w := workload_of(control_plane, namespace, "newer")) is not None
+            and w["spec"].get("priority") == 1000
+            and w
+        ),
+    )
+    assert wl["spec"]["priorityClassName"] == high
+    wait_for("newer admitted next", lambda: admitted(control_plane, namespace, "newer"))
+    assert not admitted(control_plane, namespace, "older")
