@@ -23,6 +23,7 @@ from queuectl.controller.feed import Feed, local_queue_stop
 from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.pacing import PendingRefresh
+from queuectl.controller.priority import follow_priority_class, resolve_priority
 from queuectl.core.results import PendingInfo
 
 log = logging.getLogger(__name__)
@@ -148,49 +149,18 @@ class Reconciler:
                 await self.patch_job(
                     adapter, job, {"metadata": {"labels": {names.LABEL_WORKLOAD: wl_name}}}
                 )
-            await self._follow_priority_class(adapter, job, wl)
+            if await follow_priority_class(self.kube, self.cache, adapter, job, wl):
+                self._count("priority_changed")
             return key
         if adapter.finished(job) is not None or job["metadata"].get("deletionTimestamp"):
             return None
         await self._create_workload(adapter, job, wl_name)
         return key
 
-    def _priority(self, adapter: JobAdapter, job: Obj, wpc: str | None) -> int:
-        """The WorkloadPriorityClass's value, else the pod template's PriorityClass's, else 0."""
-        if wpc:
-            info = self.cache.priority_class_value(wpc)
-            return info[0] if info else 0
-        if (pod_pc := adapter.pod_priority_class(job)) is not None:
-            return self.cache.pod_priority_value(pod_pc) or 0
-        return 0
-
-    async def _follow_priority_class(self, adapter: JobAdapter, job: Obj, wl: Obj) -> None:
-        """A Job relabelled with another priority class moves its Workload to that priority
-        (queued: it is reordered; admitted: it is judged at that priority for preemption). A
-        new value of the same class does not re-prioritise existing Workloads (as Kueue)."""
-        wanted = adapter.workload_spec(job).get("priorityClassName")
-        spec = wl.get("spec") or {}
-        if wanted == spec.get("priorityClassName"):
-            return
-        priority = self._priority(adapter, job, wanted)
-        patch = {
-            "metadata": {"resourceVersion": wl["metadata"]["resourceVersion"]},
-            "spec": {"priorityClassName": wanted, "priority": priority},
-        }
-        meta = wl["metadata"]
-        try:
-            new = await self.kube.patch(k.WORKLOADS, meta["name"], patch, meta["namespace"])
-        except KubeError as err:
-            if err.not_found or err.conflict:  # gone, or moved on: its event brings us back
-                return
-            raise
-        self._count("priority_changed")
-        self.cache.store(k.WORKLOADS).upsert_local(new)
-
     async def _create_workload(self, adapter: JobAdapter, job: Obj, wl_name: str) -> None:
         meta = job["metadata"]
         spec = adapter.workload_spec(job)
-        spec["priority"] = self._priority(adapter, job, spec.get("priorityClassName"))
+        spec["priority"] = resolve_priority(self.cache, adapter, job, spec.get("priorityClassName"))
         body = {
             "apiVersion": names.API_VERSION,
             "kind": "Workload",

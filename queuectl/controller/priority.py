@@ -1,0 +1,47 @@
+"""A Workload's priority: resolved from its Job when created, and following the Job's priority
+class label afterwards."""
+
+from __future__ import annotations
+
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.jobs.base import JobAdapter
+from queuectl.controller.kube import Kube, KubeError, Obj
+
+
+def resolve_priority(cache: Cache, adapter: JobAdapter, job: Obj, wpc: str | None) -> int:
+    """The WorkloadPriorityClass's value, else the pod template's PriorityClass's, else 0."""
+    if wpc:
+        info = cache.priority_class_value(wpc)
+        return info[0] if info else 0
+    if (pod_pc := adapter.pod_priority_class(job)) is not None:
+        return cache.pod_priority_value(pod_pc) or 0
+    return 0
+
+
+async def follow_priority_class(
+    kube: Kube, cache: Cache, adapter: JobAdapter, job: Obj, wl: Obj
+) -> bool:
+    """A Job relabelled with another priority class moves its Workload to that priority
+    (queued: it is reordered; admitted: it is judged at that priority for preemption). A new
+    value of the same class does not re-prioritise existing Workloads (as Kueue). True when
+    the Workload was changed."""
+    wanted = adapter.workload_spec(job).get("priorityClassName")
+    if wanted == (wl.get("spec") or {}).get("priorityClassName"):
+        return False
+    meta = wl["metadata"]
+    patch = {
+        "metadata": {"resourceVersion": meta["resourceVersion"]},
+        "spec": {
+            "priorityClassName": wanted,
+            "priority": resolve_priority(cache, adapter, job, wanted),
+        },
+    }
+    try:
+        new = await kube.patch(k.WORKLOADS, meta["name"], patch, meta["namespace"])
+    except KubeError as err:
+        if err.not_found or err.conflict:  # gone, or moved on: its event brings us back
+            return False
+        raise
+    cache.store(k.WORKLOADS).upsert_local(new)
+    return True
