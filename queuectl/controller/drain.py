@@ -129,20 +129,11 @@ def assigned_nodes(wl: Obj) -> set[str]:
 
 def pod_workload(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> str | None:
     """The key of the Workload behind a pod: its controlling Job's `queuectl.io/workload` label."""
-    meta = pod.get("metadata") or {}
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in ("Succeeded", "Failed"):
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return None
-    ns = meta.get("namespace") or ""
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("kind") != "Job" or not ref.get("controller"):
-            continue
-        job = jobs(ns, ref.get("name", ""))
-        if job is None or (job.get("metadata") or {}).get("uid") != ref.get("uid"):
-            return None
-        wl = ((job.get("metadata") or {}).get("labels") or {}).get(names.LABEL_WORKLOAD)
-        return f"{ns}/{wl}" if wl else None
-    return None
+    job = convert.controlling_job(pod, jobs)
+    wl = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
+    return f"{pod['metadata'].get('namespace') or ''}/{wl}" if wl else None
 
 
 def should_evict(wl: Obj | None) -> bool:
@@ -310,8 +301,9 @@ class Drainer:
             for wl in self.cache.store(k.WORKLOADS).values()
             if should_evict(wl) and node_name in assigned_nodes(wl)
         }
-        pods = await self.kube.list(k.PODS, None, fieldSelector=f"spec.nodeName={node_name}")
-        for pod in pods.get("items") or ():
+        for pod in self.cache.store(k.PODS).values():  # bound, unfinished pods (cache.py)
+            if (pod.get("spec") or {}).get("nodeName") != node_name:
+                continue
             key = pod_workload(pod, lambda ns, n: self.cache.get(k.JOBS, n, ns))
             if key is not None:
                 keys.add(key)

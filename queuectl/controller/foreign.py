@@ -22,29 +22,20 @@ Usage = dict[str, int]
 _OURS = (names.LABEL_QUEUE_NAME, names.LABEL_WORKLOAD)
 
 
-def owning_job(pod: Obj) -> str | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
-            return str(ref.get("name"))
-    return None
-
-
-def foreign_usage(
-    pod: Obj, job_labels: Callable[[str, str], dict[str, str] | None]
-) -> tuple[str, Usage] | None:
+def foreign_usage(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> tuple[str, Usage] | None:
     """(node, what the pod takes there) for a bound, unfinished pod that is not queuectl's.
 
-    `job_labels(namespace, name)` gives a Job's labels, None when the cache has not seen it:
-    such a pod is taken as ours for now (its next event classifies it again), so a queued
-    gang's own pods are never counted twice."""
+    `jobs(namespace, name)` finds a Job in the cache. A Job's pod whose Job the cache has not
+    seen yet is taken as ours for now (its next event classifies it again), so a queued gang's
+    own pods are never counted twice."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
-    job = owning_job(pod)
-    if job is not None:
-        labels = job_labels((pod.get("metadata") or {}).get("namespace") or "", job)
-        if labels is None or any(label in labels for label in _OURS):
+    if convert.is_job_pod(pod):
+        job = convert.controlling_job(pod, jobs)
+        labels = ((job or {}).get("metadata") or {}).get("labels") or {}
+        if job is None or any(label in labels for label in _OURS):
             return None
     try:
         usage = convert.pod_requests(spec)
@@ -68,13 +59,12 @@ class ForeignPods:
     def used(self, node: str) -> Usage:
         return dict(self._nodes.get(node) or {})
 
-    def _job_labels(self, namespace: str, name: str) -> dict[str, str] | None:
-        job = self.cache.get(k.JOBS, name, namespace)
-        return None if job is None else dict((job.get("metadata") or {}).get("labels") or {})
+    def _job(self, namespace: str, name: str) -> Obj | None:
+        return self.cache.get(k.JOBS, name, namespace)
 
     def _pod(self, kind: str, obj: Obj, old: Obj | None) -> None:
         key = key_of(obj)
-        new = None if kind == "DELETED" else foreign_usage(obj, self._job_labels)
+        new = None if kind == "DELETED" else foreign_usage(obj, self._job)
         prev = self._pods.get(key)
         if prev == new:
             return

@@ -55,7 +55,11 @@ JOBS = {
     ],
 )
 def test_which_pods_count_as_foreign(case: str, obj: dict[str, Any], counted: bool) -> None:
-    found = foreign_usage(obj, lambda ns, name: JOBS.get(name))
+    def jobs(namespace: str, name: str) -> dict[str, Any] | None:
+        labels = JOBS.get(name)
+        return None if labels is None else {"metadata": {"name": name, "labels": labels}}
+
+    found = foreign_usage(obj, jobs)
     assert (found is not None) == counted, case
     if found is not None:
         assert found == ("gpu-0", {GPU: 8, "pods": 1})

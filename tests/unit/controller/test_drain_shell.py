@@ -16,7 +16,6 @@ from queuectl.api import names
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.drain import Drainer, DrainOptions
-from queuectl.controller.kube import Obj, Resource
 
 Action = Callable[[], Awaitable[None]]
 
@@ -42,15 +41,7 @@ class Harness:
 
     def __init__(self, w: World, nodes: int = 4, share: float = 0.25) -> None:
         self.w = w
-        self.pods: list[dict[str, Any]] = []
         self.queued: list[tuple[str, Action]] = []
-
-        async def list_(res: Resource, namespace: str | None = None, **query: Any) -> Obj:
-            assert res is k.PODS
-            node = str(query["fieldSelector"]).removeprefix("spec.nodeName=")
-            return {"items": [p for p in self.pods if p["spec"]["nodeName"] == node]}
-
-        w.kube.list = list_  # type: ignore[attr-defined]
         for i in range(nodes):
             w.add(k.NODES, gpu_node(f"n{i}"))
         self.drainer = Drainer(
@@ -84,7 +75,8 @@ class Harness:
     def bind_pod(self, job: dict[str, Any], node: str) -> None:
         meta = job["metadata"]
         ref = {"kind": "Job", "name": meta["name"], "uid": meta["uid"], "controller": True}
-        self.pods.append(
+        self.w.add(
+            k.PODS,
             {
                 "metadata": {
                     "name": f"{meta['name']}-{node}",
@@ -93,8 +85,12 @@ class Harness:
                 },
                 "spec": {"nodeName": node},
                 "status": {"phase": "Running"},
-            }
+            },
         )
+
+    def remove_pods(self) -> None:
+        for pod in self.w.cache.store(k.PODS).values():
+            self.w.cache.store(k.PODS).apply("DELETED", pod)
 
     async def run_queued(self) -> list[str]:
         keys = []
@@ -159,7 +155,7 @@ async def test_a_bad_gpu_cordons_the_node_and_requeues_the_gang_ahead_of_its_pee
 
     # The pods go; quota is released and the workload waits at the front of its queue.
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 0, "startTime": None}}))
-    h.pods.clear()
+    h.remove_pods()
     await w.rec.reconcile(key)
     wl = w.workload()
     assert not convert.holds_quota(wl)
