@@ -3,6 +3,7 @@ class label afterwards."""
 
 from __future__ import annotations
 
+from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.jobs.base import JobAdapter
@@ -26,7 +27,9 @@ async def follow_priority_class(
     (queued: it is reordered; admitted: it is judged at that priority for preemption). A new
     value of the same class does not re-prioritise existing Workloads (as Kueue). True when
     the Workload was changed."""
-    wanted = adapter.workload_spec(job).get("priorityClassName")
+    # The label itself, not adapter.workload_spec(job): this runs on every Job event.
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    wanted = labels.get(names.LABEL_PRIORITY_CLASS) or None
     if wanted == (wl.get("spec") or {}).get("priorityClassName"):
         return False
     meta = wl["metadata"]
