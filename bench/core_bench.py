@@ -129,6 +129,7 @@ def run(
 
     running: list[str] = []
     decisions = hashlib.sha256()
+    actions = hashlib.sha256()
     cycle_s: list[float] = []
     cycle_cpu_s: list[float] = []
     admitted_per_cycle: list[int] = []
@@ -153,8 +154,9 @@ def run(
         cycle_cpu_s.append(time.process_time() - cpu)
         running.extend(a.key for a in result.admitted)
         if digest:
-            decided = (c, result.admitted, result.preemptions, result.pending)
-            decisions.update(repr(decided).encode())
+            acted = (c, result.admitted, result.preemptions)
+            actions.update(repr(acted).encode())
+            decisions.update(repr((*acted, result.pending)).encode())
         # Victims stop at once here: the controller would requeue them after their grace.
         for p in result.preemptions:
             s.requeue_workload(p.victim)
@@ -190,6 +192,8 @@ def run(
     }
     if digest:
         figures["digest"] = decisions.hexdigest()[:16]
+        # Admissions and preemptions only: equal when a change alters just pending messages.
+        figures["actions_digest"] = actions.hexdigest()[:16]
     return figures
 
 
