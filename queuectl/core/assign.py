@@ -60,6 +60,13 @@ class Decision:
     hopeless: bool = False
     """For a failure: no victim was even a candidate (or no preemption applies), so more free
     quota that still falls short cannot change the answer."""
+    depends: list[FlavorResource] = field(default_factory=list)
+    """For a failure: (flavor, resource)s chosen for a part while another flavor was possible.
+    Less of one of them (someone else's admission) may send that part to another flavor and
+    change the answer, so that wakes it too."""
+    reclaim_within: bool = False
+    """For a failed victim search while it would borrow: within its own quota it could reclaim
+    from borrowers, so its own queue freeing quota may change the answer."""
     cross: bool = False
     """For a failed victim search: it looked at other queues' borrowed work (new borrowing in
     the tree may give it candidates)."""
@@ -123,6 +130,7 @@ class _Notes:
     topology: bool = False
     placement: str | None = None
     """The first "quota allows it but no domain holds it" message, with the domain figures."""
+    depends: list[FlavorResource] = field(default_factory=list)
 
 
 def _choose(
@@ -279,10 +287,14 @@ def assign(st: State, w: Workload, now: float) -> Decision:
                 choice = _choose(
                     st, w, cq, node, ps, cq.resource_groups[gi], rs, totals, acc, extra, notes
                 )
+                # Less of a flavor taken without preempting may send this part elsewhere.
+                fungible = len(cq.resource_groups[gi].flavors) > 1 and choice.mode != "preempt"
                 for r in rs:
                     fr = (choice.flavor, r)
                     acc[fr] = acc.get(fr, 0) + totals[r]
                     flavors[r] = choice.flavor
+                    if fungible:
+                        notes.depends.append(fr)
                 if choice.mode == "preempt":
                     needs_preempt = True
                 if choice.mode == "borrow":
@@ -294,7 +306,12 @@ def assign(st: State, w: Workload, now: float) -> Decision:
             picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
     except _Fail as fail:
         return Decision(
-            "fail", info=fail.info, topology=notes.topology, shorts=notes.shorts, hopeless=True
+            "fail",
+            info=fail.info,
+            topology=notes.topology,
+            shorts=notes.shorts,
+            hopeless=True,
+            depends=notes.depends,
         )
     admission = Admission(name, tuple(picks))
     if not needs_preempt:
@@ -302,6 +319,7 @@ def assign(st: State, w: Workload, now: float) -> Decision:
     d = search(st, w, cq, node, acc, _placer(st, w, chosen), now)
     if d.kind == "fail":
         d.shorts = notes.shorts
+        d.depends = notes.depends
         d.topology = d.topology or notes.topology
         info = d.info
         if (

@@ -53,6 +53,7 @@ def run_cycle(s: Scheduler, now: float) -> CycleResult:
     _timers(s, now, out)
     _settle_nominations(s, now, out)
     parking.wake(s)
+    parking.carry_over(s, [a.key for a in out.admitted])
     _idle_queues(s, out)
     _admission_loop(s, now, out)
     if s.fresh:
@@ -244,7 +245,8 @@ def _pass(
             heapq.heappush(heap, (current, name))
             continue
         sk, wkey, bucket = head
-        if bucket.recheck:
+        rechecked = bucket.recheck
+        if rechecked:
             bucket.recheck = False
             if parking.still_short(s, name, bucket):
                 # Freed quota was taken before its turn: the same failure, so no evaluation.
@@ -259,6 +261,9 @@ def _pass(
         out.evaluated += 1
         d = assign(st, w, now)
         if d.borrows and not borrowing and d.kind != "fail":
+            # Its parked record still holds: if what it borrows is gone by the second pass,
+            # the cheap re-check answers without a second full evaluation.
+            bucket.recheck = rechecked
             deferred.append(name)
             continue
         if d.kind == "fit" and d.admission is not None:

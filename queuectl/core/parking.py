@@ -32,17 +32,43 @@ def wake(s: Scheduler) -> None:
         for root in roots:
             freed = st.freed.get(root, {})
             borrowed = st.borrowed.get(root, set())
+            grown = st.grown.get(root, set())
             for leaf in st.tree.leaves.get(root, ()):
                 lq = s.pq.get(leaf.name)
                 if lq is not None:
-                    lq.unpark_freed(freed, borrowed, st.admitted_low.get(leaf.name))
+                    lq.unpark_freed(
+                        freed,
+                        borrowed,
+                        st.admitted_low.get(leaf.name),
+                        grown,
+                        leaf.name in st.released_since,
+                    )
         if st.nodes_dirty:
             for q in s.pq.values():
                 q.unpark_all(topology_only=True)
     st.all_dirty = st.nodes_dirty = False
     st.dirty_roots.clear()
     st.borrowed.clear()
+    st.grown.clear()
+    st.released_since.clear()
     st.admitted_low.clear()
+
+
+def carry_over(s: Scheduler, admitted: list[str]) -> None:
+    """Work admitted before `wake` in this cycle becomes a preemption candidate only in the next
+    one: mark it again so that the next `wake` looks at the buckets it may help."""
+    st = s.st
+    for key in admitted:
+        charge = st.charges.get(key)
+        node = st.tree.queues.get(charge.cq) if charge is not None else None
+        if charge is None or node is None:
+            continue
+        low = st.admitted_low.get(node.name)
+        if low is None or charge.priority < low:
+            st.admitted_low[node.name] = charge.priority
+        for fr in charge.usage:
+            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
+                st.borrowed.setdefault(node.root, set()).add(fr)
 
 
 def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
@@ -52,8 +78,12 @@ def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) 
     node = st.tree.queues[cq]
     root = node.root
     freed = st.freed.get(root, {})
-    bucket.wake = [(fr, freed.get(fr, 0) + short) for fr, short in d.shorts]
+    # With candidates to preempt, any freed amount of a short (flavor, resource) may be enough
+    # together with them; without, only the whole shortfall is.
+    bucket.wake = [(fr, freed.get(fr, 0) + (short if d.hopeless else 1)) for fr, short in d.shorts]
     bucket.cross = bool(d.shorts) and d.cross
+    bucket.depends = tuple(dict.fromkeys(d.depends))
+    bucket.on_release = d.reclaim_within
     policy = st.queues[cq].preemption.within_cluster_queue
     bucket.within = None
     if d.shorts and policy != "Never":
@@ -82,6 +112,15 @@ def still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
     if avail_at is None or need is None or st.released.get(cq, 0) != bucket.released_at:
         return False
     node = st.tree.queues[cq]
+    # What `wake` would have woken it for, had it happened before this cycle's wake: a queue
+    # that newly borrows what it is short of (that queue's older work may be reclaimed now;
+    # work admitted in this cycle is nobody's victim before the next one).
+    borrowed = st.borrowed.get(node.root)
+    if borrowed and bucket.cross and any(fr in borrowed for fr in avail_at):
+        return False
+    grown = st.grown.get(node.root)
+    if grown and any(fr in grown for fr in bucket.depends):
+        return False
     hopeless = bucket.hopeless and st.borrow_epoch.get(node.root, 0) == bucket.epoch_at
     for fr, a in avail_at.items():
         now = available(node, fr)

@@ -133,6 +133,9 @@ def search(
                     held[fr] = held.get(fr, 0) + c.usage.get(fr, 0)
     bw = policy.borrow_within_cohort
     cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
+    reclaim_within = (
+        would_borrow and node.parent is not None and policy.reclaim_within_cohort != "Never"
+    )
     if node.parent is not None and cross:
         # Every policy takes a prefix of a queue's ranked work: priority below a bound.
         if would_borrow:
@@ -192,6 +195,7 @@ def search(
             retry_at=retry,
             cross=cross,
             hopeless=not any_cands,
+            reclaim_within=reclaim_within,
         )
 
     def fits() -> bool:
@@ -213,7 +217,11 @@ def search(
         for c, _ in reversed(removed):
             st.apply(c, 1, mark=False)
         return Decision(
-            "fail", info=_no_victims(w, cq, need, node, any_cands), retry_at=retry, cross=cross
+            "fail",
+            info=_no_victims(w, cq, need, node, any_cands),
+            retry_at=retry,
+            cross=cross,
+            reclaim_within=reclaim_within,
         )
     victims = list(removed)
     for i in range(len(removed) - 2, -1, -1):

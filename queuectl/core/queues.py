@@ -57,6 +57,12 @@ class Bucket:
     cross: bool = False
     """Its queue may preempt borrowers of other queues: new borrowing of a (flavor, resource)
     in `wake` may give it candidates, so that wakes it too."""
+    depends: tuple[FlavorResource, ...] = ()
+    """(flavor, resource)s it chose while another flavor was possible: usage growth of one of
+    them in the tree wakes it (it may take another flavor now)."""
+    on_release: bool = False
+    """It would borrow, and within its own quota it could reclaim: its own queue freeing quota
+    wakes it."""
     within: int | None = None
     """Its queue may preempt its own work admitted below this priority (inclusive bound)."""
     avail_at: dict[FlavorResource, int] | None = None
@@ -182,12 +188,16 @@ class PendingQueue:
         freed: dict[FlavorResource, int],
         borrowed: set[FlavorResource],
         own_admitted: int | None,
+        grown: set[FlavorResource],
+        released: bool,
     ) -> None:
         """Something changed in the tree: wake the buckets it can help.
 
         `freed`: the tree's cumulative freed counters; `borrowed`: (flavor, resource)s that
         someone in the tree newly borrowed (new reclaim candidates); `own_admitted`: the lowest
-        priority this queue admitted since the last wake (new in-queue candidates), or None.
+        priority this queue admitted since the last wake (new in-queue candidates), or None;
+        `grown`: (flavor, resource)s whose usage grew in the tree (another flavor may be chosen);
+        `released`: this queue freed quota of its own (it may stop borrowing, and reclaim).
         """
         self.blocked_at = None
         for bucket in self.buckets.values():
@@ -197,6 +207,8 @@ class PendingQueue:
             if (
                 wake is None
                 or (borrowed and bucket.cross and any(fr in borrowed for fr, _ in wake))
+                or (grown and any(fr in grown for fr in bucket.depends))
+                or (released and bucket.on_release)
                 or (
                     own_admitted is not None
                     and bucket.within is not None

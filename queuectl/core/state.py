@@ -134,11 +134,16 @@ class State:
     borrowed: dict[QNode, set[FlavorResource]] = field(default_factory=dict)
     """root -> what someone in the tree took while over its own quota since the last wake (new
     reclaim candidates for parked work short of it)"""
+    grown: dict[QNode, set[FlavorResource]] = field(default_factory=dict)
+    """root -> (flavor, resource)s whose usage grew since the last wake: work parked after a
+    flavor of it was chosen for one part may choose another flavor now, and fit or preempt"""
     borrow_epoch: dict[QNode, int] = field(default_factory=dict)
     """root -> how many times a queue started borrowing something (reclaim candidates appear)"""
     admitted_low: dict[str, int] = field(default_factory=dict)
     """queue -> lowest priority it admitted since the last wake (new in-queue candidates)"""
     released: dict[str, int] = field(default_factory=dict)
+    released_since: set[str] = field(default_factory=set)
+    """queues that freed quota of their own since the last wake"""
     """queue -> how many times quota it held was freed (parked work of its own re-evaluates)"""
     all_dirty: bool = True
     nodes_dirty: bool = False
@@ -200,6 +205,7 @@ class State:
                 if gone is not None:
                     gone.discard(node.name)
         if sign > 0 and mark:
+            self.grown.setdefault(root, set()).update(charge.usage)
             held = self.held.get(node.name)
             for fr, v in charge.usage.items():
                 own = node.usage.get(fr, 0) - (held.get(fr, 0) if held else 0)
@@ -212,6 +218,7 @@ class State:
                 self.admitted_low[node.name] = charge.priority
         if sign < 0 and mark:
             self.released[node.name] = self.released.get(node.name, 0) + 1
+            self.released_since.add(node.name)
             self.dirty_roots.add(root)
             freed = self.freed.setdefault(root, {})
             for fr, v in charge.usage.items():

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from core_helpers import admitted, borrower_meets_lender, gpu_queue, job, quota, scheduler
 
-from queuectl.core import BorrowWithinCohort, PreemptionPolicy
+from queuectl.core import (
+    GPU,
+    BorrowWithinCohort,
+    FlavorFungibility,
+    PodSet,
+    PreemptionPolicy,
+    Workload,
+)
 from queuectl.core.quota import QNode, add_usage, available, compute_subtree, share
 
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
@@ -124,3 +131,78 @@ def test_victim_candidates_are_a_priority_prefix_with_exact_bounds_and_ties_inte
     s.upsert_workload(job("owner/1", "owner", 2, priority=1, created=5))
     # Priority 0 only (y1/1 is not lower), newest admitted first across both queues.
     assert [p.victim for p in s.run_cycle(4.0).preemptions] == ["y2/1"]
+
+
+# --- parked work wakes for every change that could admit it ---------------------------------
+def test_a_small_release_that_ends_borrowing_lets_the_owner_reclaim_at_once() -> None:
+    """a runs 3 + 1 GPUs of its 8; b borrows a's other 4. a/next (5) would borrow, which a may
+    not do over anyone, so it parks waiting for 5 freed GPUs. a/small finishes: 1 GPU freed,
+    far from 5, but a/next now fits a's own quota and may reclaim b's borrowed GPUs."""
+    s = scheduler(
+        gpu_queue("a", quota("h100", 8), preemption=RECLAIM),
+        gpu_queue("b", quota("h100", 0)),
+        job("a/run", "a", 3),
+        job("a/small", "a", 1),
+        job("b/big", "b", 4),
+    )
+    assert admitted(s.run_cycle(0.0)) == ["a/run", "a/small", "b/big"]
+    s.upsert_workload(job("a/next", "a", 5, created=1))
+    r = s.run_cycle(1.0)
+    assert admitted(r) == [] and r.preemptions == ()
+    s.delete_workload("a/small")
+    r = s.run_cycle(2.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("b/big", "a/next")]
+
+
+def test_work_admitted_in_a_cycle_is_a_victim_in_the_next_without_another_event() -> None:
+    """mid/1 preempts lo/old; once lo/old is gone, the next cycle admits mid/1 first thing. top/2,
+    looked at later in that cycle, finds nothing to preempt (work admitted in this very cycle is
+    never stopped). It must look again one cycle later, with no other event, and take mid/1."""
+    s = scheduler(
+        gpu_queue("q", quota("h100", 4), preemption=PreemptionPolicy("LowerPriority")),
+        job("lo/old", "q", 4),
+    )
+    assert admitted(s.run_cycle(0.0)) == ["lo/old"]
+    s.upsert_workload(job("mid/1", "q", 4, priority=5, created=1))
+    r = s.run_cycle(1.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("lo/old", "mid/1")]
+    s.delete_workload("lo/old")
+    s.upsert_workload(job("top/2", "q", 4, priority=10, created=2))
+    r = s.run_cycle(2.0)
+    assert admitted(r) == ["mid/1"] and r.preemptions == ()
+    r = s.run_cycle(3.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("mid/1", "top/2")]
+
+
+def test_a_flavor_taken_by_its_owner_sends_a_gang_where_it_may_reclaim() -> None:
+    """q's gang: its main pod set borrows own's idle a100s, so the driver, short of h100 (b has
+    borrowed all of q's), may not reclaim (a borrower may not preempt here): the gang parks.
+    Then own takes its a100s back by admitting work: the main pod set now goes to h100 as well,
+    the gang no longer borrows, and it reclaims b's borrowed h100s."""
+    s = scheduler(
+        gpu_queue(
+            "q",
+            quota("h100", 4),
+            quota("a100", 0),
+            preemption=RECLAIM,
+            fungibility=FlavorFungibility("Borrow", "TryNextFlavor"),
+        ),
+        gpu_queue("own", quota("a100", 2)),
+        gpu_queue("b", quota("h100", 0)),
+        job("b/run", "b", 4),
+        flavors=("h100", "a100"),
+    )
+    assert admitted(s.run_cycle(0.0)) == ["b/run"]
+    gang = Workload(
+        "q/gang",
+        "q",
+        (PodSet("main", 1, {GPU: 2}), PodSet("driver", 1, {GPU: 1})),
+        created=1,
+    )
+    s.upsert_workload(gang)
+    r = s.run_cycle(1.0)
+    assert r.admitted == () and r.preemptions == ()
+    s.upsert_workload(job("own/a", "own", 2, created=2))
+    assert admitted(s.run_cycle(2.0)) == ["own/a"]
+    r = s.run_cycle(3.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("b/run", "q/gang")]

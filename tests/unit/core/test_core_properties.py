@@ -399,3 +399,32 @@ def test_preemption_heavy_streams_keep_every_property(first: int) -> None:
         test_reclaim_only_takes_borrowed_quota.hypothesis.inner_test(world)  # type: ignore[attr-defined]
         test_usage_never_exceeds_any_limit_and_gangs_are_whole.hypothesis.inner_test(world)  # type: ignore[attr-defined]
         assert drive(world, nothing).trace == drive(world, nothing).trace
+
+
+# --- parking is invisible ---------------------------------------------------------------------
+def _actions(run: Run) -> list[tuple[object, ...]]:
+    return [(r.admitted, r.preemptions) for r in run.trace]
+
+
+def _look_at_everything(s: Scheduler, run: Run, r: CycleResult, now: float) -> None:
+    s.st.all_dirty = True  # the next cycle wakes every parked bucket for a full evaluation
+
+
+def parking_changes_nothing(world: World) -> None:
+    """A parked bucket is one whose full evaluation would still say no: skipping it must admit
+    and preempt exactly what evaluating everything, every cycle, does (messages may differ)."""
+    assert _actions(drive(world, nothing)) == _actions(drive(world, _look_at_everything))
+
+
+@FAST
+@given(any_world())
+def test_parked_work_is_admitted_exactly_when_a_full_evaluation_would_admit_it(
+    world: World,
+) -> None:
+    parking_changes_nothing(world)
+
+
+@pytest.mark.parametrize("first", range(0, 400, 100))
+def test_parking_changes_no_decision_in_preemption_heavy_streams(first: int) -> None:
+    for seed in range(first, first + 100):
+        parking_changes_nothing(contended_world(seed))
