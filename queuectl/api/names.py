@@ -67,6 +67,9 @@ REASON_CLUSTER_QUEUE_STOPPED: Final = "ClusterQueueStopped"
 REASON_LOCAL_QUEUE_STOPPED: Final = "LocalQueueStopped"
 REASON_CLUSTER_QUEUE_NOT_FOUND: Final = "ClusterQueueNotFound"
 REASON_LOCAL_QUEUE_NOT_FOUND: Final = "LocalQueueNotFound"
+# A Workload naming a WorkloadPriorityClass that does not exist waits (it is not admitted at a
+# guessed priority); it is queued at the class's value once the class is created.
+REASON_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_CLUSTER_QUEUE_INACTIVE: Final = "ClusterQueueInactive"  # bad spec: unknown flavor, cycle
 REASON_QUOTA_RESERVED: Final = "QuotaReserved"

@@ -260,7 +260,12 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         ("Namespace", ns),
         ("LocalQueue", wlv.queue(obj) or "-"),
         ("ClusterQueue", cq or "-"),
-        ("Priority", f"{wlv.priority(obj)}" + (f" ({pc})" if pc else "")),
+        (
+            "Priority",
+            f"{wlv.priority(obj)}" + (f" ({pc})" if pc else "")
+            if (obj.get("spec") or {}).get("priority") is not None or not pc
+            else f"not resolved ({pc} did not exist when the job was queued)",
+        ),
         ("State", term.paint(wlv.state(obj), "green" if st == "admitted" else "yellow")),
         ("Created", f"{duration(snap.now - (wlv.created(obj) or snap.now))} ago"),
     ]

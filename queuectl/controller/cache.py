@@ -91,6 +91,9 @@ class Cache:
         co = self.get(k.COHORTS, name)
         return None if co is None else (co.get("spec") or {}).get("parentName") or None
 
+    def priority_class_exists(self, name: str) -> bool:
+        return self.get(k.PRIORITY_CLASSES_OURS, name) is not None
+
     # --- scheduling questions -------------------------------------------------------------
     def namespace_selected(self, cluster_queue: str, namespace: str) -> bool:
         """Whether the ClusterQueue's namespaceSelector selects the namespace (nil: none)."""

@@ -289,8 +289,10 @@ def workload(
     *,
     grace_seconds: float = 0.0,
     minimum_runtime_seconds: float = 0.0,
+    priority: int | None = None,
 ) -> core.Workload:
-    """The core's view of a Workload whose LocalQueue resolved to `cluster_queue_name`."""
+    """The core's view of a Workload whose LocalQueue resolved to `cluster_queue_name`
+    (`priority`: instead of spec.priority, when that was never resolved)."""
     spec, status = _spec(obj), obj.get("status") or {}
     admission = admission_from_status(status["admission"]) if holds_quota(obj) else None
     admitted_at = None
@@ -304,7 +306,7 @@ def workload(
         key=workload_key(obj),
         cluster_queue=cluster_queue_name,
         podsets=tuple(podset(ps) for ps in spec.get("podSets") or ()),
-        priority=int(spec.get("priority") or 0),
+        priority=priority if priority is not None else int(spec.get("priority") or 0),
         created=parse_time(_meta(obj).get("creationTimestamp")) or 0.0,
         active=spec.get("active", True) is not False,
         admission=admission,

@@ -179,6 +179,13 @@ class Feed:
                 f"ClusterQueue {cq} does not select namespace {namespace} "
                 "(its spec.namespaceSelector)",
             )
+        pc = spec.get("priorityClassName")
+        if pc and self.cache.priority_class_value(pc) is None:
+            return None, (
+                names.REASON_PRIORITY_CLASS_NOT_FOUND,
+                f"WorkloadPriorityClass {pc} does not exist; create it, or relabel the job "
+                f"with an existing class or none ({names.LABEL_PRIORITY_CLASS})",
+            )
         return cq, None
 
     def feed_workload(self, wl: Obj) -> None:
@@ -207,12 +214,18 @@ class Feed:
         self.fed.add(key)
 
     def _to_core(self, wl: Obj, cq: str) -> core.Workload:
-        pc = (wl.get("spec") or {}).get("priorityClassName")
+        spec = wl.get("spec") or {}
+        pc = spec.get("priorityClassName")
         grace = minimum = 0.0
+        late: int | None = None
         info = self.cache.priority_class_value(pc) if pc else None
         if info is not None:
-            _, grace, minimum = info
-        return convert.workload(wl, cq, grace_seconds=grace, minimum_runtime_seconds=minimum)
+            value, grace, minimum = info
+            if spec.get("priority") is None:
+                late = value  # the class was created after the Workload: its value now
+        return convert.workload(
+            wl, cq, grace_seconds=grace, minimum_runtime_seconds=minimum, priority=late
+        )
 
     def forget(self, key: str) -> None:
         self.withheld.pop(key, None)

@@ -10,11 +10,13 @@ from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
 
 
-def resolve_priority(cache: Cache, adapter: JobAdapter, job: Obj, wpc: str | None) -> int:
-    """The WorkloadPriorityClass's value, else the pod template's PriorityClass's, else 0."""
+def resolve_priority(cache: Cache, adapter: JobAdapter, job: Obj, wpc: str | None) -> int | None:
+    """The WorkloadPriorityClass's value, else the pod template's PriorityClass's, else 0.
+    None while the named WorkloadPriorityClass does not exist: the Workload waits for it
+    (`Feed.resolve`) and takes its value once it is created."""
     if wpc:
         info = cache.priority_class_value(wpc)
-        return info[0] if info else 0
+        return info[0] if info else None
     if (pod_pc := adapter.pod_priority_class(job)) is not None:
         return cache.pod_priority_value(pod_pc) or 0
     return 0
@@ -30,7 +32,13 @@ async def follow_priority_class(
     # The label itself, not adapter.workload_spec(job): this runs on every Job event.
     labels = (job.get("metadata") or {}).get("labels") or {}
     wanted = labels.get(names.LABEL_PRIORITY_CLASS) or None
-    if wanted == (wl.get("spec") or {}).get("priorityClassName"):
+    spec = wl.get("spec") or {}
+    unresolved = (
+        spec.get("priority") is None
+        and wanted is not None
+        and cache.priority_class_value(wanted) is not None
+    )
+    if wanted == spec.get("priorityClassName") and not unresolved:
         return False
     meta = wl["metadata"]
     patch = {

@@ -160,7 +160,9 @@ class Reconciler:
     async def _create_workload(self, adapter: JobAdapter, job: Obj, wl_name: str) -> None:
         meta = job["metadata"]
         spec = adapter.workload_spec(job)
-        spec["priority"] = resolve_priority(self.cache, adapter, job, spec.get("priorityClassName"))
+        priority = resolve_priority(self.cache, adapter, job, spec.get("priorityClassName"))
+        if priority is not None:  # else the class is missing: resolved when it is created
+            spec["priority"] = priority
         body = {
             "apiVersion": names.API_VERSION,
             "kind": "Workload",
@@ -339,6 +341,10 @@ class Reconciler:
             restore = adapter.restore_patch(job, (wl.get("spec") or {}).get("podSets") or [])
             if restore is not None and adapter.can_restore(job):
                 await self.patch_job(adapter, job, restore, strict=True)
+            # Its priority class was created after it: write the value the core already uses.
+            if await follow_priority_class(self.kube, self.cache, adapter, job, wl):
+                self._count("priority_changed")
+                return
         await self.sync_pending(key, wl, now)
 
     async def sync_pending(self, key: str, wl: Obj, now: float) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from queuectl.api import names
-from queuectl.webhooks.formats import LABEL_CHECKS
+from queuectl.webhooks.formats import LABEL_CHECKS, priority_class_problem
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import (
     JsonPatch,
@@ -96,16 +96,19 @@ def mutate_job(request: Request, lookup: QueueLookup) -> Response:
     labels = _labels(job)
     queue = labels.get(names.LABEL_QUEUE_NAME)
     if request.get("operation") == "UPDATE":
-        old_queue = _labels(request.get("oldObject")).get(names.LABEL_QUEUE_NAME)
+        old_labels = _labels(request.get("oldObject"))
+        warnings = _priority_class_warnings(labels, old_labels, lookup)
+        old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
         if queue is None or queue == old_queue:
-            return allow(request)
+            return allow(request, [], warnings)
         cluster_queue = lookup.local_queue(ns, queue)
         if cluster_queue is None:
-            return allow(request)
-        return allow(request, _label_patch(job, {names.LABEL_CLUSTER_QUEUE: cluster_queue}))
+            return allow(request, [], warnings)
+        patch = _label_patch(job, {names.LABEL_CLUSTER_QUEUE: cluster_queue})
+        return allow(request, patch, warnings)
     if request.get("operation") != "CREATE":
         return allow(request)
-    warnings: list[str] = []
+    warnings = _priority_class_warnings(labels, {}, lookup)
     if queue is None:
         if lookup.local_queue(ns, names.DEFAULT_LOCAL_QUEUE) is None:
             return allow(request)  # not queued: no label and no default LocalQueue here
@@ -118,6 +121,23 @@ def mutate_job(request: Request, lookup: QueueLookup) -> Response:
         )
     wanted = {names.LABEL_QUEUE_NAME: queue, names.LABEL_CLUSTER_QUEUE: cluster_queue}
     return allow(request, _label_patch(job, wanted) + _suspend_patch(job), warnings)
+
+
+def _priority_class_warnings(
+    labels: Mapping[str, str], old: Mapping[str, str], lookup: QueueLookup
+) -> list[str]:
+    """A warning (not a refusal: a class applied in the same `kubectl apply` may not have
+    reached the cache yet) when the Job names a WorkloadPriorityClass that does not exist."""
+    wanted = labels.get(names.LABEL_PRIORITY_CLASS)
+    if not wanted or wanted == old.get(names.LABEL_PRIORITY_CLASS):
+        return []
+    if priority_class_problem(wanted) is not None or lookup.priority_class_exists(wanted):
+        return []  # a malformed value is refused by the validating webhook instead
+    return [
+        f"WorkloadPriorityClass {wanted} does not exist; the Job waits until it is created "
+        f"(`kubectl get workloadpriorityclasses` lists them) or its "
+        f"{names.LABEL_PRIORITY_CLASS} label names an existing class or is removed"
+    ]
 
 
 def _format_problems(new: Mapping[str, str], old: Mapping[str, str]) -> list[str]:

@@ -38,6 +38,10 @@ class QueueLookup(Protocol):
         """The spec.parentName of Cohort name; None if it has none or does not exist."""
         ...
 
+    def priority_class_exists(self, name: str) -> bool:
+        """Whether WorkloadPriorityClass name exists."""
+        ...
+
 
 @dataclass
 class InMemoryLookup:
@@ -48,6 +52,7 @@ class InMemoryLookup:
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     admitted_jobs: set[tuple[str, str]] = field(default_factory=set)
     cohort_parents: dict[str, str | None] = field(default_factory=dict)
+    priority_classes: set[str] = field(default_factory=set)
 
     def local_queue(self, namespace: str, name: str) -> str | None:
         return self.local_queues.get((namespace, name))
@@ -63,3 +68,6 @@ class InMemoryLookup:
 
     def cohort_parent(self, name: str) -> str | None:
         return self.cohort_parents.get(name)
+
+    def priority_class_exists(self, name: str) -> bool:
+        return name in self.priority_classes

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from e2e.harness import (
     WL,
     ControllerProcess,
@@ -182,3 +184,37 @@ def test_a_waiting_job_relabelled_to_a_higher_class_is_admitted_first(
     assert wl["spec"]["priorityClassName"] == high
     wait_for("newer admitted next", lambda: admitted(control_plane, namespace, "newer"))
     assert not admitted(control_plane, namespace, "older")
+
+
+def test_a_job_naming_a_missing_priority_class_waits_until_the_class_is_created(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    """Not admitted at a guessed priority 0: `kubectl apply` warns, the Workload says what to do,
+    and once the class exists the Job is admitted at its value."""
+    late = f"late-{namespace}"
+    one_queue(control_plane, namespace, 8)
+    job = gpu_job("early", namespace, "lq", priority=late)
+    done = control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+    assert f"WorkloadPriorityClass {late} does not exist; the Job waits" in done.stderr
+    wl = wait_for(
+        "the missing-class reason",
+        lambda: (
+            (w := workload_of(control_plane, namespace, "early")) is not None
+            and (condition(w, names.COND_QUOTA_RESERVED) or {}).get("reason")
+            == names.REASON_PRIORITY_CLASS_NOT_FOUND
+            and w
+        ),
+    )
+    message = condition(wl, names.COND_QUOTA_RESERVED)["message"]  # type: ignore[index]
+    assert f"WorkloadPriorityClass {late} does not exist; create it" in message
+    assert not admitted(control_plane, namespace, "early")
+    assert get(control_plane, "job", "early", namespace)["spec"]["suspend"] is True
+
+    apply(control_plane, priority_class(late, 500))
+    wait_for("early admitted", lambda: admitted(control_plane, namespace, "early"))
+    wait_for(
+        "the class's value recorded on the Workload",
+        lambda: (
+            (workload_of(control_plane, namespace, "early") or {})["spec"].get("priority") == 500
+        ),
+    )

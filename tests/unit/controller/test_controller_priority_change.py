@@ -5,6 +5,7 @@ from __future__ import annotations
 from test_controller_reconcile import World, new_job
 
 from queuectl.api import names
+from queuectl.controller import convert
 from queuectl.controller import kube as k
 
 
@@ -41,3 +42,44 @@ async def test_a_queued_job_moved_to_a_higher_class_waits_at_that_priority() -> 
     await relabel(w, None)  # no class at all: the default priority
     spec = w.workload()["spec"]
     assert spec.get("priorityClassName") is None and spec["priority"] == 0
+
+
+async def test_a_job_naming_a_missing_class_waits_and_takes_its_value_once_created() -> None:
+    """No guess at priority 0: the Workload waits with a reason that says what to do; when the
+    class is created, the core queues it at the class's value and the Workload records it."""
+    w = World()
+    job = new_job()
+    job["metadata"]["labels"][names.LABEL_PRIORITY_CLASS] = "urgent"
+    w.add(k.JOBS, job)
+    key = await w.rec.reconcile_job("Job", "ns", "train")
+    assert key is not None
+    assert "priority" not in w.workload()["spec"]
+    w.feed.feed_workload(w.workload())
+    await w.rec.reconcile(key)
+    assert key not in w.sched.st.workloads
+    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+    assert cond.get("reason") == names.REASON_PRIORITY_CLASS_NOT_FOUND
+    assert "WorkloadPriorityClass urgent does not exist; create it" in cond.get("message", "")
+
+    w.add(k.PRIORITY_CLASSES_OURS, {"metadata": {"name": "urgent"}, "value": 900})
+    assert w.sched.st.workloads[key].priority == 900  # refed: queued at the class's value
+    await w.rec.reconcile(key)
+    assert w.workload()["spec"]["priority"] == 900
+    writes = len(w.kube.writes)
+    await w.rec.reconcile_job("Job", "ns", "train")  # nothing more to write
+    assert len(w.kube.writes) == writes
+
+
+async def test_relabelling_to_a_missing_class_withholds_a_queued_job() -> None:
+    w = World()
+    w.add(k.JOBS, new_job())
+    key = await w.rec.reconcile_job("Job", "ns", "train")
+    assert key is not None
+    w.feed.feed_workload(w.workload())
+    assert w.sched.st.workloads[key].priority == 5
+    await relabel(w, "typo")
+    spec = w.workload()["spec"]
+    assert spec["priorityClassName"] == "typo" and "priority" not in spec
+    w.feed.feed_workload(w.workload())
+    assert key not in w.sched.st.workloads
+    assert w.feed.withheld[key][0] == names.REASON_PRIORITY_CLASS_NOT_FOUND

@@ -153,3 +153,38 @@ def test_mutation_is_idempotent(
     assert decode_patch(again) == []
     if (once["metadata"].get("labels") or {}).get(Q) is not None:
         assert once["spec"]["suspend"] is True, "whatever is queued is suspended"
+
+
+PC = names.LABEL_PRIORITY_CLASS
+
+
+@pytest.mark.parametrize(
+    ("scenario", "labels", "old_labels", "warns"),
+    [
+        ("create, class exists", {Q: "gpu", PC: "urgent"}, None, False),
+        ("create, class missing", {Q: "gpu", PC: "urgnet"}, None, True),
+        ("create, malformed: the validator refuses it", {Q: "gpu", PC: "Bad_Name"}, None, False),
+        ("relabel to a missing class", {Q: "gpu", PC: "urgnet"}, {Q: "gpu", PC: "urgent"}, True),
+        ("class label unchanged", {Q: "gpu", PC: "urgnet"}, {Q: "gpu", PC: "urgnet"}, False),
+        ("class label removed", {Q: "gpu"}, {Q: "gpu", PC: "urgent"}, False),
+    ],
+)
+def test_a_missing_priority_class_is_a_warning_that_says_the_job_waits(
+    lookup: InMemoryLookup,
+    scenario: str,
+    labels: dict[str, str],
+    old_labels: dict[str, str] | None,
+    warns: bool,
+) -> None:
+    """Not a refusal: a class applied with the Job in one `kubectl apply` may not have reached
+    the controller's cache yet; the Job then simply waits for it."""
+    lookup.priority_classes.add("urgent")
+    new = job(labels, True)
+    old = None if old_labels is None else job(old_labels, True)
+    response = mutate_job(request(new, old=old, operation="UPDATE" if old else "CREATE"), lookup)
+    expected = [
+        "WorkloadPriorityClass urgnet does not exist; the Job waits until it is created "
+        f"(`kubectl get workloadpriorityclasses` lists them) or its {PC} label names an "
+        "existing class or is removed"
+    ]
+    assert response.get("warnings") == (expected if warns else None), scenario
