@@ -53,7 +53,8 @@ class Decision:
     """A protected victim comes of age then: preemption may succeed without any event."""
     topology: bool = False
     borrows: bool = False
-    """Admitting it takes quota beyond its queue's own: it waits for the second pass."""
+    """Admitting it takes quota beyond its queue's own: it waits for the second pass (a failed
+    victim search too: queues that start borrowing there may be its victims)."""
     shorts: list[tuple[FlavorResource, int]] = field(default_factory=list)
     """For a failure: (flavor, resource) and how much more of it some flavor would need; the
     workload cannot fit until at least that much is freed in its cohort tree."""

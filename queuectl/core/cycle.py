@@ -202,8 +202,10 @@ def _order(s: Scheduler, cq: str, head: SortKey) -> tuple[tuple[float, ...], Sor
 def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
     """Two passes: first what fits in queues' own quota, then borrowers by fair share.
 
-    A queue whose head would borrow (or preempt while borrowing) sits out the first pass, so
-    that nobody borrows quota its owner is about to claim in the same cycle.
+    A bucket whose best member would borrow (or preempt while borrowing) waits for the second
+    pass, while the rest of its queue goes on in the first: the queue's own quota goes to its
+    own work before anyone may borrow it (otherwise the owner reclaims it in the next cycle:
+    preemptions for nothing). A StrictFIFO queue waits whole, its head first.
     """
     active = [
         name
@@ -215,8 +217,16 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
     s.st.usable_memo.clear()
     s.st.in_cycle = True
     try:
-        deferred = _pass(s, active, now, out, strict, borrowing=False)
-        _pass(s, deferred, now, out, strict, borrowing=True)
+        aside: dict[Bucket, PendingInfo] = {}
+        deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
+        second: dict[str, None] = {}
+        for name, bucket, rechecked in deferred:
+            if bucket is not None:
+                s.pq[name].unpark(bucket, recheck=rechecked)
+            second[name] = None
+        for name in parking.borrowers_to_recheck(s, strict):
+            second[name] = None
+        _pass(s, list(second), now, out, strict, aside, borrowing=True)
     finally:
         s.st.in_cycle = False
         s.st.no_cross.clear()
@@ -224,8 +234,18 @@ def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
 
 
 def _pass(
-    s: Scheduler, names: list[str], now: float, out: _Out, strict: set[str], borrowing: bool
-) -> list[str]:
+    s: Scheduler,
+    names: list[str],
+    now: float,
+    out: _Out,
+    strict: set[str],
+    aside: dict[Bucket, PendingInfo],
+    borrowing: bool,
+) -> list[tuple[str, Bucket | None, bool]]:
+    """One pass; returns what waits for the borrowing pass: (queue, bucket set aside or None
+    for a whole StrictFIFO queue, whether the bucket's cheap re-check is owed). `aside`: the
+    untold reason of a bucket that failed in the first pass while it would borrow (the second
+    pass, where others start borrowing, may still find it victims)."""
     st = s.st
     heap: list[tuple[tuple[tuple[float, ...], SortKey], str]] = []
     for name in names:
@@ -233,7 +253,7 @@ def _pass(
         if head is not None:
             heap.append((_order(s, name, head[0]), name))
     heapq.heapify(heap)
-    deferred: list[str] = []
+    deferred: list[tuple[str, Bucket | None, bool]] = []
     while heap:
         key, name = heapq.heappop(heap)
         q = s.pq[name]
@@ -251,20 +271,45 @@ def _pass(
             if parking.still_short(s, name, bucket):
                 # Freed quota was taken before its turn: the same failure, so no evaluation.
                 q.park(bucket)
-                if bucket.unreported and bucket.info is not None:
+                untold = aside.pop(bucket, None)
+                if untold is not None:
+                    report(s, q, bucket, untold, out)
+                elif bucket.unreported and bucket.info is not None:
                     report(s, q, bucket, bucket.info, out)
+                if bucket.borrows and not borrowing and name not in strict:
+                    deferred.append((name, bucket, True))  # others may start borrowing there
                 nxt = q.head()
                 if nxt is not None and q.blocked_at is None:
                     heapq.heappush(heap, (_order(s, name, nxt[0]), name))
                 continue
+        aside.pop(bucket, None)
         w = st.workloads[wkey]
         out.evaluated += 1
         d = assign(st, w, now)
+        if d.borrows and not borrowing and d.kind == "fail" and name not in strict:
+            assert d.info is not None
+            parking.set_wake(s, name, bucket, d, sk)
+            if d.retry_at is not None:
+                heapq.heappush(s.retries, (d.retry_at, name))
+            aside[bucket] = d.info
+            q.park(bucket)  # a cheap re-check in the second pass, told there
+            deferred.append((name, bucket, True))
+            nxt = q.head()
+            if nxt is not None and q.blocked_at is None:
+                heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+            continue
         if d.borrows and not borrowing and d.kind != "fail":
             # Its parked record still holds: if what it borrows is gone by the second pass,
             # the cheap re-check answers without a second full evaluation.
-            bucket.recheck = rechecked
-            deferred.append(name)
+            if name in strict:
+                bucket.recheck = rechecked
+                deferred.append((name, None, rechecked))
+                continue
+            q.park(bucket)  # set aside until the second pass
+            deferred.append((name, bucket, rechecked))
+            nxt = q.head()
+            if nxt is not None and q.blocked_at is None:
+                heapq.heappush(heap, (_order(s, name, nxt[0]), name))
             continue
         if d.kind == "fit" and d.admission is not None:
             q.remove(wkey)

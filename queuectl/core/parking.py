@@ -71,6 +71,24 @@ def carry_over(s: Scheduler, admitted: list[str]) -> None:
                 st.borrowed.setdefault(node.root, set()).add(fr)
 
 
+def borrowers_to_recheck(s: Scheduler, strict: set[str]) -> list[str]:
+    """Before the borrowing pass: parked buckets that would borrow and whose answer borrowing
+    in this cycle may change (new victims, or a flavor taken from them) get the cheap re-check
+    there, as if evaluated again in the first pass; returns their queues."""
+    names = []
+    for name, q in s.pq.items():
+        if name in strict:
+            continue
+        woken = False
+        for bucket in q.buckets.values():
+            if bucket.parked and bucket.borrows and (bucket.cross or bucket.depends):
+                q.unpark(bucket, recheck=True)
+                woken = True
+        if woken:
+            names.append(name)
+    return names
+
+
 def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
     """Remember what must happen before this bucket is worth another look."""
     st = s.st
@@ -84,6 +102,7 @@ def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) 
     bucket.cross = bool(d.shorts) and d.cross
     bucket.depends = tuple(dict.fromkeys(d.depends))
     bucket.on_release = d.reclaim_within
+    bucket.borrows = d.borrows
     policy = st.queues[cq].preemption.within_cluster_queue
     bucket.within = None
     if d.shorts and policy != "Never":

@@ -196,6 +196,7 @@ def search(
             cross=cross,
             hopeless=not any_cands,
             reclaim_within=reclaim_within,
+            borrows=would_borrow,
         )
 
     def fits() -> bool:
@@ -222,6 +223,7 @@ def search(
             retry_at=retry,
             cross=cross,
             reclaim_within=reclaim_within,
+            borrows=would_borrow,
         )
     victims = list(removed)
     for i in range(len(removed) - 2, -1, -1):

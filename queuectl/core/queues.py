@@ -60,6 +60,8 @@ class Bucket:
     depends: tuple[FlavorResource, ...] = ()
     """(flavor, resource)s it chose while another flavor was possible: usage growth of one of
     them in the tree wakes it (it may take another flavor now)."""
+    borrows: bool = False
+    """Its last evaluation would have borrowed: in the first pass it waits for the second."""
     on_release: bool = False
     """It would borrow, and within its own quota it could reclaim: its own queue freeing quota
     wakes it."""

@@ -178,7 +178,8 @@ def test_a_flavor_taken_by_its_owner_sends_a_gang_where_it_may_reclaim() -> None
     """q's gang: its main pod set borrows own's idle a100s, so the driver, short of h100 (b has
     borrowed all of q's), may not reclaim (a borrower may not preempt here): the gang parks.
     Then own takes its a100s back by admitting work: the main pod set now goes to h100 as well,
-    the gang no longer borrows, and it reclaims b's borrowed h100s."""
+    the gang no longer borrows, and it reclaims b's borrowed h100s, in that same cycle (own's
+    admission comes in the first pass, the gang's second look in the borrowing pass)."""
     s = scheduler(
         gpu_queue(
             "q",
@@ -203,6 +204,6 @@ def test_a_flavor_taken_by_its_owner_sends_a_gang_where_it_may_reclaim() -> None
     r = s.run_cycle(1.0)
     assert r.admitted == () and r.preemptions == ()
     s.upsert_workload(job("own/a", "own", 2, created=2))
-    assert admitted(s.run_cycle(2.0)) == ["own/a"]
-    r = s.run_cycle(3.0)
+    r = s.run_cycle(2.0)
+    assert admitted(r) == ["own/a"]
     assert [(p.victim, p.preemptor) for p in r.preemptions] == [("b/run", "q/gang")]
