@@ -16,40 +16,27 @@ Order of work, each step cheap when nothing happened:
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from queuectl.core import parking, reasons
-from queuectl.core.assign import Decision, assign
+from queuectl.core.assign import assign
+from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
-from queuectl.core.quota import available, share_path
+from queuectl.core.quota import share_path
 from queuectl.core.results import (
-    Admitted,
     CycleResult,
     Eviction,
     PendingInfo,
-    Preemption,
 )
-from queuectl.core.state import Charge, charge_for
-from queuectl.core.types import Admission, Workload
 
 if TYPE_CHECKING:
     from queuectl.core.scheduler import Scheduler
 
 
-@dataclass(slots=True)
-class _Out:
-    admitted: list[Admitted] = field(default_factory=list)
-    preemptions: list[Preemption] = field(default_factory=list)
-    evictions: list[Eviction] = field(default_factory=list)
-    pending: list[PendingInfo] = field(default_factory=list)
-    evaluated: int = 0
-
-
 def run_cycle(s: Scheduler, now: float) -> CycleResult:
     s.now = now
     s.st.ensure_tree()
-    out = _Out()
+    out = Out()
     _timers(s, now, out)
     _settle_nominations(s, now, out)
     parking.wake(s)
@@ -70,7 +57,7 @@ def run_cycle(s: Scheduler, now: float) -> CycleResult:
     )
 
 
-def _timers(s: Scheduler, now: float, out: _Out) -> None:
+def _timers(s: Scheduler, now: float, out: Out) -> None:
     st = s.st
     while s.waiting and s.waiting[0][0] <= now:
         t, key = heapq.heappop(s.waiting)
@@ -119,7 +106,7 @@ def _timers(s: Scheduler, now: float, out: _Out) -> None:
                 )
 
 
-def _settle_nominations(s: Scheduler, now: float, out: _Out) -> None:
+def _settle_nominations(s: Scheduler, now: float, out: Out) -> None:
     """A preemptor whose victims are all gone takes the quota they held, first."""
     st = s.st
     ready = [p for p, victims in s.nominations.items() if not any(v in st.charges for v in victims)]
@@ -130,7 +117,7 @@ def _settle_nominations(s: Scheduler, now: float, out: _Out) -> None:
             out.evaluated += 1
             d = assign(st, w, now)
             if d.kind == "fit" and d.admission is not None:
-                _admit(s, w, d.admission, now, out)
+                admit(s, w, d.admission, now, out)
                 continue
         s._enqueue(w)
 
@@ -153,7 +140,7 @@ def _idle_reason(s: Scheduler, cq: str) -> PendingInfo | None:
     return None
 
 
-def _idle_queues(s: Scheduler, out: _Out) -> None:
+def _idle_queues(s: Scheduler, out: Out) -> None:
     for name in sorted(s.pq):
         q = s.pq[name]
         if not q.entries:
@@ -164,42 +151,11 @@ def _idle_queues(s: Scheduler, out: _Out) -> None:
                 report(s, q, bucket, info, out)
 
 
-def report(s: Scheduler, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: _Out) -> None:
-    """Tell every member of the bucket whose reason changed (or who never heard it)."""
-    sig = (info.reason, info.flavor, info.resource)
-    if sig != bucket.signature:
-        keys = q.members(bucket)
-        bucket.signature = sig
-    else:
-        keys = sorted(bucket.unreported)
-    bucket.unreported.clear()
-    if keys and info.flavor is not None and info.resource is not None and not info.holders:
-        cq = s.st.workloads[keys[0]].cluster_queue
-        info = replace(info, holders=s.holders(cq, info.flavor, info.resource))
-    bucket.info = info
-    i = info
-    out.pending.extend(
-        PendingInfo(
-            k,
-            i.reason,
-            i.message,
-            i.resource,
-            i.flavor,
-            i.requested,
-            i.available,
-            i.shortfall,
-            i.holders,
-            i.victims,
-        )
-        for k in keys
-    )
-
-
 def _order(s: Scheduler, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
     return share_path(s.st.tree.queues[cq]), head
 
 
-def _admission_loop(s: Scheduler, now: float, out: _Out) -> None:
+def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
     """Two passes: first what fits in queues' own quota, then borrowers by fair share.
 
     A bucket whose best member would borrow (or preempt while borrowing) waits for the second
@@ -237,7 +193,7 @@ def _pass(
     s: Scheduler,
     names: list[str],
     now: float,
-    out: _Out,
+    out: Out,
     strict: set[str],
     aside: dict[Bucket, PendingInfo],
     borrowing: bool,
@@ -313,10 +269,10 @@ def _pass(
             continue
         if d.kind == "fit" and d.admission is not None:
             q.remove(wkey)
-            _admit(s, w, d.admission, now, out)
+            admit(s, w, d.admission, now, out)
         elif d.kind == "preempt":
             q.remove(wkey)
-            _nominate(s, w, d, now, out)
+            nominate(s, w, d, now, out)
         else:
             assert d.info is not None
             report(s, q, bucket, d.info, out)
@@ -331,73 +287,6 @@ def _pass(
         if nxt is not None and q.blocked_at is None:
             heapq.heappush(heap, (_order(s, name, nxt[0]), name))
     return deferred
-
-
-def _admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: _Out) -> None:
-    s.st.admit(charge_for(w, admission, now))
-    s.st.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
-    s._track_deadline(w.key)
-    out.admitted.append(Admitted(w.key, admission))
-
-
-def _nominate(s: Scheduler, w: Workload, d: Decision, now: float, out: _Out) -> None:
-    """Tell the victims, and hold for the preemptor the free part of what it needs.
-
-    The victims' part is held by keeping them counted (then as ghosts) until the preemptor is
-    admitted; the part that is free right now is held by a reservation charged to its queue, so
-    that nobody admitted in between can take it. Per (flavor, resource) the reservation is at
-    most what is available, so it never breaks a limit.
-    """
-    st = s.st
-    victims = d.victims
-    keys = sorted(c.key for c, _ in victims)
-    s.nominations[w.key] = set(keys)
-    node = st.tree.queues[w.cluster_queue]
-    held = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
-    held = {fr: n for fr, n in held.items() if n > 0}
-    if held:
-        reservation = Charge(
-            key=f"{w.key}#reserved",
-            cq=w.cluster_queue,
-            usage=held,
-            nodes={},
-            priority=w.priority,
-            created=w.created,
-            admitted_at=now,
-            min_runtime=0.0,
-            admission=Admission(w.cluster_queue, ()),
-        )
-        st.hold(w.key, reservation, counted=False)
-    for c, reason in sorted(victims, key=lambda v: v[0].key):
-        st.mark_victim(c, w.key)
-        vw = st.workloads.get(c.key)
-        grace = vw.preemption_grace_seconds if vw is not None else 0.0
-        out.preemptions.append(
-            Preemption(
-                c.key,
-                w.key,
-                reason,
-                f"preempted to make room for {w.key} (priority {w.priority}) in ClusterQueue "
-                f"{w.cluster_queue}: {_why(reason)}",
-                deadline=now + grace,
-            )
-        )
-    info = PendingInfo(
-        w.key,
-        reasons.WAITING_FOR_PREEMPTED,
-        f"waiting for {len(keys)} preempted workload(s) to stop: {', '.join(keys)}",
-        victims=tuple(keys),
-    )
-    s.nominated_info[w.key] = info
-    out.pending.append(info)
-
-
-def _why(reason: str) -> str:
-    return {
-        reasons.PREEMPTED_WITHIN_CQ: "lower priority in the same ClusterQueue",
-        reasons.PREEMPTED_RECLAIM: "its ClusterQueue borrows quota the preemptor's queue reclaims",
-        reasons.PREEMPTED_BORROW: "lower priority, and the preemptor may borrow over it",
-    }[reason]
 
 
 def _next_wakeup(s: Scheduler) -> float | None:

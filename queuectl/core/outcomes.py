@@ -1,0 +1,125 @@
+"""What a decision does: the cycle's output lists, telling a bucket its reason, admitting,
+and nominating a preemptor (holding its quota, telling its victims)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from queuectl.core import reasons
+from queuectl.core.assign import Decision
+from queuectl.core.queues import Bucket, PendingQueue
+from queuectl.core.quota import available
+from queuectl.core.results import Admitted, Eviction, PendingInfo, Preemption
+from queuectl.core.state import Charge, charge_for
+from queuectl.core.types import Admission, Workload
+
+if TYPE_CHECKING:
+    from queuectl.core.scheduler import Scheduler
+
+
+@dataclass(slots=True)
+class Out:
+    admitted: list[Admitted] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    pending: list[PendingInfo] = field(default_factory=list)
+    evaluated: int = 0
+
+
+def report(s: Scheduler, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out) -> None:
+    """Tell every member of the bucket whose reason changed (or who never heard it)."""
+    sig = (info.reason, info.flavor, info.resource)
+    if sig != bucket.signature:
+        keys = q.members(bucket)
+        bucket.signature = sig
+    else:
+        keys = sorted(bucket.unreported)
+    bucket.unreported.clear()
+    if keys and info.flavor is not None and info.resource is not None and not info.holders:
+        cq = s.st.workloads[keys[0]].cluster_queue
+        info = replace(info, holders=s.holders(cq, info.flavor, info.resource))
+    bucket.info = info
+    i = info
+    out.pending.extend(
+        PendingInfo(
+            k,
+            i.reason,
+            i.message,
+            i.resource,
+            i.flavor,
+            i.requested,
+            i.available,
+            i.shortfall,
+            i.holders,
+            i.victims,
+        )
+        for k in keys
+    )
+
+
+def admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: Out) -> None:
+    s.st.admit(charge_for(w, admission, now))
+    s.st.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
+    s._track_deadline(w.key)
+    out.admitted.append(Admitted(w.key, admission))
+
+
+def nominate(s: Scheduler, w: Workload, d: Decision, now: float, out: Out) -> None:
+    """Tell the victims, and hold for the preemptor the free part of what it needs.
+
+    The victims' part is held by keeping them counted (then as ghosts) until the preemptor is
+    admitted; the part that is free right now is held by a reservation charged to its queue, so
+    that nobody admitted in between can take it. Per (flavor, resource) the reservation is at
+    most what is available, so it never breaks a limit.
+    """
+    st = s.st
+    victims = d.victims
+    keys = sorted(c.key for c, _ in victims)
+    s.nominations[w.key] = set(keys)
+    node = st.tree.queues[w.cluster_queue]
+    held = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
+    held = {fr: n for fr, n in held.items() if n > 0}
+    if held:
+        reservation = Charge(
+            key=f"{w.key}#reserved",
+            cq=w.cluster_queue,
+            usage=held,
+            nodes={},
+            priority=w.priority,
+            created=w.created,
+            admitted_at=now,
+            min_runtime=0.0,
+            admission=Admission(w.cluster_queue, ()),
+        )
+        st.hold(w.key, reservation, counted=False)
+    for c, reason in sorted(victims, key=lambda v: v[0].key):
+        st.mark_victim(c, w.key)
+        vw = st.workloads.get(c.key)
+        grace = vw.preemption_grace_seconds if vw is not None else 0.0
+        out.preemptions.append(
+            Preemption(
+                c.key,
+                w.key,
+                reason,
+                f"preempted to make room for {w.key} (priority {w.priority}) in ClusterQueue "
+                f"{w.cluster_queue}: {_why(reason)}",
+                deadline=now + grace,
+            )
+        )
+    info = PendingInfo(
+        w.key,
+        reasons.WAITING_FOR_PREEMPTED,
+        f"waiting for {len(keys)} preempted workload(s) to stop: {', '.join(keys)}",
+        victims=tuple(keys),
+    )
+    s.nominated_info[w.key] = info
+    out.pending.append(info)
+
+
+def _why(reason: str) -> str:
+    return {
+        reasons.PREEMPTED_WITHIN_CQ: "lower priority in the same ClusterQueue",
+        reasons.PREEMPTED_RECLAIM: "its ClusterQueue borrows quota the preemptor's queue reclaims",
+        reasons.PREEMPTED_BORROW: "lower priority, and the preemptor may borrow over it",
+    }[reason]
