@@ -238,6 +238,13 @@ def _pass(
                 if nxt is not None and q.blocked_at is None:
                     heapq.heappush(heap, (_order(s, name, nxt[0]), name))
                 continue
+            if not borrowing and name not in strict and parking.certainly_borrows(s, name, bucket):
+                q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
+                deferred.append((name, bucket, True))
+                nxt = q.head()
+                if nxt is not None and q.blocked_at is None:
+                    heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+                continue
         aside.pop(bucket, None)
         w = st.workloads[wkey]
         out.evaluated += 1

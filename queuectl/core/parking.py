@@ -8,6 +8,7 @@ a woken one-pod-set bucket without a full evaluation.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from queuectl.core.assign import Decision
@@ -108,6 +109,7 @@ def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) 
     if d.shorts and policy != "Never":
         bucket.within = -head[0] - (1 if policy == "LowerPriority" else 0)
     bucket.avail_at = None
+    bucket.must_borrow = False
     if d.shorts and not d.topology and isinstance(bucket.shape, tuple) and len(bucket.shape) == 1:
         # One pod set: each short (flavor, resource) needs a fixed amount, so while none of
         # them is more available than now (and nothing else woke it) the answer stays "no".
@@ -116,6 +118,31 @@ def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) 
         bucket.hopeless = d.hopeless
         bucket.epoch_at = st.borrow_epoch.get(root, 0)
         bucket.released_at = st.released.get(cq, 0)
+        bucket.must_borrow = _must_borrow(s, cq, bucket.shape[0])
+
+
+def _must_borrow(s: Scheduler, cq: str, podset: Hashable) -> bool:
+    """Would every flavor of some resource group take it beyond its queue's own quota? That
+    stays true while the queue frees nothing (its usage only grows) and no spec changes."""
+    st = s.st
+    node, spec, covering = st.tree.queues[cq], st.queues[cq], st.tree.covering[cq]
+    count, requests = podset[0], podset[1]  # type: ignore[index]
+    totals = {r: v * count for r, v in requests if v > 0}
+    usage, quota = node.usage, node.subtree
+    for gi, group in enumerate(spec.resource_groups):
+        rs = [r for r in totals if covering.get(r) == gi]
+        if rs and all(
+            any(usage.get((fq.name, r), 0) + totals[r] > quota.get((fq.name, r), 0) for r in rs)
+            for fq in group.flavors
+        ):
+            return True
+    return False
+
+
+def certainly_borrows(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+    """A woken bucket whose admission would borrow for sure: the first pass need not evaluate
+    it, it waits for the borrowing pass (with its cheap re-check still owed)."""
+    return bucket.must_borrow and s.st.released.get(cq, 0) == bucket.released_at
 
 
 def still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:

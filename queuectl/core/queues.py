@@ -78,6 +78,9 @@ class Bucket:
     """The tree's borrow epoch when parked (a new borrower may bring candidates)."""
     released_at: int = 0
     """Its queue's release counter when parked (own quota freed: evaluate in full)."""
+    must_borrow: bool = False
+    """With `avail_at`: when parked, every flavor of some resource group it needs would have taken
+    it beyond its queue's own quota (see `parking.certainly_borrows`)."""
     recheck: bool = False
     """Woken only because quota was freed somewhere in its tree: before a full evaluation, the
     cycle checks that some short (flavor, resource) is now more available than when parked."""
