@@ -330,3 +330,19 @@ def wait_for(
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def wait_for_pending_reason(
+    cluster: Cluster, namespace: str, job: str, reason: str, timeout: float = 60.0
+) -> tuple[dict[str, Any], str]:
+    """Wait until the job's Workload waits with `reason`; (the Workload, its message)."""
+
+    def probe() -> tuple[dict[str, Any], str] | None:
+        wl = workload_of(cluster, namespace, job)
+        cond = condition(wl or {}, names.COND_QUOTA_RESERVED) or {}
+        if wl is None or cond.get("reason") != reason:
+            return None
+        return wl, str(cond.get("message") or "")
+
+    found: tuple[dict[str, Any], str] = wait_for(f"{job} waiting with {reason}", probe, timeout)
+    return found

@@ -22,6 +22,7 @@ from e2e.harness import (
     priority_class,
     running_pods,
     wait_for,
+    wait_for_pending_reason,
     workload_of,
 )
 from queuectl.api import names
@@ -46,16 +47,9 @@ def test_jobs_beyond_quota_wait_with_a_reason_and_start_as_quota_frees(
         "a and b admitted",
         lambda: admitted(control_plane, namespace, "a") and admitted(control_plane, namespace, "b"),
     )
-    wl_c = wait_for(
-        "c's reason",
-        lambda: (
-            (w := workload_of(control_plane, namespace, "c")) is not None
-            and (condition(w, names.COND_QUOTA_RESERVED) or {}).get("reason")
-            == names.REASON_WAITING_FOR_QUOTA
-            and w
-        ),
+    _, message = wait_for_pending_reason(
+        control_plane, namespace, "c", names.REASON_WAITING_FOR_QUOTA
     )
-    message = condition(wl_c, names.COND_QUOTA_RESERVED)["message"]  # type: ignore[index]
     assert "nvidia.com/gpu" in message and "h100" in message and "short by 8" in message
     assert get(control_plane, "job", "c", namespace)["spec"]["suspend"] is True
     assert pods_of(control_plane, namespace, "c") == []
@@ -196,16 +190,9 @@ def test_a_job_naming_a_missing_priority_class_waits_until_the_class_is_created(
     job = gpu_job("early", namespace, "lq", priority=late)
     done = control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
     assert f"WorkloadPriorityClass {late} does not exist; the Job waits" in done.stderr
-    wl = wait_for(
-        "the missing-class reason",
-        lambda: (
-            (w := workload_of(control_plane, namespace, "early")) is not None
-            and (condition(w, names.COND_QUOTA_RESERVED) or {}).get("reason")
-            == names.REASON_PRIORITY_CLASS_NOT_FOUND
-            and w
-        ),
+    _, message = wait_for_pending_reason(
+        control_plane, namespace, "early", names.REASON_PRIORITY_CLASS_NOT_FOUND
     )
-    message = condition(wl, names.COND_QUOTA_RESERVED)["message"]  # type: ignore[index]
     assert f"WorkloadPriorityClass {late} does not exist; create it" in message
     assert not admitted(control_plane, namespace, "early")
     assert get(control_plane, "job", "early", namespace)["spec"]["suspend"] is True

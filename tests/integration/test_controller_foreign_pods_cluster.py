@@ -14,7 +14,6 @@ from e2e.harness import (
     admitted,
     apply,
     cluster_queue,
-    condition,
     controller,
     flavor,
     gpu_job,
@@ -22,7 +21,7 @@ from e2e.harness import (
     running_pods,
     topology,
     wait_for,
-    workload_of,
+    wait_for_pending_reason,
 )
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
@@ -99,16 +98,9 @@ def test_a_pod_outside_queuectl_keeps_a_gang_off_its_gpus_until_it_goes(
         annotations={names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK},
     )
     apply(control_plane, gang)
-    waiting = wait_for(
-        "the gang waiting for room on the nodes",
-        lambda: (
-            (w := workload_of(control_plane, namespace, "gang")) is not None
-            and (condition(w, names.COND_QUOTA_RESERVED) or {}).get("reason")
-            == names.REASON_TOPOLOGY_PLACEMENT_FAILED
-            and w
-        ),
+    _, message = wait_for_pending_reason(
+        control_plane, namespace, "gang", names.REASON_TOPOLOGY_PLACEMENT_FAILED
     )
-    message = condition(waiting, names.COND_QUOTA_RESERVED)["message"]  # type: ignore[index]
     assert "the largest holds 1" in message, message
     assert not admitted(control_plane, namespace, "gang")
 
