@@ -83,6 +83,19 @@ def test_withheld_workload_explains_the_stopped_local_queue() -> None:
     assert "ClusterQueue: llm" in text
 
 
+def test_a_missing_priority_class_is_named_with_what_to_do() -> None:
+    objs = o.research_tree()
+    wl = o.workload("team-llm", "typo", "training", 1)
+    wl["spec"]["priorityClassName"] = "urgnet"
+    del wl["spec"]["priority"]  # the class did not exist when the job was queued
+    objs["workloads"].append(wl)
+    snap = Snapshot.from_objects(objs, now=o.NOW)
+    text = describe.describe(snap, "workload", "typo", "team-llm", PLAIN)
+    assert "not resolved (urgnet did not exist when the job was queued)" in text
+    assert "Reason:      WorkloadPriorityClassNotFound" in text
+    assert "WorkloadPriorityClass urgnet does not exist; create it" in text
+
+
 def test_list_workloads_positions_follow_priority_then_age() -> None:
     snap = snapshot(
         o.workload("team-vision", "old", "default", 1, created=o.NOW - 900),
