@@ -205,10 +205,7 @@ def _pass(
     st = s.st
     heap: list[tuple[tuple[tuple[float, ...], SortKey], str]] = []
     for name in names:
-        head = s.pq[name].head()
-        if head is not None:
-            heap.append((_order(s, name, head[0]), name))
-    heapq.heapify(heap)
+        _push_head(s, heap, name)
     deferred: list[tuple[str, Bucket | None, bool]] = []
     while heap:
         key, name = heapq.heappop(heap)
@@ -221,6 +218,7 @@ def _pass(
             heapq.heappush(heap, (current, name))
             continue
         sk, wkey, bucket = head
+        aside_ok = not borrowing and name not in strict  # a bucket that would borrow waits
         rechecked = bucket.recheck
         if rechecked:
             bucket.recheck = False
@@ -232,35 +230,19 @@ def _pass(
                     report(s, q, bucket, untold, out)
                 elif bucket.unreported and bucket.info is not None:
                     report(s, q, bucket, bucket.info, out)
-                if bucket.borrows and not borrowing and name not in strict:
+                if bucket.borrows and aside_ok:
                     deferred.append((name, bucket, True))  # others may start borrowing there
-                nxt = q.head()
-                if nxt is not None and q.blocked_at is None:
-                    heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+                _push_head(s, heap, name)
                 continue
-            if not borrowing and name not in strict and parking.certainly_borrows(s, name, bucket):
+            if aside_ok and parking.certainly_borrows(s, name, bucket):
                 q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
                 deferred.append((name, bucket, True))
-                nxt = q.head()
-                if nxt is not None and q.blocked_at is None:
-                    heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+                _push_head(s, heap, name)
                 continue
         aside.pop(bucket, None)
         w = st.workloads[wkey]
         out.evaluated += 1
         d = assign(st, w, now)
-        if d.borrows and not borrowing and d.kind == "fail" and name not in strict:
-            assert d.info is not None
-            parking.set_wake(s, name, bucket, d, sk)
-            if d.retry_at is not None:
-                heapq.heappush(s.retries, (d.retry_at, name))
-            aside[bucket] = d.info
-            q.park(bucket)  # a cheap re-check in the second pass, told there
-            deferred.append((name, bucket, True))
-            nxt = q.head()
-            if nxt is not None and q.blocked_at is None:
-                heapq.heappush(heap, (_order(s, name, nxt[0]), name))
-            continue
         if d.borrows and not borrowing and d.kind != "fail":
             # Its parked record still holds: if what it borrows is gone by the second pass,
             # the cheap re-check answers without a second full evaluation.
@@ -268,13 +250,9 @@ def _pass(
                 bucket.recheck = rechecked
                 deferred.append((name, None, rechecked))
                 continue
-            q.park(bucket)  # set aside until the second pass
+            q.park(bucket)
             deferred.append((name, bucket, rechecked))
-            nxt = q.head()
-            if nxt is not None and q.blocked_at is None:
-                heapq.heappush(heap, (_order(s, name, nxt[0]), name))
-            continue
-        if d.kind == "fit" and d.admission is not None:
+        elif d.kind == "fit" and d.admission is not None:
             q.remove(wkey)
             admit(s, w, d.admission, now, out)
         elif d.kind == "preempt":
@@ -282,18 +260,31 @@ def _pass(
             nominate(s, w, d, now, out)
         else:
             assert d.info is not None
-            report(s, q, bucket, d.info, out)
             parking.set_wake(s, name, bucket, d, sk)
-            if name in strict:
-                q.blocked_at = sk
-            else:
-                q.park(bucket)
             if d.retry_at is not None:
                 heapq.heappush(s.retries, (d.retry_at, name))
-        nxt = q.head()
-        if nxt is not None and q.blocked_at is None:
-            heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+            if d.borrows and aside_ok:
+                aside[bucket] = d.info  # told after its cheap re-check in the second pass
+                q.park(bucket)
+                deferred.append((name, bucket, True))
+            else:
+                report(s, q, bucket, d.info, out)
+                if name in strict:
+                    q.blocked_at = sk
+                else:
+                    q.park(bucket)
+        _push_head(s, heap, name)
     return deferred
+
+
+def _push_head(
+    s: Scheduler, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
+) -> None:
+    """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
+    q = s.pq[name]
+    nxt = q.head()
+    if nxt is not None and q.blocked_at is None:
+        heapq.heappush(heap, (_order(s, name, nxt[0]), name))
 
 
 def _next_wakeup(s: Scheduler) -> float | None:

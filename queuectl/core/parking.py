@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from queuectl.core.assign import Decision
-from queuectl.core.queues import Bucket, SortKey
+from queuectl.core.queues import Bucket, SortKey, woken_by_growth
 from queuectl.core.quota import available
 
 if TYPE_CHECKING:
@@ -62,14 +62,8 @@ def carry_over(s: Scheduler, admitted: list[str]) -> None:
     for key in admitted:
         charge = st.charges.get(key)
         node = st.tree.queues.get(charge.cq) if charge is not None else None
-        if charge is None or node is None:
-            continue
-        low = st.admitted_low.get(node.name)
-        if low is None or charge.priority < low:
-            st.admitted_low[node.name] = charge.priority
-        for fr in charge.usage:
-            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
-                st.borrowed.setdefault(node.root, set()).add(fr)
+        if charge is not None and node is not None:
+            st.note_new_work(node, charge)
 
 
 def borrowers_to_recheck(s: Scheduler, strict: set[str]) -> list[str]:
@@ -159,13 +153,10 @@ def still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
         return False
     node = st.tree.queues[cq]
     # What `wake` would have woken it for, had it happened before this cycle's wake: a queue
-    # that newly borrows what it is short of (that queue's older work may be reclaimed now;
-    # work admitted in this cycle is nobody's victim before the next one).
-    borrowed = st.borrowed.get(node.root)
-    if borrowed and bucket.cross and any(fr in borrowed for fr in avail_at):
-        return False
-    grown = st.grown.get(node.root)
-    if grown and any(fr in grown for fr in bucket.depends):
+    # that newly borrows what it is short of (its older work may be reclaimed now; work
+    # admitted in this cycle is nobody's victim before the next one), or a flavor it chose
+    # for one part that someone else now uses.
+    if woken_by_growth(bucket, st.borrowed.get(node.root), st.grown.get(node.root)):
         return False
     hopeless = bucket.hopeless and st.borrow_epoch.get(node.root, 0) == bucket.epoch_at
     for fr, a in avail_at.items():

@@ -86,6 +86,16 @@ class Bucket:
     cycle checks that some short (flavor, resource) is now more available than when parked."""
 
 
+def woken_by_growth(
+    bucket: Bucket, borrowed: set[FlavorResource] | None, grown: set[FlavorResource] | None
+) -> bool:
+    """Did new borrowing (victims for a bucket that may take from others) or usage growth (a
+    flavor it chose for one part taken by someone else) change what it may get?"""
+    if borrowed and bucket.cross and bucket.wake and any(fr in borrowed for fr, _ in bucket.wake):
+        return True
+    return grown is not None and any(fr in grown for fr in bucket.depends)
+
+
 class PendingQueue:
     """Priority-then-age order over buckets, with lazy deletion."""
 
@@ -211,8 +221,7 @@ class PendingQueue:
             wake = bucket.wake
             if (
                 wake is None
-                or (borrowed and bucket.cross and any(fr in borrowed for fr, _ in wake))
-                or (grown and any(fr in grown for fr in bucket.depends))
+                or woken_by_growth(bucket, borrowed, grown)
                 or (released and bucket.on_release)
                 or (
                     own_admitted is not None

@@ -142,9 +142,9 @@ class State:
     admitted_low: dict[str, int] = field(default_factory=dict)
     """queue -> lowest priority it admitted since the last wake (new in-queue candidates)"""
     released: dict[str, int] = field(default_factory=dict)
+    """queue -> how many times quota it held was freed (parked work of its own re-evaluates)"""
     released_since: set[str] = field(default_factory=set)
     """queues that freed quota of their own since the last wake"""
-    """queue -> how many times quota it held was freed (parked work of its own re-evaluates)"""
     all_dirty: bool = True
     nodes_dirty: bool = False
     flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
@@ -198,8 +198,6 @@ class State:
                 if mark and node.name not in names:
                     self.borrow_epoch[root] = self.borrow_epoch.get(root, 0) + 1
                 names.add(node.name)
-                if sign > 0 and mark:
-                    self.borrowed.setdefault(root, set()).add(fr)
             else:
                 gone = by_fr.get(fr)
                 if gone is not None:
@@ -213,9 +211,7 @@ class State:
                 if own > quota >= own - v:
                     self.cross_epoch[root] = self.cross_epoch.get(root, 0) + 1
                     break
-            low = self.admitted_low.get(node.name)
-            if low is None or charge.priority < low:
-                self.admitted_low[node.name] = charge.priority
+            self.note_new_work(node, charge)
         if sign < 0 and mark:
             self.released[node.name] = self.released.get(node.name, 0) + 1
             self.released_since.add(node.name)
@@ -223,6 +219,16 @@ class State:
             freed = self.freed.setdefault(root, {})
             for fr, v in charge.usage.items():
                 freed[fr] = freed.get(fr, 0) + v
+
+    def note_new_work(self, node: QNode, charge: Charge) -> None:
+        """For the next wake: new in-queue candidates (the lowest priority admitted) and what
+        the queue now takes beyond its own quota (its older work may be reclaimed)."""
+        low = self.admitted_low.get(node.name)
+        if low is None or charge.priority < low:
+            self.admitted_low[node.name] = charge.priority
+        for fr in charge.usage:
+            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
+                self.borrowed.setdefault(node.root, set()).add(fr)
 
     def root_of(self, cq: str) -> QNode | None:
         node = self.tree.queues.get(cq)
