@@ -16,6 +16,7 @@ ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
     "localqueue": ("localqueue", "localqueues", "lq"),
     "cohort": ("cohort", "cohorts", "co"),
     "workload": ("workload", "workloads", "wl"),
+    "job": ("job", "jobs"),
     "flavor": ("flavor", "flavors", "resourceflavor", "resourceflavors", "rf"),
 }
 

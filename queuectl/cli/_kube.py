@@ -69,6 +69,7 @@ WORKLOAD_PRIORITY_CLASS: Final = Kind("WorkloadPriorityClass", "workloadpriority
 NODE: Final = Kind("Node", "nodes", group="", version="v1")
 NAMESPACE: Final = Kind("Namespace", "namespaces", group="", version="v1")
 PRIORITY_CLASS: Final = Kind("PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1")
+JOB: Final = Kind("Job", "jobs", group="batch", version="v1", namespaced=True)
 
 
 def default_namespace(kubeconfig: str | None, context: str | None) -> str:

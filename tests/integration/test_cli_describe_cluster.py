@@ -365,9 +365,44 @@ def test_stop_and_resume_write_the_spec(
     assert wl["spec"]["active"] is True
 
 
+def test_describe_job_finds_the_workload_the_job_owns(
+    scenario: str, kubeconfig: str, k8s_client: k8s.ApiClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user knows their Job's name, not the Workload's: `describe job` shows the same page."""
+    container = {"name": "c", "image": "busybox", "resources": {"limits": {GPU: 8}}}
+    job = k8s.BatchV1Api(k8s_client).create_namespaced_job(
+        scenario,
+        {  # type: ignore[arg-type]
+            "metadata": {"name": "llama-gang", "labels": {names.LABEL_QUEUE_NAME: "llm"}},
+            "spec": {
+                "suspend": True,
+                "parallelism": 4,
+                "completions": 4,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+            },
+        },
+    )
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "llama-gang", "uid": job.metadata.uid}
+    k8s.CustomObjectsApi(k8s_client).patch_namespaced_custom_object(
+        GROUP, VERSION, scenario, "workloads", "gang", {"metadata": {"ownerReferences": [owner]}}
+    )
+    rc, by_job, err = cli(kubeconfig, "describe", "job", "llama-gang", "-n", scenario,
+                          capsys=capsys)  # fmt: skip
+    assert rc == 0, err
+    _, by_workload, _ = cli(kubeconfig, "describe", "wl", "gang", "-n", scenario, capsys=capsys)
+    assert "Reason:      WaitingForQuota" in by_job
+
+    def timeless(out: str) -> list[str]:  # "Created: 3s ago" may tick between the two calls
+        return [line for line in out.splitlines() if not line.startswith("Created")]
+
+    assert timeless(by_job) == timeless(by_workload)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["describe", "job", "nope", "-n", "default"],
+         'Job "nope" in namespace default not found'),
         (["describe", "wl", "nope", "-n", "default"],
          'Workload "nope" in namespace default not found'),
         (["describe", "cq", "nope"], 'ClusterQueue "nope" not found'),
