@@ -369,7 +369,7 @@ def test_describe_job_finds_the_workload_the_job_owns(
     scenario: str, kubeconfig: str, k8s_client: k8s.ApiClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A user knows their Job's name, not the Workload's: `describe job` shows the same page."""
-    container = {"name": "c", "image": "busybox", "resources": {"limits": {GPU: 8}}}
+    container = {"name": "c", "image": "busybox", "resources": {"limits": {GPU: "8"}}}
     job = k8s.BatchV1Api(k8s_client).create_namespaced_job(
         scenario,
         {  # type: ignore[arg-type]
