@@ -1,19 +1,26 @@
 # queuectl image: the controller (`queuectl controller`) and the GPU node agent run from it.
-# Build: docker build -t queuectl:0.1.0 .
-ARG PYTHON_IMAGE=python:3.11-slim
+# Build: docker build -t queuectl:0.1.0 .     Without Docker: `make image` (deploy/image/build.sh),
+# the same layout from Debian packages, packed with umoci.
+# The base is pinned by digest (python 3.11.10, Debian bookworm slim) so a rebuild gets the same
+# bytes; bump tag and digest together.
+ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm@sha256:5148c0e4bbb64271bca1d3322360ebf4bfb7564507ae32dd639322e4952a6b16
 
-# --- build: install the package and its dependencies into a self-contained venv ---------------
+# --- build: install the locked dependencies, then the package, into a self-contained venv -------
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/queuectl
 WORKDIR /src
-# Metadata first so the dependency layer is cached across source-only changes.
+# The lock first, alone: the dependency layer is reused across source-only changes, and every
+# wheel's hash is checked against it.
+COPY deploy/image/requirements.lock ./
+RUN /opt/queuectl/bin/pip install --require-hashes --only-binary=:all: -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY queuectl ./queuectl
-RUN /opt/queuectl/bin/pip install . \
- && /opt/queuectl/bin/python -c "import queuectl"
+RUN /opt/queuectl/bin/pip install --no-deps . \
+ && /opt/queuectl/bin/python -c "import queuectl.cli.main" \
+ && /opt/queuectl/bin/pip uninstall --yes pip
 
 # --- runtime: slim, no build tools, non-root ---------------------------------------------------
 FROM ${PYTHON_IMAGE}

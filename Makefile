@@ -6,7 +6,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install up down status test build
+.PHONY: install up down status test build image lock
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -29,3 +29,14 @@ status: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q -p no:cacheprovider $(ARGS)
+
+# The controller/agent image as an OCI layout in build/image/oci, from Debian packages (no Docker,
+# no registry); prints the manifest digest. Needs root, mmdebstrap and umoci (apt-get installs them).
+image: $(STAMP)
+	PY=$(VENV)/bin/python deploy/image/build.sh
+
+# Re-pin deploy/image/requirements.lock (hashes included) after a dependency change in pyproject.
+lock: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet pip-tools
+	$(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --no-header \
+	  --no-emit-find-links -o deploy/image/requirements.lock pyproject.toml

@@ -51,3 +51,16 @@ def test_every_runtime_dependency_is_imported_by_the_package() -> None:
         if IMPORT_NAME.get(_distribution(requirement), _distribution(requirement)) not in imported
     ]
     assert not unused, f"listed in pyproject but never imported by queuectl/: {unused}"
+
+
+def test_the_image_lock_pins_every_runtime_dependency_with_hashes() -> None:
+    """`make image` and the Dockerfile install from deploy/image/requirements.lock only
+    (`--require-hashes`): a dependency added to pyproject but not locked would fail the build."""
+    lock = (REPO / "deploy" / "image" / "requirements.lock").read_text()
+    pinned = {
+        m.group(1).lower().replace("_", "-")
+        for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==\S+ \\\n\s+--hash=sha256:", lock, re.M)
+    }
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    missing = [r for r in project["dependencies"] if _distribution(r) not in pinned]
+    assert not missing, f"not in the lock (run `make lock`): {missing}"

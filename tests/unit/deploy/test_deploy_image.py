@@ -32,11 +32,20 @@ def last(instruction: str) -> str:
     return found[-1]
 
 
-def test_the_image_is_based_on_python_3_11_slim() -> None:
+def test_the_image_is_based_on_python_3_11_slim_pinned_by_digest() -> None:
     args = {k: v for k, _, v in (a.partition("=") for w, a in instructions() if w == "ARG")}
     bases = [a.split()[0] for w, a in instructions() if w == "FROM"]
-    resolved = [args.get(b[2:-1], b) if b.startswith("${") else b for b in bases]
-    assert resolved and set(resolved) == {"python:3.11-slim"}
+    resolved = {args.get(b[2:-1], b) if b.startswith("${") else b for b in bases}
+    assert len(resolved) == 1, resolved
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", resolved.pop())
+
+
+def test_dependencies_install_from_the_lock_with_hashes_before_the_source_is_copied() -> None:
+    steps = instructions()
+    lock = next(i for i, (w, a) in enumerate(steps) if w == "COPY" and "requirements.lock" in a)
+    source = next(i for i, (w, a) in enumerate(steps) if w == "COPY" and a.startswith("queuectl"))
+    install = next(i for i, (w, a) in enumerate(steps) if w == "RUN" and "--require-hashes" in a)
+    assert lock < install < source, "lock, locked install, then the source (layers cache)"
 
 
 def test_the_image_runs_as_the_non_root_user_the_deployment_expects(base: list[Obj]) -> None:
@@ -67,4 +76,4 @@ def test_the_build_context_leaves_out_local_state() -> None:
     lines = [ln.strip() for ln in DOCKERIGNORE.read_text().splitlines()]
     assert "**" in lines, ".dockerignore must exclude everything, then re-include what is needed"
     reincluded = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
-    assert reincluded == {"pyproject.toml", "README.md", "queuectl"}
+    assert reincluded == {"deploy/image/requirements.lock", "pyproject.toml", "README.md", "queuectl"}
