@@ -21,6 +21,7 @@ need() {
   command -v "$1" >/dev/null && return
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing $2 (Debian package)" >&2
+    apt-get update -qq >/dev/null  # a fresh machine's package lists may be empty
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
   else
     echo "image: $1 is missing: install the Debian package $2 (apt-get install $2)" >&2
