@@ -97,7 +97,7 @@ def series_sum(metrics_text: str, name: str) -> float:
     return total
 
 
-def histogram_ms(before: str, after: str, name: str) -> dict[str, float | None]:
+def histogram_ms(before: str, after: str, name: str) -> dict[str, float | int | None]:
     """p50/p99 (bucket-interpolated), average and count of a seconds histogram between two
     scrapes, in milliseconds."""
     buckets = histogram_delta(histogram(before, name), histogram(after, name))
@@ -108,6 +108,6 @@ def histogram_ms(before: str, after: str, name: str) -> dict[str, float | None]:
         "p50": None if p50 is None else p50 * 1000.0,
         "p99": None if p99 is None else p99 * 1000.0,
         "avg": total / count * 1000.0 if count > 0 else None,
-        "count": count,
+        "count": round(count),
         "total_s": total,
     }
