@@ -175,21 +175,36 @@ async def _scrape(watched: Watched) -> str:
         return ""
 
 
-def _side_watches(
-    api: Api, lay: Layout, watched: Watched
-) -> tuple[lease.LeaseLog, probe.ProbeLog | None, list[asyncio.Task[None]]]:
-    """Start the Lease watch and the webhook probe; the caller cancels the tasks."""
-    lease_log = lease.LeaseLog()
-    lease_watch = lease.watch(api, watched.lease_namespace, watched.lease_name, lease_log)
-    tasks = [asyncio.create_task(lease_watch)]
-    probe_log = None
-    if watched.webhook_url is not None and watched.webhook_ca is not None:
-        probe_log = probe.ProbeLog()
-        target = probe.Target(
-            watched.webhook_url, watched.webhook_ca, lay.namespace, lay.cluster_queue(0, 0)
+@dataclass
+class SideWatches:
+    """The Lease watch (a task on the runner's loop) and the webhook probe (its own thread)."""
+
+    lease_log: lease.LeaseLog
+    lease_task: asyncio.Task[None]
+    probe_log: probe.ProbeLog | None
+    probe_thread: probe.ProbeThread | None
+
+    @classmethod
+    def start(cls, api: Api, lay: Layout, watched: Watched) -> SideWatches:
+        lease_log = lease.LeaseLog()
+        task = asyncio.create_task(
+            lease.watch(api, watched.lease_namespace, watched.lease_name, lease_log)
         )
-        tasks.append(asyncio.create_task(probe.probe_forever(target, probe_log)))
-    return lease_log, probe_log, tasks
+        probe_log = thread = None
+        if watched.webhook_url is not None and watched.webhook_ca is not None:
+            probe_log = probe.ProbeLog()
+            target = probe.Target(
+                watched.webhook_url, watched.webhook_ca, lay.namespace, lay.cluster_queue(0, 0)
+            )
+            thread = probe.ProbeThread(target, probe_log)
+            thread.start()
+        return cls(lease_log, task, probe_log, thread)
+
+    async def stop(self) -> None:
+        self.lease_task.cancel()
+        await asyncio.gather(self.lease_task, return_exceptions=True)
+        if self.probe_thread is not None:
+            await asyncio.to_thread(self.probe_thread.stop)
 
 
 async def measure(
@@ -221,15 +236,13 @@ async def measure(
             f"running {scenario.workloads} Workloads (lower bound {scenario.min_wall_s:.0f}s)"
         )
         metrics_before = await _scrape(watched)
-        lease_log, probe_log, side = _side_watches(api, lay, watched)
+        side = SideWatches.start(api, lay, watched)
         profiler = _runner_profiler() if args.profile_runner else None
         try:
             all_done = await driver.run(args.timeout)
         finally:
             load_end = time.time()
-            for task in side:
-                task.cancel()
-            await asyncio.gather(*side, return_exceptions=True)
+            await side.stop()
         metrics_after = await _scrape(watched)
         runner_cpu = time.process_time() - cpu_before
         if profiler is not None:
@@ -253,7 +266,9 @@ async def measure(
     )  # fmt: skip
     res.update(
         report.rounded(
-            controller_watch(lease_log, load_end, probe_log, metrics_before, metrics_after)
+            controller_watch(
+                side.lease_log, load_end, side.probe_log, metrics_before, metrics_after
+            )
         )
     )
     return res, rec

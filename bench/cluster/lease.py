@@ -77,7 +77,7 @@ async def watch(api: Api, namespace: str, name: str, into: LeaseLog) -> None:
     params = {"fieldSelector": f"metadata.name={name}"}
     while True:
         try:
-            listed = await api.request("GET", base, params=params)
+            listed = await api.request("GET", base, params=params, urgent=True)
             for lease in listed.get("items") or ():
                 into.observe(lease.get("spec"))
             rv = str(listed["metadata"]["resourceVersion"])

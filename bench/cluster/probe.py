@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import ssl
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -183,3 +185,48 @@ async def probe_forever(
             for task in in_flight:
                 task.cancel()
             await asyncio.gather(*in_flight, return_exceptions=True)
+
+
+class ProbeThread:
+    """The probe on a thread and event loop of its own, so the runner's work on its loop
+    (thousands of watch events, timers and requests) does not show up as webhook latency."""
+
+    def __init__(self, target: Target, into: ProbeLog, every: float = 1.0) -> None:
+        self.target = target
+        self.into = into
+        self.every = every
+        self.error: BaseException | None = None
+        self._started = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._thread = threading.Thread(target=self._run, name="webhook-probe", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._started.wait()
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except Exception as err:  # said in the results, not lost with the thread
+            self.error = err
+            self.into.errors.append(f"the probe stopped: {type(err).__name__}: {err}")
+        finally:
+            self._started.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.create_task(probe_forever(self.target, self.into, self.every))
+        self._started.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Cancel the probes in flight and wait for the thread. What killed the probe early, if
+        anything did (a missing CA file, say), is in `error` and in the log's errors: a long
+        run's other figures are not thrown away for it."""
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
+        self._thread.join(timeout)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bench.cluster.probe import ProbeLog, Target, answered, probe_forever, review
+from bench.cluster.probe import ProbeLog, ProbeThread, Target, answered, probe_forever, review
 from queuectl.api import names
 from queuectl.testenv.ports import free_ports
 from queuectl.webhooks.certmanager import write_files
@@ -133,3 +133,32 @@ async def test_a_closed_port_is_refused_and_a_stuck_server_times_out(certs: Path
         release.set()
         await runner.cleanup()
     assert log.timed_out >= 1 and log.refused == 0 and not log.latencies_ms
+
+
+async def test_the_probe_thread_probes_the_real_server_from_a_loop_of_its_own(
+    certs: Path,
+) -> None:
+    runner = await start_webhook_server("127.0.0.1", 0, certs, LOOKUP)
+    log = ProbeLog()
+    url = f"https://127.0.0.1:{bound_port(runner)}"
+    thread = ProbeThread(Target(url, str(certs / "ca.crt"), NS, QUEUE), log, every=0.1)
+    try:
+        thread.start()
+        await asyncio.sleep(1.0)
+    finally:
+        await asyncio.to_thread(thread.stop)
+        await runner.cleanup()
+    assert thread.error is None
+    assert log.refused == 0 and log.timed_out == 0, log.errors
+    assert len(log.latencies_ms) >= 3
+
+
+def test_a_probe_that_cannot_start_says_why_and_lets_the_run_go_on(tmp_path: Path) -> None:
+    log = ProbeLog()
+    target = Target("https://127.0.0.1:1", str(tmp_path / "missing-ca.crt"), NS, QUEUE)
+    thread = ProbeThread(target, log)
+    thread.start()
+    thread.stop()
+    assert isinstance(thread.error, OSError)
+    assert log.errors and "the probe stopped" in log.errors[0]
+    assert log.summary()["sent"] == 0
