@@ -19,13 +19,11 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import apimetrics, lease, probe, report, setup, stats
+from bench.cluster import apimetrics, report, setup, stats, watch
 from bench.cluster.controller import ControllerProcess
 from bench.cluster.kubeapi import Api, ApiError
 from bench.cluster.load import Load
@@ -34,8 +32,6 @@ from bench.cluster.procstat import ProcSample, try_sample
 from bench.cluster.record import Recorder
 from bench.cluster.scenario import Scenario, load
 from queuectl.api import names
-
-CYCLE_HISTOGRAM = "queuectl_scheduling_cycle_duration_seconds"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -66,29 +62,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--webhook-ca", help="with --webhook-url: the CA bundle that signs it")
     return p
-
-
-@dataclass(frozen=True)
-class Watched:
-    """What the runner watches of the controller besides the API server: its Lease, its webhook
-    (None: not probed) and its /metrics (None: no cycle figures)."""
-
-    lease_namespace: str
-    lease_name: str
-    webhook_url: str | None
-    webhook_ca: str | None
-    scrape: Callable[[], str] | None
-
-
-def _watched(args: argparse.Namespace, ctl: ControllerProcess | None) -> Watched:
-    if ctl is not None:
-        return Watched(ctl.namespace, ctl.LEASE, ctl.webhook_url, str(ctl.ca_file), ctl.metrics)
-    namespace, _, name = str(args.lease).partition("/")
-    if not namespace or not name:
-        raise SystemExit(f"--lease wants NAMESPACE/NAME, got {args.lease!r}")
-    if bool(args.webhook_url) != bool(args.webhook_ca):
-        raise SystemExit("--webhook-url and --webhook-ca go together (the probe verifies TLS)")
-    return Watched(namespace, name, args.webhook_url, args.webhook_ca, None)
 
 
 def main(argv: list[str]) -> int:
@@ -130,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             _progress("starting queuectl controller")
             ctl.start()
             pids["controller"] = ctl.pid
-        watched = _watched(args, ctl)
+        watched = watch.watched_from(args, ctl)
         lay = Layout(scenario, run_id)
         res, rec = asyncio.run(
             measure(lay, kubeconfig, pids, watched, args, stamp, cleanup=plane is None)
@@ -166,52 +139,11 @@ async def _delete_namespace(kubeconfig: str, namespace: str) -> None:
         await api.close()
 
 
-async def _scrape(watched: Watched) -> str:
-    if watched.scrape is None:
-        return ""
-    try:
-        return await asyncio.to_thread(watched.scrape)
-    except OSError:
-        return ""
-
-
-@dataclass
-class SideWatches:
-    """The Lease watch (a task on the runner's loop) and the webhook probe (its own thread)."""
-
-    lease_log: lease.LeaseLog
-    lease_task: asyncio.Task[None]
-    probe_log: probe.ProbeLog | None
-    probe_thread: probe.ProbeThread | None
-
-    @classmethod
-    def start(cls, api: Api, lay: Layout, watched: Watched) -> SideWatches:
-        lease_log = lease.LeaseLog()
-        task = asyncio.create_task(
-            lease.watch(api, watched.lease_namespace, watched.lease_name, lease_log)
-        )
-        probe_log = thread = None
-        if watched.webhook_url is not None and watched.webhook_ca is not None:
-            probe_log = probe.ProbeLog()
-            target = probe.Target(
-                watched.webhook_url, watched.webhook_ca, lay.namespace, lay.cluster_queue(0, 0)
-            )
-            thread = probe.ProbeThread(target, probe_log)
-            thread.start()
-        return cls(lease_log, task, probe_log, thread)
-
-    async def stop(self) -> None:
-        self.lease_task.cancel()
-        await asyncio.gather(self.lease_task, return_exceptions=True)
-        if self.probe_thread is not None:
-            await asyncio.to_thread(self.probe_thread.stop)
-
-
 async def measure(
     lay: Layout,
     kubeconfig: str,
     pids: dict[str, int | None],
-    watched: Watched,
+    watched: watch.Watched,
     args: argparse.Namespace,
     stamp: str,
     *,
@@ -235,15 +167,15 @@ async def measure(
         _progress(
             f"running {scenario.workloads} Workloads (lower bound {scenario.min_wall_s:.0f}s)"
         )
-        metrics_before = await _scrape(watched)
-        side = SideWatches.start(api, lay, watched)
+        metrics_before = await watch.scrape(watched)
+        side = watch.SideWatches.start(api, lay, watched)
         profiler = _runner_profiler() if args.profile_runner else None
         try:
             all_done = await driver.run(args.timeout)
         finally:
             load_end = time.time()
             await side.stop()
-        metrics_after = await _scrape(watched)
+        metrics_after = await watch.scrape(watched)
         runner_cpu = time.process_time() - cpu_before
         if profiler is not None:
             profiler.stop()
@@ -266,34 +198,12 @@ async def measure(
     )  # fmt: skip
     res.update(
         report.rounded(
-            controller_watch(
+            watch.controller_watch(
                 side.lease_log, load_end, side.probe_log, metrics_before, metrics_after
             )
         )
     )
     return res, rec
-
-
-def controller_watch(
-    lease_log: lease.LeaseLog,
-    load_end: float,
-    probe_log: probe.ProbeLog | None,
-    metrics_before: str,
-    metrics_after: str,
-) -> dict[str, Any]:
-    """The figures of the controller's responsiveness during the load."""
-    held = lease_log.summary(until=load_end)
-    cycle = (
-        stats.histogram_ms(metrics_before, metrics_after, CYCLE_HISTOGRAM)
-        if metrics_after
-        else None
-    )
-    return {
-        "webhook_probe_ms": None if probe_log is None else probe_log.summary(),
-        "lease_renewal_max_gap_s": held["max_gap_s"],
-        "lease": held,
-        "cycle_ms": cycle,
-    }
 
 
 _CONTROLLER_SERIES = (

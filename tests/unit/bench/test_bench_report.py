@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from bench.cluster import cli, report
+from bench.cluster import cli, report, watch
 from bench.cluster.lease import LeaseLog
 from bench.cluster.probe import ProbeLog
 from bench.cluster.procstat import ProcSample
 from bench.cluster.record import Recorder
 from bench.cluster.scenario import load
 
-CYCLE = cli.CYCLE_HISTOGRAM
+CYCLE = watch.CYCLE_HISTOGRAM
 BEFORE = f'{CYCLE}_bucket{{le="0.1"}} 0\n{CYCLE}_bucket{{le="+Inf"}} 0\n{CYCLE}_count 0\n'
 AFTER = f'{CYCLE}_bucket{{le="0.1"}} 4\n{CYCLE}_bucket{{le="+Inf"}} 4\n{CYCLE}_count 4\n'
 RENEWED = "2026-11-25T00:00:{:02d}.000000Z"
@@ -49,7 +49,7 @@ def a_run(scenario_name: str) -> dict[str, Any]:
     for second in (0, 2, 4):
         lease.observe({"holderIdentity": "ctl", "renewTime": RENEWED.format(second)})
     probes = ProbeLog(latencies_ms=[3.0, 5.0, 40.0])
-    res.update(report.rounded(cli.controller_watch(lease, 1795564805.0, probes, BEFORE, AFTER)))
+    res.update(report.rounded(watch.controller_watch(lease, 1795564805.0, probes, BEFORE, AFTER)))
     return res
 
 
