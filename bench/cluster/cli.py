@@ -3,6 +3,8 @@
 Without --kubeconfig it starts its own control plane (queuectl.testenv) and stops it after;
 either way it starts the controller as a child process (unless --controller none) so its CPU
 and peak memory come from /proc. With --kubeconfig the run's objects are removed afterwards.
+During the load the runner also watches the controller's Lease, probes its webhook once a
+second and, at both ends, scrapes its cycle-time histogram.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import apimetrics, report, setup
+from bench.cluster import apimetrics, report, setup, stats, watch
 from bench.cluster.controller import ControllerProcess
-from bench.cluster.kubeapi import Api
+from bench.cluster.kubeapi import Api, ApiError
 from bench.cluster.load import Load
 from bench.cluster.objects import Layout
 from bench.cluster.procstat import ProcSample, try_sample
 from bench.cluster.record import Recorder
 from bench.cluster.scenario import Scenario, load
+from queuectl.api import names
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,6 +52,15 @@ def parser() -> argparse.ArgumentParser:
         "--profile-controller", action="store_true", help="pyinstrument HTML next to the results"
     )
     p.add_argument("--profile-runner", action="store_true", help="pyinstrument the runner too")
+    p.add_argument(
+        "--lease",
+        default=f"{names.SYSTEM_NAMESPACE}/{ControllerProcess.LEASE}",
+        help="with --controller none: the controller's Lease to watch, NAMESPACE/NAME",
+    )
+    p.add_argument(
+        "--webhook-url", help="with --controller none: probe this webhook (https://HOST:PORT)"
+    )
+    p.add_argument("--webhook-ca", help="with --webhook-url: the CA bundle that signs it")
     return p
 
 
@@ -65,6 +77,7 @@ def _progress(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     scenario = load(args.scenario)
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    run_id = f"{scenario.name[:6].strip('-')}-{secrets.token_hex(3)}"
     out: Path = args.out
     plane: Any = None
     kubeconfig = args.kubeconfig
@@ -81,18 +94,30 @@ def run(args: argparse.Namespace) -> int:
         if args.controller == "start":
             stem = f"{scenario.name}-{stamp.replace(':', '').replace('-', '')}"
             profile = out / f"{stem}-controller.pyisession" if args.profile_controller else None
-            ctl = ControllerProcess(kubeconfig, out / "logs" / f"{stem}-controller.log", profile)
+            ctl = ControllerProcess(
+                kubeconfig,
+                out / "logs" / f"{stem}-controller.log",
+                profile,
+                namespace=f"bench-{run_id}-controller",
+            )
             _progress("starting queuectl controller")
             ctl.start()
             pids["controller"] = ctl.pid
+        watched = watch.watched_from(args, ctl)
+        lay = Layout(scenario, run_id)
         res, rec = asyncio.run(
-            measure(scenario, kubeconfig, pids, args, stamp, cleanup=plane is None)
+            measure(lay, kubeconfig, pids, watched, args, stamp, cleanup=plane is None)
         )
         if ctl is not None:
             res["controller_metrics"] = _controller_metrics(ctl)
     finally:
         if ctl is not None:
             ctl.stop()
+            if plane is None and kubeconfig is not None:
+                try:
+                    asyncio.run(_delete_namespace(kubeconfig, ctl.namespace))
+                except (ApiError, OSError) as err:
+                    _progress(f"could not delete namespace {ctl.namespace}: {err}")
         if plane is not None:
             plane.stop()
     if ctl is not None and (text := ctl.render_profile()) is not None:
@@ -102,17 +127,30 @@ def run(args: argparse.Namespace) -> int:
     return 0 if res["all_finished"] else 1
 
 
+async def _delete_namespace(kubeconfig: str, namespace: str) -> None:
+    """The controller's own namespace (its Lease and certificate Secret), once it stopped."""
+    api = await Api.connect(kubeconfig, 1)
+    try:
+        await api.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    except ApiError as err:
+        if err.status != 404:
+            raise
+    finally:
+        await api.close()
+
+
 async def measure(
-    scenario: Scenario,
+    lay: Layout,
     kubeconfig: str,
     pids: dict[str, int | None],
+    watched: watch.Watched,
     args: argparse.Namespace,
     stamp: str,
     *,
     cleanup: bool,
 ) -> tuple[dict[str, Any], Recorder]:
+    scenario = lay.scenario
     api = await Api.connect(kubeconfig, args.concurrency)
-    lay = Layout(scenario, f"{scenario.name[:6].strip('-')}-{secrets.token_hex(3)}")
     rec = Recorder(scenario.nominal_total)
     try:
         t_setup = time.monotonic()
@@ -129,8 +167,15 @@ async def measure(
         _progress(
             f"running {scenario.workloads} Workloads (lower bound {scenario.min_wall_s:.0f}s)"
         )
+        metrics_before = await watch.scrape(watched)
+        side = watch.SideWatches.start(api, lay, watched)
         profiler = _runner_profiler() if args.profile_runner else None
-        all_done = await driver.run(args.timeout)
+        try:
+            all_done = await driver.run(args.timeout)
+        finally:
+            load_end = time.time()
+            await side.stop()
+        metrics_after = await watch.scrape(watched)
         runner_cpu = time.process_time() - cpu_before
         if profiler is not None:
             profiler.stop()
@@ -151,6 +196,13 @@ async def measure(
         scenario, rec, driver, stamp, setup_s, runner_cpu, runner_requests,
         apimetrics.delta(api_before, api_after), procs_before, procs_after, all_done, loadavg,
     )  # fmt: skip
+    res.update(
+        report.rounded(
+            watch.controller_watch(
+                side.lease_log, load_end, side.probe_log, metrics_before, metrics_after
+            )
+        )
+    )
     return res, rec
 
 
@@ -191,18 +243,6 @@ def _runner_profiler() -> Any:
     return profiler
 
 
-def _spread(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    ordered = sorted(values)
-    n = len(ordered)
-    return {
-        "avg": sum(ordered) / n,
-        "p95": ordered[min(n - 1, int(n * 0.95))],
-        "max": ordered[-1],
-    }
-
-
 def _cpu(before: ProcSample | None, after: ProcSample | None) -> float | None:
     if before is None or after is None:
         return None
@@ -225,6 +265,7 @@ def results(
 ) -> dict[str, Any]:
     counts = rec.counts()
     tta = rec.tta()
+    tta_reference = rec.tta_reference()
     total = sum(api_delta.values())
     others = max(0, total - runner_requests)
     ctl_after = after.get("controller")
@@ -237,6 +278,13 @@ def results(
         "usage_pct": rec.usage_pct(),
         "tta_avg_s": {cls: v["avg"] for cls, v in tta.items()},
         "tta_s": tta,
+        "tta_reference_avg_s": {cls: v["avg"] for cls, v in tta_reference.items()},
+        "tta_reference_s": tta_reference,
+        "evictions_pct": 100.0 * counts["evictions"] / counts["admissions"]
+        if counts["admissions"]
+        else None,
+        "evicted_unit_seconds": rec.evicted_unit_s,
+        "evicted_work_pct": 100.0 * rec.evicted_unit_s / scenario.work_unit_seconds,
         "controller_cpu_s": _cpu(before.get("controller"), ctl_after),
         "controller_peak_rss_mb": None if ctl_after is None else ctl_after.peak_rss_mb,
         "api_requests_per_admission": others / counts["admissions"]
@@ -256,7 +304,7 @@ def results(
         "etcd_cpu_s": _cpu(before.get("etcd"), after.get("etcd")),
         "counts": counts,
         "creation_lag_max_s": driver.creation_lag_max,
-        "finish_latency_s": _spread(driver.finish_latencies),
+        "finish_latency_s": stats.spread(driver.finish_latencies),
         "runner_retries": driver.retries,
         "finish_conflicts": driver.conflicts,
         "watch_events": driver.watch_events,

@@ -1,27 +1,51 @@
 """The controller under test, as its own process (`queuectl controller`), so /proc can say what
 it cost. Webhooks are not registered: Workloads go through none, and a configuration left
-pointing at a stopped process would break the cluster for whoever uses it next.
+pointing at a stopped process would break the cluster for whoever uses it next; the runner's
+probe calls the webhook server directly instead (probe.py).
+
+It runs with leader election, as deployed, in a namespace of its own (its Lease and certificate
+Secret), so the runner can watch its Lease and no other controller on a shared cluster holds
+that Lease or shares its CA.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Final
 
+from queuectl.api import names
 from queuectl.testenv.ports import free_ports
 
 
 class ControllerProcess:
-    def __init__(self, kubeconfig: str, log_path: Path, profile_to: Path | None = None) -> None:
+    LEASE: Final = "queuectl-controller"
+    """The Lease name the controller's elector uses (controller/leader.py)."""
+
+    def __init__(
+        self,
+        kubeconfig: str,
+        log_path: Path,
+        profile_to: Path | None = None,
+        *,
+        namespace: str = names.SYSTEM_NAMESPACE,
+        cert_dir: Path | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.profile_to = profile_to
+        self.namespace = namespace
+        self._own_cert_dir = cert_dir is None
+        self.cert_dir = cert_dir or Path(tempfile.mkdtemp(prefix="bench-controller-certs-"))
         self.proc: subprocess.Popen[bytes] | None = None
+        self.webhook_port = 0
         self.health_port = 0
         self.metrics_port = 0
 
@@ -30,17 +54,18 @@ class ControllerProcess:
         return None if self.proc is None else self.proc.pid
 
     def start(self, timeout: float = 90.0) -> None:
-        hook, self.health_port, self.metrics_port = free_ports(3)
+        self.webhook_port, self.health_port, self.metrics_port = free_ports(3)
         argv = [sys.executable]
         if self.profile_to is not None:
             argv += ["-m", "pyinstrument", "-r", "pyisession", "-o", str(self.profile_to)]
         argv += [
             "-m", "queuectl.cli.main", "controller",
             "--kubeconfig", self.kubeconfig,
-            "--webhook-port", str(hook),
+            "--webhook-port", str(self.webhook_port),
             "--health-port", str(self.health_port),
             "--metrics-port", str(self.metrics_port),
             "--no-register-webhooks", "--install-crds", "--no-impersonate",
+            "--leader-elect", "--namespace", self.namespace, "--cert-dir", str(self.cert_dir),
             "--log-level", "warning",
         ]  # fmt: skip
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,6 +87,15 @@ class ControllerProcess:
                 self.stop()
                 raise RuntimeError(f"controller not ready in {timeout:.0f}s: {self.tail()}")
             time.sleep(0.2)
+
+    @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA bundle the controller writes next to its serving certificate."""
+        return self.cert_dir / "ca.crt"
 
     def render_profile(self) -> Path | None:
         """The profile as a text tree (the .pyisession file stays for `pyinstrument --load`)."""
@@ -92,11 +126,12 @@ class ControllerProcess:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGINT (the controller shuts down cleanly and a profiler writes its report)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._own_cert_dir:
+            shutil.rmtree(self.cert_dir, ignore_errors=True)

@@ -92,10 +92,13 @@ class Api:
                 raise ApiError(resp.status, body)
             return body
 
-    async def watch(self, path: str, resource_version: str) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, path: str, resource_version: str, params: dict[str, str] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch from `resource_version`, until the server ends it."""
         self.requests += 1
         params = {
+            **(params or {}),
             "watch": "1",
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",

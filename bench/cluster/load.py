@@ -22,7 +22,7 @@ from typing import Any
 from bench.cluster import objects
 from bench.cluster.kubeapi import MERGE_PATCH, Api, ApiError
 from bench.cluster.objects import Layout
-from bench.cluster.record import Recorder
+from bench.cluster.record import Recorder, parse_time
 from bench.cluster.scenario import Stream
 from queuectl.api import names
 
@@ -185,6 +185,16 @@ class Load:
             self._mark_finished(name)
             return
         if running(conds):
+            admitted = next(
+                c
+                for c in conds
+                if c.get("type") == names.COND_ADMITTED and c.get("status") == "True"
+            )
+            self.rec.api_admission(
+                name,
+                parse_time(meta.get("creationTimestamp")),
+                parse_time(admitted.get("lastTransitionTime")),
+            )
             if item.running_since is None:
                 self.rec.admitted(name, now)
                 epoch = self.epoch[name] = self.epoch.get(name, 0) + 1

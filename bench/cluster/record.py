@@ -1,14 +1,27 @@
 """What the runner observed, and the figures computed from it. Pure: no I/O, no clock.
 
-Times are the runner's own `time.monotonic()` readings. Usage is integrated exactly, as a
-piecewise-constant function that steps at every observed admission and release, so the
-percentage does not depend on a sampling rate; the timeline samples exist only for the plot.
+Times are the runner's own `time.monotonic()` readings, except for the reference scheduler's
+time to admission, which (as Kueue defines it) comes from the API objects: the Admitted
+condition's lastTransitionTime minus the creationTimestamp (epoch seconds, whole seconds both).
+Usage is integrated exactly, as a piecewise-constant function that steps at every observed
+admission and release, so the percentage does not depend on a sampling rate; the timeline
+samples exist only for the plot.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from bench.cluster.stats import spread
+
+
+def parse_time(value: str | None) -> float | None:
+    """RFC 3339 (whole or fractional seconds) -> epoch seconds; None when absent."""
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 @dataclass
@@ -23,6 +36,11 @@ class Item:
     running_since: float | None = None
     admissions: int = 0
     evictions: int = 0
+    api_created: float | None = None
+    """metadata.creationTimestamp (epoch seconds)."""
+    api_admitted: float | None = None
+    """lastTransitionTime of the Admitted condition the last time it was seen True: after an
+    eviction and readmission, the last admission's."""
 
 
 @dataclass
@@ -34,6 +52,8 @@ class Recorder:
     pending: int = 0
     first_created: float | None = None
     last_finished: float | None = None
+    evicted_unit_s: float = 0.0
+    """Admitted work thrown away: over every eviction, units x (eviction seen - admission seen)."""
     _area: float = 0.0
     _area_since: float | None = None
     timeline: list[tuple[float, int, int]] = field(default_factory=list)
@@ -73,6 +93,8 @@ class Recorder:
         if it.finished is not None:
             return
         if it.running_since is not None:
+            if not finished:
+                self.evicted_unit_s += it.units * (now - it.running_since)
             it.running_since = None
             self._step(now, -it.units)
         elif finished:  # finished without a seen admission: it leaves the pending count
@@ -85,6 +107,14 @@ class Recorder:
         else:
             it.evictions += 1
             self.pending += 1
+
+    def api_admission(self, name: str, created_at: float | None, admitted_at: float | None) -> None:
+        """The API's own times for a Workload seen running (the latest admission wins)."""
+        it = self.items[name]
+        if created_at is not None:
+            it.api_created = created_at
+        if admitted_at is not None:
+            it.api_admitted = admitted_at
 
     def sample(self, now: float) -> None:
         self.timeline.append((now, self.pending, self.used))
@@ -109,22 +139,21 @@ class Recorder:
         return 100.0 * area / (self.nominal_total * wall)
 
     def tta(self) -> dict[str, dict[str, float]]:
-        """Per class: average, p50, p95 and max time from creation to first admission."""
+        """Per class (stats.spread): create request sent -> first seen Admitted."""
         by_class: dict[str, list[float]] = {}
         for it in self.items.values():
             if it.created is not None and it.first_admitted is not None:
                 by_class.setdefault(it.cls, []).append(it.first_admitted - it.created)
-        out: dict[str, dict[str, float]] = {}
-        for cls, values in sorted(by_class.items()):
-            values.sort()
-            n = len(values)
-            out[cls] = {
-                "avg": sum(values) / n,
-                "p50": values[n // 2],
-                "p95": values[min(n - 1, int(n * 0.95))],
-                "max": values[-1],
-            }
-        return out
+        return {cls: spread(values) for cls, values in sorted(by_class.items())}
+
+    def tta_reference(self) -> dict[str, dict[str, float]]:
+        """Per class (stats.spread), as the reference scheduler defines time to admission:
+        the last Admitted lastTransitionTime - creationTimestamp."""
+        by_class: dict[str, list[float]] = {}
+        for it in self.items.values():
+            if it.api_created is not None and it.api_admitted is not None:
+                by_class.setdefault(it.cls, []).append(it.api_admitted - it.api_created)
+        return {cls: spread(values) for cls, values in sorted(by_class.items())}
 
     def counts(self) -> dict[str, Any]:
         items = self.items.values()

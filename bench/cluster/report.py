@@ -14,6 +14,11 @@ REQUIRED = (
     "wall_s",
     "usage_pct",
     "tta_avg_s",
+    "tta_reference_avg_s",
+    "evicted_unit_seconds",
+    "webhook_probe_ms",
+    "lease_renewal_max_gap_s",
+    "cycle_ms",
     "controller_cpu_s",
     "controller_peak_rss_mb",
     "api_requests_per_admission",
@@ -31,23 +36,64 @@ def _verdict(value: float | None, target: float | None, *, at_least: bool = Fals
     return "met" if ok else "MISSED"
 
 
-def markdown(res: dict[str, Any]) -> str:
+Row = tuple[str, Any, float | None, Any, bool]
+"""label, queuectl's figure, target, the reference's figure, whether more is better."""
+
+_ROWS = (
+    ("evictions", "evictions"),
+    ("evictions, % of admissions", "evictions_pct"),
+    ("admitted unit-seconds thrown away by evictions", "evicted_unit_seconds"),
+    ("controller CPU (s)", "controller_cpu_s"),
+    ("controller peak RSS (MB)", "controller_peak_rss_mb"),
+    ("controller API requests per admission", "api_requests_per_admission"),
+    ("webhook probe p99 (ms)", "webhook_probe_p99_ms"),
+    ("webhook probes refused or timed out", "webhook_probe_failed"),
+    ("longest gap between Lease renewals (s)", "lease_renewal_max_gap_s"),
+    ("scheduling cycle p50 (ms)", "cycle_p50_ms"),
+    ("scheduling cycle p99 (ms)", "cycle_p99_ms"),
+)
+"""(label, key): lower is better; the key names the figure, its target and its peer figure."""
+
+
+def rows(res: dict[str, Any]) -> list[Row]:
+    """The summary table: every figure with a target or a peer figure, in reading order."""
     t = res.get("targets") or {}
     peer = res.get("peer") or {}
     peer_tta = peer.get("tta_avg_s") or {}
-    rows = [
-        ("wall time (s)", res["wall_s"], t.get("wall_s"), peer.get("wall_s"), False),
-        (
-            "ClusterQueue usage (%)",
-            res["usage_pct"],
-            t.get("usage_pct"),
-            peer.get("usage_pct"),
-            True,
-        ),
-    ]
+    probe = res.get("webhook_probe_ms") or {}
+    cycle = res.get("cycle_ms") or {}
+    counts = res["counts"]
+    out: list[Row] = [("wall time (s)", res["wall_s"], t.get("wall_s"), peer.get("wall_s"), False)]
+    if "finished" in peer:
+        within = peer.get("finished_within_s")
+        peer_finished = f"{peer['finished']} in {within} s" if within else peer["finished"]
+        out.append(("Workloads finished", counts["finished"], None, peer_finished, True))
+    usage = res["usage_pct"]
+    out.append(("ClusterQueue usage (%)", usage, t.get("usage_pct"), peer.get("usage_pct"), True))
     for cls, avg in res["tta_avg_s"].items():
-        target = t.get(f"tta_{cls}_s")
-        rows.append((f"avg time to admission, {cls} (s)", avg, target, peer_tta.get(cls), False))
+        out.append((f"avg time to admission, {cls} (s)", avg, t.get(f"tta_{cls}_s"), None, False))
+    for cls, avg in (res.get("tta_reference_avg_s") or {}).items():
+        label = f"avg time to admission, {cls}, as the reference defines it (s)"
+        out.append((label, avg, None, peer_tta.get(cls), False))
+    figures = {
+        **res,
+        "evictions": counts["evictions"],
+        "webhook_probe_p99_ms": probe.get("p99"),
+        "webhook_probe_failed": probe["refused"] + probe["timed_out"] if probe else None,
+        "cycle_p50_ms": cycle.get("p50"),
+        "cycle_p99_ms": cycle.get("p99"),
+    }
+    for label, key in _ROWS:
+        out.append((label, figures.get(key), t.get(key), peer.get(key), False))
+    return out
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def markdown(res: dict[str, Any]) -> str:
+    peer = res.get("peer") or {}
     lines = [
         f"# {res['scenario']} — {res['started_at']}",
         "",
@@ -60,16 +106,20 @@ def markdown(res: dict[str, Any]) -> str:
             if res.get("all_finished")
             else ["**Not every Workload finished before --timeout: figures are partial.**", ""]
         ),
-        "| figure | queuectl | target | verdict | best-known peer |",
+        "| figure | queuectl | target | verdict | reference (Kueue) |",
         "| --- | ---: | ---: | --- | ---: |",
     ]
-    for label, value, target, peer_value, at_least in rows:
+    for label, value, target, peer_value, at_least in rows(res):
         lines.append(
-            f"| {label} | {value} | {'' if target is None else target} | "
-            f"{_verdict(value, target, at_least=at_least)} | "
-            f"{'' if peer_value is None else peer_value} |"
+            f"| {label} | {_cell(value)} | {_cell(target)} | "
+            f"{_verdict(value, target, at_least=at_least)} | {_cell(peer_value)} |"
         )
+    if peer.get("source"):
+        lines += ["", f"Reference figures: {peer['source']}"]
     api = res["api_requests"]
+    held = res.get("lease") or {}
+    probe = res.get("webhook_probe_ms") or {}
+    cycle = res.get("cycle_ms") or {}
     lines += [
         "",
         f"- controller: {res['controller_cpu_s']} CPU s, "
@@ -80,6 +130,13 @@ def markdown(res: dict[str, Any]) -> str:
         f"- API requests: {api['total']} in all, {api['runner']} by the runner, "
         f"{api['others']} by the controller and the cluster "
         f"= {res['api_requests_per_admission']} per admission",
+        f"- Lease: {held.get('renewals')} renewals seen, longest gap "
+        f"{res.get('lease_renewal_max_gap_s')} s, lost: {held.get('lost')}",
+        f"- webhook probe: {probe.get('sent')} sent, p50 {probe.get('p50')} ms, "
+        f"p99 {probe.get('p99')} ms, max {probe.get('max')} ms, refused {probe.get('refused')}, "
+        f"timed out {probe.get('timed_out')}",
+        f"- scheduling cycles: {cycle.get('count')}, {cycle.get('total_s')} s in all, "
+        f"avg {cycle.get('avg')} ms (p50/p99 interpolated in the histogram's buckets)",
         f"- machine: {res['host']['cpus']} CPUs, load average at start {res['host']['loadavg']}",
     ]
     return "\n".join(lines) + "\n"
