@@ -125,12 +125,13 @@ async def test_the_loop_keeps_answering_while_a_slow_cycle_runs() -> None:
     ticker = Ticker()
     await asyncio.sleep(0.05)
     await c.run_cycle()
+    await asyncio.sleep(0.05)  # the tick after a stall, if there was one, records it
     await ticker.stop()
-    assert cycle.thread.startswith("queuectl-core")
     assert cycle.ran_s >= 1.5  # the cycle really held the CPU that long
     # On the loop, one gap would span the whole cycle; off it, the loop gets the interpreter
     # every few milliseconds (a wide margin for a loaded machine).
     assert ticker.longest < cycle.ran_s / 3
+    assert cycle.thread.startswith("queuectl-core")
 
 
 async def test_a_cycle_that_fails_leaves_the_core_idle_with_its_inbox_applied() -> None:
@@ -171,18 +172,46 @@ async def test_a_job_queued_during_a_cycle_is_fed_after_it_and_admitted_by_the_n
     key = await queue_job(c, w)  # the Workload is created and its event fed meanwhile
     assert c.core.busy
     assert key not in c.sched.st.workloads  # queued: the core thread owns the core now
-    await c.reconciler.reconcile(key)  # asks the core for a reason: no answer now
-    assert convert.condition(workload(c, key), names.COND_QUOTA_RESERVED) is None
 
     cycle.release.set()
     await running
     assert not c.core.busy
     assert key in c.sched.st.workloads
-    assert f"wl:{key}" in c._queue  # asked again now that the core can answer
-    assert c._wake.is_set()  # and the news wakes the next cycle
+    assert c._wake.is_set()  # the news wakes the next cycle
 
     await c.run_cycle()
-    assert c._actions.get(f"wl:{key}")  # the next cycle admits it: its write is queued
+    assert c._actions.get(f"wl:{key}")  # which admits it: its write is queued
+
+
+async def test_a_reason_asked_for_during_a_cycle_is_written_after_it() -> None:
+    c, w = controller()
+    key = await queue_job(c, w, gpus=16)  # more than the queue's 8 GPUs, ever
+    await c.run_cycle()  # reports ExceedsMaxQuota; say its write was lost to a conflict
+    drop_queued(c)
+
+    cycle = HeldCycle(c.sched, held=True)
+    running = asyncio.create_task(c.run_cycle())
+    await cycle.wait_entered()
+    await c.reconciler.reconcile(key)  # a Job event: the busy core cannot answer now
+    assert convert.condition(workload(c, key), names.COND_QUOTA_RESERVED) is None
+    cycle.release.set()
+    await running  # unchanged reason: not in this cycle's report
+
+    await serve(c)
+    cond = convert.condition(workload(c, key), names.COND_QUOTA_RESERVED)
+    assert cond is not None and cond["reason"] == names.REASON_EXCEEDS_MAX_QUOTA
+
+
+def drop_queued(c: Controller) -> None:
+    while c._queue.pop_nowait() is not None:
+        pass
+    c._actions.clear()
+
+
+async def serve(c: Controller) -> None:
+    """What the workers would do: serve every queued key."""
+    while (key := c._queue.pop_nowait()) is not None:
+        await c._serve(key)
 
 
 def workload(c: Controller, key: str) -> dict[str, Any]:
@@ -315,6 +344,9 @@ async def test_a_workload_finishing_during_a_cycle_is_charged_until_it_finished(
     c.cache.store(k.JOBS).apply("MODIFIED", w.kube.put(k.JOBS, _merged(job, done)))
     await c.reconciler.reconcile(key)  # Finished: the release waits in the inbox
     assert key in c.sched.st.charges
+    refreshed = c.observer.refreshed_at
+    c.observer.after_cycle(w.now + 100)  # the metrics timer: no reading of a busy core
+    assert c.observer.refreshed_at == refreshed
     w.now += 20  # the cycle goes on long after the finish
     cycle.release.set()
     await running
