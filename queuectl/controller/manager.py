@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import heapq
 import logging
 import time
@@ -376,6 +377,9 @@ class Controller:
                 self.enqueue(f"wl:{convert.workload_key(wl)}")
             for job in self.cache.store(k.JOBS).values():
                 self._on_job("ADDED", job)
+            # The synced caches and the core are long-lived: keep full collections, which
+            # stop every thread, from scanning them (docs/design/controller.md).
+            gc.freeze()
             self._wake.set()
             self.started.set()
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

@@ -157,6 +157,22 @@ async def test_a_cycle_that_fails_leaves_the_core_idle_with_its_inbox_applied() 
     core.close()
 
 
+async def test_a_cycle_cancelled_at_shutdown_keeps_the_core_to_its_thread_until_it_ends() -> None:
+    sched = Scheduler()
+    core = CoreThread(sched)
+    cycle = HeldCycle(sched, held=True)
+    running = asyncio.create_task(_enter(core, 1.0))
+    await cycle.wait_entered()
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    core.upsert_flavor(Flavor("h100"))
+    assert core.busy and "h100" not in sched.st.flavors  # the thread still runs the cycle
+    cycle.release.set()
+    await core.idle()
+    assert "h100" in sched.st.flavors
+    core.close()
+
+
 async def _enter(core: CoreThread, now: float) -> None:
     async with core.cycle(now):
         pass
