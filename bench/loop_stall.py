@@ -2,7 +2,9 @@
 
 One process holds what the controller holds: the real webhook server (HTTPS, the Job mutating
 webhook) on an asyncio loop, a 10 ms timer standing in for Lease renewal and watch handling,
-and a `Scheduler` with the core bench's queues and a backlog of pending workloads. A second
+a `Scheduler` with the core bench's queues and a backlog of pending workloads, and a Workload
+and a Job dict per workload as the controller's cache holds them (frozen out of the garbage
+collector's way as the controller does once synced, unless `--no-freeze`). A second
 process sends an AdmissionReview for a labelled Job every `--every` seconds and times each
 answer. After a warm-up the server runs the first cycle over the whole backlog, either on the
 loop (`--mode loop`, as the controller did before issue 11) or through `CoreThread` (`--mode
@@ -34,6 +36,7 @@ import aiohttp
 
 from bench.core_bench import SCALES, build, workload
 from queuectl.api import names
+from queuectl.controller import corethread
 from queuectl.controller.corethread import CoreThread
 from queuectl.webhooks.certmanager import write_files
 from queuectl.webhooks.certs import CertState, generate_ca, generate_serving_cert
@@ -99,14 +102,49 @@ async def probe(port: int, ca_file: str, stop_file: str, every: float) -> list[l
     return samples
 
 
+def cached_objects(seq: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Workload and its Job as the controller's cache holds them (plain JSON dicts): what
+    makes up most of the controller's heap, and what a full collection walks."""
+    labels = {names.LABEL_QUEUE_NAME: "gpu", names.LABEL_PRIORITY_CLASS: "batch"}
+    meta: dict[str, Any] = {
+        "name": f"job-{seq}",
+        "namespace": f"ns-{seq % 97}",
+        "uid": f"uid-{seq}",
+        "resourceVersion": str(seq),
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+        "labels": labels,
+        "ownerReferences": [{"kind": "Job", "name": f"job-{seq}", "controller": True}],
+    }
+    requests = {"cpu": "4", "memory": "32Gi", names.GPU_RESOURCE: "1"}
+    container = {"name": "main", "image": "trainer:1", "resources": {"requests": requests}}
+    template = {"spec": {"containers": [container], "restartPolicy": "Never"}}
+    condition = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": ""}
+    workload_obj = {
+        "metadata": meta,
+        "spec": {
+            "queueName": "gpu",
+            "podSets": [{"name": "main", "count": 1, "template": template}],
+        },
+        "status": {"conditions": [condition]},
+    }
+    job = {
+        "metadata": {**meta, "labels": dict(labels)},
+        "spec": {"suspend": True, "parallelism": 1, "template": template},
+        "status": {},
+    }
+    return workload_obj, job
+
+
 # --- the server --------------------------------------------------------------------------------
 async def serve(
     mode: str, pending: int, scale: str, every: float, warmup: float, freeze: bool
 ) -> dict[str, Any]:
     rnd = random.Random(1)
     sched, queues = build(SCALES[scale], rnd)
+    cache = []
     for seq in range(1, pending + 1):
         sched.upsert_workload(workload(seq, queues, rnd, 0.0))
+        cache.append(cached_objects(seq))
     if freeze:  # as the controller does once its caches are synced
         gc.collect()
         gc.freeze()
@@ -178,6 +216,7 @@ async def serve(
     open(stop_file, "w").close()
     out, _ = await client.communicate()
     ticking.cancel()
+    del cache
     gc.callbacks.remove(on_gc)
     await runner.cleanup()
     samples = json.loads(out.decode().strip().splitlines()[-1]) if out.strip() else []
@@ -222,7 +261,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--mode", choices=("loop", "thread", "both"), default="both")
     p.add_argument("--every", type=float, default=0.02, help="seconds between probes")
     p.add_argument("--warmup", type=float, default=2.0)
-    p.add_argument("--switch-interval", type=float, default=sys.getswitchinterval())
+    p.add_argument(
+        "--switch-interval",
+        type=float,
+        default=corethread.SWITCH_INTERVAL_S,
+        help="seconds; the controller's by default (CPython's own: 0.005)",
+    )
     p.add_argument(
         "--no-freeze",
         dest="freeze",
@@ -230,6 +274,7 @@ def main(argv: list[str]) -> int:
         help="leave the backlog in the collected generations (before issue 11)",
     )
     args = p.parse_args(argv)
+    corethread.SWITCH_INTERVAL_S = args.switch_interval
     sys.setswitchinterval(args.switch_interval)
     modes = ("loop", "thread") if args.mode == "both" else (args.mode,)
     results = [

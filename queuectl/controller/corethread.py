@@ -14,7 +14,7 @@ Lease renewal, watches and writes for that long. So `run_cycle` runs on the thre
 
 Only the loop thread reads or writes `busy`, the inbox and the unanswered keys; the core thread
 runs nothing but `Scheduler.run_cycle`. CPython's GIL hands the loop the interpreter at least
-every switch interval (5 ms) while the core thread computes.
+every switch interval (`SWITCH_INTERVAL_S`) while the core thread computes.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +38,11 @@ log = logging.getLogger(__name__)
 
 CATCH_UP_SLICE_S = 0.005
 """The inbox is applied in slices of about this long, yielding to the loop in between."""
+
+SWITCH_INTERVAL_S = 0.001
+"""How long the loop may wait for the interpreter while the core thread computes (CPython's
+default is 5 ms; an HTTPS answer waits for it several times). Set for the whole process when
+the core thread starts: no other thread of the controller competes for the CPU."""
 
 
 class CoreThread:
@@ -74,6 +80,7 @@ class CoreThread:
         self._busy = True
         self._idle.clear()
         if self._executor is None:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="queuectl-core")
         running = asyncio.get_running_loop().run_in_executor(
             self._executor, self._sched.run_cycle, now
