@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class CoreInputs(Protocol):
-    """The part of `queuectl.core.Scheduler` the feed drives."""
+    """The part of `queuectl.core.Scheduler` the feed drives (in the controller, through
+    `CoreThread`, which queues them while a cycle runs)."""
 
     def upsert_flavor(self, flavor: core.Flavor) -> None: ...
     def delete_flavor(self, name: str) -> None: ...

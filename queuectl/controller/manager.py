@@ -1,9 +1,10 @@
 """The controller: watches -> cache -> core -> writes, with one work queue per object key.
 
-Everything runs on one asyncio loop. Watch events update the cache and the core at once
-(`Feed`); a debounced loop runs the core's cycle at most every `debounce_s` while there is
-news; the cycle's decisions and every object that changed become keys on a work queue, served
-by a bounded pool of workers that never works on one key twice at the same time.
+Everything but the cycle runs on one asyncio loop. Watch events update the cache and the core
+at once (`Feed`; queued while a cycle runs, `CoreThread`); a debounced loop runs the core's
+cycle on its own thread at most every `debounce_s` while there is news; the cycle's decisions
+and every object that changed become keys on a work queue, served by a bounded pool of workers
+that never works on one key twice at the same time.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import heapq
 import logging
 import time
@@ -23,6 +25,7 @@ from queuectl.api import names
 from queuectl.controller import convert, queues
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
+from queuectl.controller.corethread import CoreThread
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.events import EventRecorder
@@ -67,6 +70,8 @@ class Controller:
         self.adapters: Mapping[str, JobAdapter] = adapters or {"Job": BatchJobAdapter()}
         self.cache = Cache(kube)
         self.sched = Scheduler()
+        """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""
+        self.core = CoreThread(self.sched)
         self.events = EventRecorder(kube)
         self._wake = asyncio.Event()
         self._queue = WorkQueue()
@@ -75,12 +80,14 @@ class Controller:
         self._actions: dict[str, list[Action]] = {}
         self._timers: list[tuple[float, str]] = []
         self._timer_wake = asyncio.Event()
-        self.feed = Feed(self.cache, self.sched, self._wake.set, self._on_workload, self._on_job)
+        self.feed = Feed(self.cache, self.core, self._wake.set, self._on_workload, self._on_job)
         self.reconciler = Reconciler(
-            kube, self.cache, self.feed, self.sched, self.adapters, self.events, self.at, clock
+            kube, self.cache, self.feed, self.core, self.adapters, self.events, self.at, clock
         )
         self.decisions = Decisions(self.reconciler)
-        self.observer = Observer(self.sched, self.cache, leading=self.leading, clock=clock)
+        self.observer = Observer(
+            self.sched, self.cache, leading=self.leading, clock=clock, busy=lambda: self.core.busy
+        )
         self.drainer = Drainer(
             kube,
             self.cache,
@@ -196,24 +203,29 @@ class Controller:
             await self._wait_leading()
             await asyncio.sleep(self.options.debounce_s)  # gather a burst into one cycle
             self._wake.clear()
-            next_wakeup = self.run_cycle()
+            next_wakeup = await self.run_cycle()
 
-    def run_cycle(self) -> float | None:
+    async def run_cycle(self) -> float | None:
+        """One cycle on the core thread; the loop goes on meanwhile. Events that arrive during
+        the cycle are applied after it and wake the next one."""
         started = time.perf_counter()
         now = self.clock()
-        result = self.sched.run_cycle(now)
-        metrics.CONTROLLER_CYCLE_SECONDS.observe(time.perf_counter() - started)
-        metrics.CONTROLLER_ADMISSIONS_PER_CYCLE.observe(len(result.admitted))
-        self.cycles += 1
+        async with self.core.cycle(now) as result:
+            metrics.CONTROLLER_CYCLE_SECONDS.observe(time.perf_counter() - started)
+            metrics.CONTROLLER_ADMISSIONS_PER_CYCLE.observe(len(result.admitted))
+            self.cycles += 1
+            for adm in result.admitted:
+                self.enqueue(f"wl:{adm.key}", self._admit_action(adm.key, adm.admission))
+            for p in result.preemptions:
+                self.enqueue(f"wl:{p.victim}", functools.partial(self._preempt, p))
+            for e in result.evictions:
+                self.enqueue(f"wl:{e.key}", functools.partial(self._evict, e))
+            for info in result.pending:
+                self.enqueue(f"wl:{info.key}", urgent=False)
+            self.observer.settle_deferred()  # before the queued deletes release their charges
+        for key in self.core.take_unanswered():
+            self.enqueue(f"wl:{key}", urgent=False)
         self.observer.after_cycle(now)
-        for adm in result.admitted:
-            self.enqueue(f"wl:{adm.key}", self._admit_action(adm.key, adm.admission))
-        for p in result.preemptions:
-            self.enqueue(f"wl:{p.victim}", functools.partial(self._preempt, p))
-        for e in result.evictions:
-            self.enqueue(f"wl:{e.key}", functools.partial(self._evict, e))
-        for info in result.pending:
-            self.enqueue(f"wl:{info.key}", urgent=False)
         return result.next_wakeup
 
     def _admit_action(self, key: str, admission: Any) -> Action:
@@ -249,6 +261,7 @@ class Controller:
         while True:
             await asyncio.sleep(max(self.options.status_interval_s, 4 * cost))
             await self._wait_leading()
+            await self.core.idle()
             started = time.perf_counter()
             rounds += 1
             if rounds % 5 == 0:
@@ -261,7 +274,8 @@ class Controller:
 
     def sweep_pending(self) -> None:
         """A safety net: requeue every pending Workload whose condition disagrees with the
-        core (a reason lost to a conflicting write is otherwise never reported again)."""
+        core (a reason lost to a conflicting write is otherwise never reported again). Call it
+        when the core is idle (a busy core answers no reasons)."""
         for wl in self.cache.store(k.WORKLOADS).values():
             if convert.holds_quota(wl) or convert.is_true(wl, names.COND_FINISHED):
                 continue
@@ -272,9 +286,9 @@ class Controller:
     async def write_queue_statuses(self) -> None:
         now = self.clock()
         cq_active: dict[str, bool] = {}
-        for cq in self.cache.store(k.CLUSTER_QUEUES).values():
+        for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
             name = cq["metadata"]["name"]
-            qs = self.sched.cluster_queue_status(name)
+            qs = (await self.core.idle()).cluster_queue_status(name)
             st = queues.cluster_queue_status(cq, qs, now)
             cq_active[name] = any(
                 c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
@@ -363,6 +377,9 @@ class Controller:
                 self.enqueue(f"wl:{convert.workload_key(wl)}")
             for job in self.cache.store(k.JOBS).values():
                 self._on_job("ADDED", job)
+            # The synced caches and the core are long-lived: keep full collections, which
+            # stop every thread, from scanning them (docs/design/controller.md).
+            gc.freeze()
             self._wake.set()
             self.started.set()
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -379,6 +396,7 @@ class Controller:
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+            self.core.close()
             if self.leader is not None:
                 await self.leader.release()
 

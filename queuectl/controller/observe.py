@@ -9,6 +9,10 @@ Two inputs, both read-only:
   once each whoever wrote them (a cycle decision, a grace period running out, a stopped queue).
 
 Only the leader counts: followers see the same events, and Prometheus sums replicas.
+
+The core is read only while no cycle runs on the core thread (`busy`): a refresh due during a
+cycle waits for the refresh after it, and a departing workload's last seconds are charged when
+the cycle returns, before its release (queued meanwhile) reaches the core.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ class Observer:
         leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
         interval_s: float = 1.0,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.sched = sched
+        self.busy = busy
         self.cache = cache
         self.leading = leading
         self.clock = clock
@@ -60,13 +66,18 @@ class Observer:
         self.meter = fleet.GpuSecondsMeter()
         self.refreshed_at: float | None = None
         self._flavors: set[str] = set()
+        self._unsettled: list[tuple[str, float]] = []
+        """(workload key, when it left) heard while a cycle ran."""
         # First in line: a finished Workload's charge is still in the core when we see the
         # event (the feed, listening after us, releases it), so its last seconds are charged.
         cache.store(k.WORKLOADS).listeners.insert(0, self.on_workload)
 
     # --- after each cycle --------------------------------------------------------------------
     def after_cycle(self, now: float) -> None:
-        """Refresh unless the last refresh is younger than `interval_s`."""
+        """Refresh unless the last refresh is younger than `interval_s` (or a cycle runs: the
+        controller calls this again when it returns)."""
+        if self.busy():
+            return
         if self.refreshed_at is None or now - self.refreshed_at >= self.interval_s:
             self.refresh(now)
 
@@ -129,11 +140,28 @@ class Observer:
     def _settle(self, key: str) -> None:
         """Charge a departing workload's GPU-seconds up to now (the meter's next reading will
         not find it)."""
+        if self.busy():
+            self._unsettled.append((key, self.clock()))
+        else:
+            self._settle_at(key, self.clock())
+
+    def settle_deferred(self) -> None:
+        """Charge the workloads that left during a cycle, up to when they left. Call it when
+        the cycle has returned and before the core applies what was queued meanwhile. A key
+        heard twice (Finished, then DELETED) is charged up to the first: its release is queued
+        right behind that event."""
+        unsettled, self._unsettled = self._unsettled, []
+        settled: set[str] = set()
+        for key, when in unsettled:
+            if key not in settled:
+                settled.add(key)
+                self._settle_at(key, when)
+
+    def _settle_at(self, key: str, now: float) -> None:
         last = self.meter.last
         charge = self.sched.st.charges.get(key)
         if last is None or charge is None:
             return
-        now = self.clock()
         start = max(last, charge.admitted_at)
         if now <= start:
             return

@@ -38,7 +38,9 @@ class CoreActions(Protocol):
 
     def delete_workload(self, key: str) -> None: ...
 
-    def pending_info(self, key: str) -> PendingInfo | None: ...
+    def pending_info(self, key: str) -> PendingInfo | None:
+        """None if admitted, unknown, or asked while a cycle runs (then asked again after)."""
+        ...
 
 
 def split_key(key: str) -> tuple[str, str]:

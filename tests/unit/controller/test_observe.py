@@ -235,5 +235,5 @@ async def test_the_controller_refreshes_after_each_cycle_and_hears_workloads_fir
     now = 1_000.0
     c = Controller(FakeKube(), clock=lambda: now)  # type: ignore[arg-type]
     assert c.cache.store(k.WORKLOADS).listeners[0] == c.observer.on_workload
-    c.run_cycle()
+    await c.run_cycle()
     assert c.observer.refreshed_at == now
