@@ -76,4 +76,9 @@ def test_the_build_context_leaves_out_local_state() -> None:
     lines = [ln.strip() for ln in DOCKERIGNORE.read_text().splitlines()]
     assert "**" in lines, ".dockerignore must exclude everything, then re-include what is needed"
     reincluded = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
-    assert reincluded == {"deploy/image/requirements.lock", "pyproject.toml", "README.md", "queuectl"}
+    assert reincluded == {
+        "deploy/image/requirements.lock",
+        "pyproject.toml",
+        "README.md",
+        "queuectl",
+    }
