@@ -28,6 +28,8 @@ from queuectl.controller.priority import follow_priority_class, resolve_priority
 from queuectl.core.results import PendingInfo
 
 log = logging.getLogger(__name__)
+JOB_CHANGED_HOLD_S = 5.0
+"""How long a Workload requeued for a changed Job stays out of the core until it follows."""
 
 
 class CoreActions(Protocol):
@@ -328,7 +330,15 @@ class Reconciler:
             wl, status.requeued(wl, now, status.admitted_seconds(wl, now))
         )
         if written is not None:
-            self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
+            # Evicted because its Job changed: the core must not admit the stale shape again
+            # before the Workload follows the Job (that write refeeds it, clearing the hold).
+            why = (convert.condition(written, names.COND_REQUEUED) or {}).get("reason")
+            stale = why == names.REASON_EVICTED_JOB_CHANGED
+            self.sched.requeue_workload(
+                key,
+                not_before=now + JOB_CHANGED_HOLD_S if stale else 0.0,
+                front=convert.requeued_for_node_failure(written),
+            )
             self._count("requeued")
             self.events.emit(
                 wl,

@@ -105,8 +105,11 @@ async def test_an_admission_that_races_a_scale_up_is_never_started() -> None:
     cond = convert.condition(w.workload(), names.COND_REQUEUED)
     assert cond is not None and cond["reason"] == names.REASON_EVICTED_JOB_CHANGED
     assert not convert.holds_quota(w.workload())
+    assert w.sched.st.workloads[key].not_before > w.now, "the stale shape could be re-admitted"
     await w.rec.reconcile(key)
     assert w.workload()["spec"]["podSets"][0]["count"] == 8
+    core_wl = w.sched.st.workloads[key]
+    assert (core_wl.podsets[0].count, core_wl.not_before) == (8, 0.0)  # queued as it is now
 
 
 async def test_a_running_job_scaled_past_the_webhook_is_stopped_and_requeued() -> None:
