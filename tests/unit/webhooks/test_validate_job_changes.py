@@ -202,6 +202,35 @@ def test_no_user_edit_makes_an_admitted_or_running_job_use_other_quota(
         assert gpus[0] == gpus[1]
 
 
+@pytest.mark.parametrize(
+    ("scenario", "old", "admitted", "refusal_says"),
+    [
+        ("waiting: the controller moves its Workload", WAITING, False, None),
+        ("admitted, not started yet", WAITING, True, "cannot change from 'gpu' to 'cpu'"),
+        ("running", RUNNING, False, "cannot change from 'gpu' to 'cpu'"),
+    ],
+)
+def test_a_job_may_move_to_another_queue_only_while_it_waits(
+    lookup: InMemoryLookup,
+    scenario: str,
+    old: dict[str, Any],
+    admitted: bool,
+    refusal_says: str | None,
+) -> None:
+    """Finding 3: the label and the Workload never disagree. Waiting, the move is allowed and
+    the controller moves the Workload; holding quota, the label is fixed."""
+    if admitted:
+        lookup.admitted_jobs.add((NS, "train"))
+    lookup.local_queues[(NS, "cpu")] = "cq-a"
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"][Q] = "cpu"
+    response = validate_job(request(new, old=old), lookup)
+    if refusal_says is None:
+        assert response["allowed"] is True, scenario
+    else:
+        assert refusal_says in refusal(response), scenario
+
+
 # --- priority classes and namespaces ------------------------------------------------------
 @pytest.fixture
 def classes(lookup: InMemoryLookup) -> InMemoryLookup:
