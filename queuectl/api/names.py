@@ -44,6 +44,8 @@ NODE_CONDITION_GPU_HEALTHY: Final = "GPUHealthy"
 LABEL_TOPOLOGY_BLOCK: Final = "topology.queuectl.io/block"
 LABEL_TOPOLOGY_RACK: Final = "topology.queuectl.io/rack"
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+# Set by the API server on every Namespace: a selector can always match a namespace by name.
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
 
 # --- Workload condition types ------------------------------------------------------------
 COND_QUOTA_RESERVED: Final = "QuotaReserved"
@@ -70,6 +72,8 @@ REASON_LOCAL_QUEUE_NOT_FOUND: Final = "LocalQueueNotFound"
 # A Workload naming a WorkloadPriorityClass that does not exist waits (it is not admitted at a
 # guessed priority); it is queued at the class's value once the class is created.
 REASON_PRIORITY_CLASS_NOT_FOUND: Final = "WorkloadPriorityClassNotFound"
+# A Workload naming a WorkloadPriorityClass whose namespaceSelector leaves out its namespace.
+REASON_PRIORITY_CLASS_NOT_ALLOWED: Final = "WorkloadPriorityClassNotAllowed"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_CLUSTER_QUEUE_INACTIVE: Final = "ClusterQueueInactive"  # bad spec: unknown flavor, cycle
 REASON_QUOTA_RESERVED: Final = "QuotaReserved"
@@ -80,6 +84,9 @@ REASON_PREEMPTED_BORROW: Final = "InCohortReclaimWhileBorrowing"
 REASON_EVICTED_PREEMPTION: Final = "Preempted"
 REASON_EVICTED_NODE_FAILURES: Final = "NodeFailures"
 REASON_EVICTED_MAX_EXEC_TIME: Final = "MaximumExecutionTimeExceeded"
+# The Job changed under a Workload holding quota (its shape or its queue): the quota no longer
+# describes it, so it is stopped and requeued as it now is.
+REASON_EVICTED_JOB_CHANGED: Final = "JobChanged"
 REASON_EVICTED_STOPPED: Final = "ClusterQueueStopped"
 REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
@@ -147,6 +154,7 @@ EVENT_REQUEUED: Final = "Requeued"
 EVENT_FINISHED: Final = "Finished"
 EVENT_SUSPENDED: Final = "Suspended"
 EVENT_CREATED_WORKLOAD: Final = "CreatedWorkload"
+EVENT_UPDATED_WORKLOAD: Final = "UpdatedWorkload"
 # The Lease that elects the one active scheduler (in the system namespace).
 CONTROLLER_LEASE: Final = "queuectl-controller"
 

@@ -10,6 +10,7 @@ from typing import Final, Literal
 from pydantic import Field
 
 from queuectl.api.base import INT32_MAX, Resource
+from queuectl.api.corev1 import LabelSelector
 
 MAX_DESCRIPTION_LENGTH: Final = 2048
 # A day of grace or protected runtime is already generous; the bound catches unit mistakes.
@@ -27,3 +28,7 @@ class WorkloadPriorityClass(Resource):
     """Notice a preempted workload gets (to checkpoint) before its Job is suspended."""
     minimum_runtime_seconds: int | None = Field(default=None, ge=0, le=MAX_SECONDS)
     """A workload that ran less than this is not chosen as a preemption victim."""
+    namespace_selector: LabelSelector | None = None
+    """The namespaces whose Jobs may name this class. Unset: every namespace (a class is
+    public, as a PriorityClass is); set, only the namespaces it selects (`{}`: all). Lets an
+    admin keep a top class to the teams entitled to it."""

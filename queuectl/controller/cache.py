@@ -94,6 +94,11 @@ class Cache:
     def priority_class_exists(self, name: str) -> bool:
         return self.get(k.PRIORITY_CLASSES_OURS, name) is not None
 
+    def priority_class_selector(self, name: str) -> Mapping[str, Any] | None:
+        wpc = self.get(k.PRIORITY_CLASSES_OURS, name)
+        selector = None if wpc is None else wpc.get("namespaceSelector")
+        return None if selector is None else dict(selector)
+
     # --- scheduling questions -------------------------------------------------------------
     def namespace_selected(self, cluster_queue: str, namespace: str) -> bool:
         """Whether the ClusterQueue's namespaceSelector selects the namespace (nil: none)."""
@@ -105,6 +110,18 @@ class Cache:
         labels = self.namespace_labels(namespace)
         if labels is None:
             return False
+        return LabelSelector.model_validate(selector).matches(dict(labels))
+
+    def priority_class_allowed(self, name: str, namespace: str) -> bool:
+        """Whether Jobs in `namespace` may use WorkloadPriorityClass name: it has no
+        namespaceSelector, or its selector selects the namespace (an unknown namespace is seen
+        with just its automatic name label)."""
+        selector = self.priority_class_selector(name)
+        if selector is None:
+            return True
+        labels = self.namespace_labels(namespace)
+        if labels is None:
+            labels = {names.LABEL_NAMESPACE_NAME: namespace}
         return LabelSelector.model_validate(selector).matches(dict(labels))
 
     def priority_class_value(self, name: str) -> tuple[int, float, float] | None:

@@ -187,6 +187,13 @@ class Feed:
                 f"WorkloadPriorityClass {pc} does not exist; create it, or relabel the job "
                 f"with an existing class or none ({names.LABEL_PRIORITY_CLASS})",
             )
+        if pc and not self.cache.priority_class_allowed(pc, namespace):
+            return None, (
+                names.REASON_PRIORITY_CLASS_NOT_ALLOWED,
+                f"WorkloadPriorityClass {pc} may not be used in namespace {namespace} (its "
+                f"namespaceSelector); relabel the job with a class this namespace may use or "
+                f"none ({names.LABEL_PRIORITY_CLASS}), or ask an admin to extend the selector",
+            )
         return cq, None
 
     def feed_workload(self, wl: Obj) -> None:
@@ -216,10 +223,12 @@ class Feed:
 
     def _to_core(self, wl: Obj, cq: str) -> core.Workload:
         spec = wl.get("spec") or {}
-        pc = spec.get("priorityClassName")
+        pc: str = spec.get("priorityClassName") or ""
         grace = minimum = 0.0
         late: int | None = None
-        info = self.cache.priority_class_value(pc) if pc else None
+        namespace = wl["metadata"].get("namespace") or ""
+        allowed = bool(pc) and self.cache.priority_class_allowed(pc, namespace)
+        info = self.cache.priority_class_value(pc) if allowed else None  # else: no class value
         if info is not None:
             value, grace, minimum = info
             if spec.get("priority") is None:

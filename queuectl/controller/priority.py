@@ -10,13 +10,22 @@ from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
 
 
+def class_value(cache: Cache, name: str, namespace: str) -> int | None:
+    """The value of WorkloadPriorityClass name for a Workload in `namespace`; None when the
+    class does not exist or its namespaceSelector leaves the namespace out (then the Workload
+    waits, `Feed.resolve`, and never runs at the class's priority)."""
+    info = cache.priority_class_value(name)
+    if info is None or not cache.priority_class_allowed(name, namespace):
+        return None
+    return info[0]
+
+
 def resolve_priority(cache: Cache, adapter: JobAdapter, job: Obj, wpc: str | None) -> int | None:
     """The WorkloadPriorityClass's value, else the pod template's PriorityClass's, else 0.
-    None while the named WorkloadPriorityClass does not exist: the Workload waits for it
-    (`Feed.resolve`) and takes its value once it is created."""
+    None while the named WorkloadPriorityClass does not exist or may not be used in the job's
+    namespace: the Workload waits for it (`Feed.resolve`) and takes its value once it may."""
     if wpc:
-        info = cache.priority_class_value(wpc)
-        return info[0] if info else None
+        return class_value(cache, wpc, job["metadata"].get("namespace") or "")
     if (pod_pc := adapter.pod_priority_class(job)) is not None:
         return cache.pod_priority_value(pod_pc) or 0
     return 0
@@ -26,17 +35,21 @@ async def follow_priority_class(
     kube: Kube, cache: Cache, adapter: JobAdapter, job: Obj, wl: Obj
 ) -> bool:
     """A Job relabelled with another priority class moves its Workload to that priority
-    (queued: it is reordered; admitted: it is judged at that priority for preemption). A new
-    value of the same class does not re-prioritise existing Workloads (as Kueue). True when
-    the Workload was changed."""
+    (queued: it is reordered; admitted: it is judged at that priority for preemption), as
+    Kueue lets a workload's priority change. A class the namespace may not use gives no
+    priority (the webhook refuses such a label; this covers its cache lagging): waiting, the
+    Workload is withheld; holding quota, it counts as priority 0. A new value of the same
+    class does not re-prioritise existing Workloads (as Kueue). True when the Workload was
+    changed."""
     # The label itself, not adapter.workload_spec(job): this runs on every Job event.
     labels = (job.get("metadata") or {}).get("labels") or {}
     wanted = labels.get(names.LABEL_PRIORITY_CLASS) or None
     spec = wl.get("spec") or {}
+    namespace = wl["metadata"].get("namespace") or ""
     unresolved = (
         spec.get("priority") is None
         and wanted is not None
-        and cache.priority_class_value(wanted) is not None
+        and class_value(cache, wanted, namespace) is not None
     )
     if wanted == spec.get("priorityClassName") and not unresolved:
         return False

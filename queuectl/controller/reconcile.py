@@ -21,12 +21,15 @@ from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop
 from queuectl.controller.jobs.base import JobAdapter
+from queuectl.controller.jobs.drift import drift, follow_job
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.controller.priority import follow_priority_class, resolve_priority
 from queuectl.core.results import PendingInfo
 
 log = logging.getLogger(__name__)
+JOB_CHANGED_HOLD_S = 5.0
+"""How long a Workload requeued for a changed Job stays out of the core until it follows."""
 
 
 class CoreActions(Protocol):
@@ -269,6 +272,20 @@ class Reconciler:
                 wl, names.REASON_LOCAL_QUEUE_STOPPED, "LocalQueue stopped with HoldAndDrain"
             )
             return
+        if (
+            adapter is not None
+            and job is not None
+            and (changes := drift(adapter.workload_spec(job), wl))
+        ):
+            # Its quota no longer describes the job (the webhook refuses this while admitted,
+            # but its cache may lag the admission): never start or keep it running so.
+            await self.evict(
+                wl,
+                names.REASON_EVICTED_JOB_CHANGED,
+                "The Job changed while it held quota (" + "; ".join(changes) + "); stopped and "
+                "requeued as it is now",
+            )
+            return
         if adapter is not None and job is not None and adapter.is_suspended(job):
             admission = convert.admission_from_status(st["admission"])
             flavors = {
@@ -315,7 +332,15 @@ class Reconciler:
             wl, status.requeued(wl, now, status.admitted_seconds(wl, now))
         )
         if written is not None:
-            self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
+            # Evicted because its Job changed: the core must not admit the stale shape again
+            # before the Workload follows the Job (that write refeeds it, clearing the hold).
+            why = (convert.condition(written, names.COND_REQUEUED) or {}).get("reason")
+            stale = why == names.REASON_EVICTED_JOB_CHANGED
+            self.sched.requeue_workload(
+                key,
+                not_before=now + JOB_CHANGED_HOLD_S if stale else 0.0,
+                front=convert.requeued_for_node_failure(written),
+            )
             self._count("requeued")
             self.events.emit(
                 wl,
@@ -343,6 +368,14 @@ class Reconciler:
             restore = adapter.restore_patch(job, (wl.get("spec") or {}).get("podSets") or [])
             if restore is not None and adapter.can_restore(job):
                 await self.patch_job(adapter, job, restore, strict=True)
+            elif restore is None and (
+                changes := await follow_job(self.kube, self.cache, adapter, job, wl)
+            ):
+                self._count("workloads_followed")
+                self.events.emit(
+                    wl, "Normal", names.EVENT_UPDATED_WORKLOAD, "Update", "; ".join(changes)
+                )
+                return  # its new version is reconciled (and fed to the core) on its event
             # Its priority class was created after it: write the value the core already uses.
             if await follow_priority_class(self.kube, self.cache, adapter, job, wl):
                 self._count("priority_changed")

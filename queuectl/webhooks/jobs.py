@@ -5,8 +5,10 @@ shell. The rules are in docs/design/webhooks.md; the short version:
 - mutate: a Job with a queue label, or an unlabelled one in a namespace with a LocalQueue named
   `default`, is created suspended and labelled with its LocalQueue and ClusterQueue;
 - validate: only the controller (by identity) or an admitted Workload may unsuspend a queued Job;
-  the queue label cannot be removed, nor changed while the Job is admitted or running; the labels
-  and annotations the system owns are the controller's alone; label values must be well formed.
+  the queue label cannot be removed, nor changed while the Job is admitted or running; nor can
+  the Job's shape (pods at once, requests) while it is; a WorkloadPriorityClass may be named only
+  in the namespaces its namespaceSelector selects; the labels and annotations the system owns are
+  the controller's alone; label values must be well formed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.webhooks.formats import LABEL_CHECKS, priority_class_problem
+from queuectl.webhooks.jobshape import shape_changes
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import (
     JsonPatch,
@@ -26,6 +29,7 @@ from queuectl.webhooks.review import (
     escape_pointer,
     user_name,
 )
+from queuectl.webhooks.selectors import selector_matches
 
 DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
 # Labels and annotations only the controller may add, change or remove after create.
@@ -178,15 +182,52 @@ def validate_job(
     if user_name(request) in controller_users:
         return allow(request)
     operation = request.get("operation")
+    warnings: list[str] = []
     if operation == "CREATE":
         problems = _create_problems(request, job, lookup)
     elif operation == "UPDATE":
         problems = _update_problems(request, job, lookup)
+        warnings = _resize_warnings(request, job)
     else:
         return allow(request)
     if problems:
         return deny(request, f"{_job_ref(request)}: " + "; ".join(problems))
-    return allow(request)
+    return allow(request, [], warnings)
+
+
+def _priority_class_problems(
+    request: Request, new: Mapping[str, str], old: Mapping[str, str], lookup: QueueLookup
+) -> list[str]:
+    """A class the request names (sets or changes) whose namespaceSelector leaves the Job's
+    namespace out. A class not in the cache yet is the controller's to judge when it arrives."""
+    wanted = new.get(names.LABEL_PRIORITY_CLASS)
+    if not wanted or wanted == old.get(names.LABEL_PRIORITY_CLASS):
+        return []
+    selector = lookup.priority_class_selector(wanted)
+    if selector is None:
+        return []
+    ns = _namespace(request)
+    labels = lookup.namespace_labels(ns) or {names.LABEL_NAMESPACE_NAME: ns}
+    if selector_matches(selector, labels):
+        return []
+    return [
+        f"WorkloadPriorityClass {wanted!r} may not be used in namespace {ns!r}: its "
+        "namespaceSelector does not select this namespace; name a class this namespace may "
+        f"use (`kubectl get wpc`), remove the {names.LABEL_PRIORITY_CLASS} label, or ask a "
+        "cluster admin to extend the class's namespaceSelector"
+    ]
+
+
+def _resize_warnings(request: Request, job: Mapping[str, Any]) -> list[str]:
+    """Say what a shape change of a waiting Job does (the refusal covers an admitted one)."""
+    old = request.get("oldObject") or {}
+    queue = _labels(job).get(names.LABEL_QUEUE_NAME)
+    if queue is None or not is_suspended(old) or not (changes := shape_changes(old, job)):
+        return []
+    return [
+        f"this changes {'; '.join(changes)}: queuectl resizes the Job's Workload, which waits "
+        f"in LocalQueue {queue!r} for quota for its new shape"
+    ]
 
 
 def _create_problems(request: Request, job: Mapping[str, Any], lookup: QueueLookup) -> list[str]:
@@ -195,6 +236,7 @@ def _create_problems(request: Request, job: Mapping[str, Any], lookup: QueueLook
     if queue is None:
         return []
     problems = _format_problems(labels, {})
+    problems += _priority_class_problems(request, labels, {}, lookup)
     if not is_suspended(job):
         problems.append(
             f"a Job queued in LocalQueue {queue!r} must be created with spec.suspend=true so "
@@ -225,8 +267,16 @@ def _update_problems(request: Request, job: Mapping[str, Any], lookup: QueueLook
     new_queue = new_labels.get(names.LABEL_QUEUE_NAME)
     old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
     problems = _format_problems(new_labels, old_labels)
+    if new_queue is not None:
+        problems += _priority_class_problems(request, new_labels, old_labels, lookup)
     admitted = lookup.is_job_admitted(ns, name)
     running = not is_suspended(old)
+    if old_queue is not None and (admitted or running) and (changes := shape_changes(old, job)):
+        problems.append(
+            f"it cannot change {'; '.join(changes)} while it is admitted: the quota it holds "
+            "was sized for its shape, and more pods than its queue admitted would run; wait "
+            "until it finishes, or delete it and create it again with the new shape"
+        )
 
     if old_queue is not None and new_queue is None:
         problems.append(

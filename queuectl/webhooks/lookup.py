@@ -42,6 +42,11 @@ class QueueLookup(Protocol):
         """Whether WorkloadPriorityClass name exists."""
         ...
 
+    def priority_class_selector(self, name: str) -> Mapping[str, Any] | None:
+        """The namespaceSelector of WorkloadPriorityClass name; None when it has none (every
+        namespace may use it) or the class does not exist."""
+        ...
+
 
 @dataclass
 class InMemoryLookup:
@@ -53,6 +58,7 @@ class InMemoryLookup:
     admitted_jobs: set[tuple[str, str]] = field(default_factory=set)
     cohort_parents: dict[str, str | None] = field(default_factory=dict)
     priority_classes: set[str] = field(default_factory=set)
+    priority_class_selectors: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def local_queue(self, namespace: str, name: str) -> str | None:
         return self.local_queues.get((namespace, name))
@@ -70,4 +76,7 @@ class InMemoryLookup:
         return self.cohort_parents.get(name)
 
     def priority_class_exists(self, name: str) -> bool:
-        return name in self.priority_classes
+        return name in self.priority_classes or name in self.priority_class_selectors
+
+    def priority_class_selector(self, name: str) -> Mapping[str, Any] | None:
+        return self.priority_class_selectors.get(name)
