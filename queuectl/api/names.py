@@ -151,6 +151,7 @@ EVENT_REQUEUED: Final = "Requeued"
 EVENT_FINISHED: Final = "Finished"
 EVENT_SUSPENDED: Final = "Suspended"
 EVENT_CREATED_WORKLOAD: Final = "CreatedWorkload"
+EVENT_FOREIGN_WORKLOAD: Final = "ForeignWorkload"  # a Workload squats a Job's Workload name
 # The Lease that elects the one active scheduler (in the system namespace).
 CONTROLLER_LEASE: Final = "queuectl-controller"
 

@@ -46,6 +46,13 @@ def split_key(key: str) -> tuple[str, str]:
     return namespace, name
 
 
+def owned_by(wl: Obj, job: Obj) -> bool:
+    """Whether the Workload's controller ownerReference is this very job (by uid, not name)."""
+    uid = job["metadata"].get("uid")
+    refs = (wl.get("metadata") or {}).get("ownerReferences") or ()
+    return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -144,6 +151,9 @@ class Reconciler:
         wl_name = adapter.workload_name(job)
         key = f"{namespace}/{wl_name}"
         if (wl := self.cache.get(k.WORKLOADS, wl_name, namespace)) is not None:
+            if not owned_by(wl, job):
+                self._report_foreign_workload(job, wl)
+                return None
             labels = job["metadata"].get("labels") or {}
             if labels.get(names.LABEL_WORKLOAD) != wl_name:
                 await self.patch_job(
@@ -156,6 +166,20 @@ class Reconciler:
             return None
         await self._create_workload(adapter, job, wl_name)
         return key
+
+    def _report_foreign_workload(self, job: Obj, wl: Obj) -> None:
+        """A Workload squats the job's Workload name without being owned by it (made by hand,
+        or raced in): never adopt it, so neither its spec nor its admission speaks for the job."""
+        self._count("foreign_workloads")
+        meta = wl["metadata"]
+        note = (
+            f"Workload {meta['namespace']}/{meta['name']} has this Job's Workload name but is not "
+            f"owned by it (no controller ownerReference with uid {job['metadata'].get('uid')}), "
+            "so queuectl does not adopt it and the Job stays suspended. Delete that Workload "
+            "(then touch the Job) or delete and recreate the Job."
+        )
+        log.warning("%s", note)
+        self.events.emit(job, "Warning", names.EVENT_FOREIGN_WORKLOAD, "Adopt", note)
 
     async def _create_workload(self, adapter: JobAdapter, job: Obj, wl_name: str) -> None:
         meta = job["metadata"]
