@@ -266,10 +266,15 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    return asyncio.run(_main(config_from_args(args)))
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The parsed flags as a Config (defaults that depend on other flags resolved here)."""
     register = args.register_webhooks
     if register is None:
         register = bool(args.kubeconfig)
-    config = Config(
+    return Config(
         kubeconfig=args.kubeconfig,
         webhook_host=args.webhook_host,
         webhook_port=args.webhook_port,
@@ -289,7 +294,6 @@ def run(args: argparse.Namespace) -> int:
             drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share)
         ),
     )
-    return asyncio.run(_main(config))
 
 
 def add_parser(subparsers: Subparsers) -> None:
