@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 Decision = Callable[[Request], Response]
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a Job with a large template still fits; a flood does not
 BODY_READ_TIMEOUT = 10.0  # seconds for the whole body; the API server's own call timeout is 5 s
+LINGERING_TIME = 1.0  # seconds a connection is drained after its answer before it is closed
 TLS_KEY: web.AppKey[ReloadingTLS] = web.AppKey("tls", ReloadingTLS)
 INTERNAL_ERROR = "queuectl webhook failed internally; see the controller's log"
 
@@ -152,7 +153,9 @@ async def start_webhook_server(
     tls = ReloadingTLS(cert_dir, min_check_interval=min_cert_check_interval)
     app = make_app(lookup, controller_users, read_timeout)
     app[TLS_KEY] = tls
-    runner = web.AppRunner(app, access_log=None)
+    # lingering_time: after answering a request whose body never fully came (408), aiohttp
+    # would keep reading the rest for 10 s before closing; one second is plenty for a real client.
+    runner = web.AppRunner(app, access_log=None, lingering_time=LINGERING_TIME)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=tls.base)
     await site.start()
