@@ -1,11 +1,13 @@
-"""Admission decision for Workloads: only the controller grants or changes an admission.
+"""Admission decision for Workloads: only the controller writes what grants or frees quota.
 
-A Workload's `status.admission` and its QuotaReserved/Admitted conditions are what the controller
-and `is_job_admitted` trust; anyone able to write them could claim quota the scheduler never gave.
-So for every user but the controller's identities (from configuration, see docs/design/webhooks.md):
-- a Workload may not be created claiming an admission;
-- no update (of the object or its status subresource) may add, change or remove the admission or
-  those conditions;
+A Workload's status is what the controller and `is_job_admitted` trust: `status.admission` and
+QuotaReserved/Admitted grant quota, Finished and Evicted free it or take it back. Anyone able to
+write them could claim quota the scheduler never gave, or free quota while their pods keep
+running. So for every user but the controller's identities (from configuration, see
+docs/design/webhooks.md):
+- a Workload may not be created with a status (other than `admissionChecks`);
+- no update (of the object or its status subresource) may change its status, except
+  `status.admissionChecks`, which AdmissionCheck controllers own;
 - an admitted Workload's `spec.podSets` and `spec.queueName` are frozen: the admission was computed
   for them, and changing them would run a different shape than was charged.
 Everything else (creating plain Workloads, deactivating one, labels) stays allowed.
@@ -52,28 +54,31 @@ def _ref(request: Request) -> str:
     return f"Workload {namespace}/{meta.get('name') or request.get('name') or ''}"
 
 
+def guarded_status(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The status fields only the controller may write: all but `admissionChecks`."""
+    return {k: v for k, v in _part(obj, "status").items() if k != "admissionChecks"}
+
+
 def validate_workload(request: Request, controller_users: Collection[str]) -> Response:
-    """Allow the controller everything; refuse anyone else's claim on or change to an admission."""
+    """Allow the controller everything; refuse anyone else's write to what grants quota."""
     if user_name(request) in controller_users or request["operation"] not in ("CREATE", "UPDATE"):
         return allow(request)
     new, old = request.get("object"), request.get("oldObject")
     ref = _ref(request)
-    only_controller = "only the queuectl controller admits Workloads"
+    only_controller = (
+        "only the queuectl controller writes a Workload's status (admission, conditions); "
+        "AdmissionCheck controllers may write status.admissionChecks"
+    )
     if request["operation"] == "CREATE":
-        if is_admitted(new):
+        if guarded_status(new):
             return deny(
                 request,
-                f"{ref}: a new Workload cannot carry status.admission or an "
-                f"{'/'.join(ADMISSION_CONDITIONS)} condition; {only_controller}. "
+                f"{ref}: a new Workload cannot carry a status; {only_controller}. "
                 "Create it without status and let it queue.",
             )
         return allow(request)
-    if _admission_claims(new) != _admission_claims(old):
-        return deny(
-            request,
-            f"{ref}: status.admission and the {'/'.join(ADMISSION_CONDITIONS)} conditions "
-            f"cannot be changed by hand; {only_controller}.",
-        )
+    if guarded_status(new) != guarded_status(old):
+        return deny(request, f"{ref}: its status cannot be changed by hand; {only_controller}.")
     if is_admitted(old):
         changed = [
             f"spec.{field}"

@@ -371,7 +371,7 @@ async def test_a_user_cannot_forge_an_admission_the_controller_can_write_one(
             names.GROUP, names.VERSION, ns, plural, "forged", patch,
         )  # fmt: skip
     assert refused.value.status == 403
-    assert "only the queuectl controller admits Workloads" in str(refused.value.body)
+    assert "only the queuectl controller writes a Workload's status" in str(refused.value.body)
 
     controller = as_controller(control_plane)
     admitted = await call(

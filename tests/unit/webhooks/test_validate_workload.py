@@ -1,4 +1,4 @@
-"""Only the controller grants or changes an admission; an admitted Workload keeps its shape."""
+"""Only the controller writes a Workload's status; an admitted Workload keeps its shape."""
 
 from __future__ import annotations
 
@@ -51,34 +51,34 @@ def decide(new: Any, old: Any = None, user: str = "alice", sub: str | None = Non
     ("scenario", "new", "old", "sub", "refusal"),
     [
         ("plain create", workload(), None, None, None),
-        ("create claiming admission", workload(admitted=True), None, None, "a new Workload"),
+        ("create claiming admission", workload(admitted=True), None, None, "cannot carry a status"),
         (
             "create claiming Admitted",
             with_conditions(workload(), Admitted="True"),
             None,
             None,
-            "a new Workload",
+            "cannot carry a status",
         ),
         (
             "status write adding an admission",
             workload(admitted=True),
             workload(),
             "status",
-            "cannot be changed by hand",
+            "status cannot be changed by hand",
         ),
         (
             "status write flipping QuotaReserved",
             with_conditions(workload(), QuotaReserved="True"),
             with_conditions(workload(), QuotaReserved="False"),
             "status",
-            "cannot be changed by hand",
+            "status cannot be changed by hand",
         ),
         (
             "status write removing an admission",
             workload(),
             workload(admitted=True),
             "status",
-            "cannot be changed by hand",
+            "status cannot be changed by hand",
         ),
         (
             "scaling an admitted Workload",
@@ -103,9 +103,27 @@ def decide(new: Any, old: Any = None, user: str = "alice", sub: str | None = Non
             None,
         ),
         (
-            "a pending reason written by hand",
-            with_conditions(workload(), Evicted="True"),
-            workload(),
+            "marking a running Workload Finished to free its quota",
+            with_conditions(workload(admitted=True), QuotaReserved="True", Finished="True"),
+            workload(admitted=True),
+            "status",
+            "status cannot be changed by hand",
+        ),
+        (
+            "clearing an eviction",
+            with_conditions(workload(admitted=True), QuotaReserved="True"),
+            with_conditions(workload(admitted=True), QuotaReserved="True", Evicted="True"),
+            "status",
+            "status cannot be changed by hand",
+        ),
+        (
+            "an AdmissionCheck controller reporting its check",
+            workload(admitted=True)
+            | {
+                "status": workload(admitted=True)["status"]
+                | {"admissionChecks": [{"name": "prov", "state": "Ready"}]}
+            },
+            workload(admitted=True),
             "status",
             None,
         ),
