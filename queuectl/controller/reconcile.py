@@ -77,6 +77,8 @@ class Reconciler:
         """at(when, workload key): reconcile that workload again at `when`."""
         self.clock = clock
         self.stats: dict[str, int] = {}
+        self.squatters: dict[str, tuple[str, str]] = {}
+        """Workload key -> (job kind, job name) of a job blocked by that foreign Workload."""
 
     def _count(self, what: str) -> None:
         self.stats[what] = self.stats.get(what, 0) + 1
@@ -152,6 +154,7 @@ class Reconciler:
         key = f"{namespace}/{wl_name}"
         if (wl := self.cache.get(k.WORKLOADS, wl_name, namespace)) is not None:
             if not owned_by(wl, job):
+                self.squatters[key] = (kind, name)
                 self._report_foreign_workload(job, wl)
                 return None
             labels = job["metadata"].get("labels") or {}
@@ -175,8 +178,8 @@ class Reconciler:
         note = (
             f"Workload {meta['namespace']}/{meta['name']} has this Job's Workload name but is not "
             f"owned by it (no controller ownerReference with uid {job['metadata'].get('uid')}), "
-            "so queuectl does not adopt it and the Job stays suspended. Delete that Workload "
-            "(then touch the Job) or delete and recreate the Job."
+            "so queuectl does not adopt it and the Job stays suspended. Delete that Workload: "
+            "the Job then gets its own."
         )
         log.warning("%s", note)
         self.events.emit(job, "Warning", names.EVENT_FOREIGN_WORKLOAD, "Adopt", note)
@@ -232,6 +235,11 @@ class Reconciler:
     async def reconcile(self, key: str) -> None:
         ns, name = split_key(key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
+        if wl is None and key in self.squatters:  # the squatter is gone: queue its job now
+            kind, job_name = self.squatters.pop(key)
+            if (own := await self.reconcile_job(kind, ns, job_name)) is not None:
+                self.at(self.clock(), own)
+            return
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return
         if convert.is_true(wl, names.COND_FINISHED):

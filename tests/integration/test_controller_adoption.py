@@ -1,7 +1,8 @@
 """A Workload squatting a Job's Workload name is not adopted (issue 12, finding 10).
 
 Set up before any controller runs, so the squatter is there first (as if it had won the race
-after the Job's uid became visible): the controller must report it and leave the Job suspended.
+after the Job's uid became visible): the controller must report it and leave the Job suspended
+until the squatter is deleted, then give the Job a Workload of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from e2e.harness import (
     WL,
     ControllerProcess,
+    admitted,
     apply,
     get,
     gpu_job,
@@ -93,3 +95,11 @@ def test_a_squatting_workload_is_reported_and_never_starts_the_job(
     job_now = get(control_plane, "job", "train", namespace)
     assert job_now["spec"]["suspend"] is True
     assert names.LABEL_WORKLOAD not in job_now["metadata"]["labels"]
+
+    # Once the squatter is deleted, the Job gets a Workload of its own and starts.
+    control_plane.kubectl("delete", WL, squatter_name, "-n", namespace)
+    wait_for("train admitted", lambda: admitted(control_plane, namespace, "train"))
+    wait_for(
+        "train started",
+        lambda: get(control_plane, "job", "train", namespace)["spec"].get("suspend") is False,
+    )

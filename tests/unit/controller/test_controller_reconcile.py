@@ -382,3 +382,14 @@ async def test_a_workload_squatting_the_jobs_workload_name_is_not_adopted(
     assert not w.cache.is_job_admitted("ns", "train")
     assert w.job()["spec"]["suspend"] is True
     assert not [x for x in w.kube.writes if x[0] == "create" and x[1] == "workloads"]
+
+    # Deleting the squatter gives the Job its own Workload, without the Job changing.
+    squatter = w.cache.get(k.WORKLOADS, wl_name, "ns")
+    assert squatter is not None
+    del w.kube.objects[("workloads", "ns", wl_name)]
+    w.cache.store(k.WORKLOADS).apply("DELETED", squatter)
+    await w.rec.reconcile(f"ns/{wl_name}")
+    (own,) = w.cache.store(k.WORKLOADS).values()
+    assert own["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    assert w.job()["metadata"]["labels"][names.LABEL_WORKLOAD] == wl_name
+    assert (w.now, f"ns/{wl_name}") in w.timers
