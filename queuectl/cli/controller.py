@@ -288,12 +288,18 @@ def config_from_args(args: argparse.Namespace) -> Config:
         impersonate=register if args.impersonate is None else args.impersonate,
         cert_dir=args.cert_dir,
         cert_mode=args.cert_mode,
-        namespace=args.namespace,
+        namespace=args.namespace or _pod_namespace(args.kubeconfig) or names.SYSTEM_NAMESPACE,
         controller_user=args.controller_user,
         options=Options(
             drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share)
         ),
     )
+
+
+def _pod_namespace(kubeconfig: str | None) -> str | None:
+    """In-cluster, the pod's namespace (downward API). Out of cluster the shell's environment
+    says nothing about the target cluster, so it is ignored."""
+    return None if kubeconfig else os.environ.get("POD_NAMESPACE") or None
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -352,9 +358,9 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--cert-dir", help="where the serving certificate files are written")
     p.add_argument(
         "--namespace",
-        default=os.environ.get("POD_NAMESPACE") or names.SYSTEM_NAMESPACE,
         help="namespace queuectl is installed in: the certificate Secret, the Lease and the "
-        f"controller's ServiceAccount (default: $POD_NAMESPACE, else {names.SYSTEM_NAMESPACE})",
+        "controller's ServiceAccount (default: in-cluster $POD_NAMESPACE, else "
+        f"{names.SYSTEM_NAMESPACE})",
     )
     p.add_argument(
         "--controller-user",

@@ -46,6 +46,12 @@ def parse(monkeypatch: pytest.MonkeyPatch, *args: str, **env: str) -> Config:
             "queuectl-system",
             "alice-as-controller",
         ),
+        (
+            ("--kubeconfig", "/dev/null"),
+            {"POD_NAMESPACE": "ci-runner"},
+            names.SYSTEM_NAMESPACE,
+            names.CONTROLLER_USERNAME,
+        ),
     ],
 )
 def test_the_namespace_and_identity_follow_flags_then_environment(
