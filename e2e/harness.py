@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,10 @@ WL = "workloads.queuectl.io"
 class ControllerProcess:
     """`queuectl controller` against a cluster, started and stopped by the tests."""
 
-    def __init__(self, kubeconfig: str, log_dir: Path) -> None:
+    def __init__(self, kubeconfig: str, log_dir: Path, extra_args: Sequence[str] = ()) -> None:
         self.kubeconfig = kubeconfig
         self.log_dir = log_dir
+        self.extra_args = list(extra_args)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.health_port = self.metrics_port = self.webhook_port = 0
@@ -59,6 +60,7 @@ class ControllerProcess:
                 str(self.health_port),
                 "--metrics-port",
                 str(self.metrics_port),
+                *self.extra_args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

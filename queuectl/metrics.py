@@ -286,3 +286,18 @@ CONTROLLER_DRAINED_NODES = Gauge(
     "Nodes currently held drained by the controller (cordoned until their GPUs recover).",
     registry=CONTROLLER_REGISTRY,
 )
+# --- admission webhooks (issue 12; docs/design/webhooks.md "Hostile input and internal errors") ---
+WEBHOOK_REJECTED_REQUESTS = Counter(
+    "queuectl_webhook_rejected_requests_total",
+    "Webhook requests answered with an HTTP error before any decision, by route and reason "
+    "(malformed, too_large, read_timeout, disconnected).",
+    ["route", "reason"],
+    registry=CONTROLLER_REGISTRY,
+)
+WEBHOOK_INTERNAL_ERRORS = Counter(
+    "queuectl_webhook_internal_errors_total",
+    "Admission decisions that raised, by route and the answer the route's failure policy gave "
+    "(allowed or denied).",
+    ["route", "answer"],
+    registry=CONTROLLER_REGISTRY,
+)

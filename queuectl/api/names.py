@@ -129,6 +129,10 @@ WEBHOOK_CERT_SECRET: Final = "queuectl-webhook-certs"
 MUTATING_WEBHOOK_CONFIGURATION: Final = "queuectl-mutating"
 VALIDATING_WEBHOOK_CONFIGURATION: Final = "queuectl-validating"
 WEBHOOK_PATH_MUTATE_JOB: Final = "/mutate-job"
+# Unlabelled Jobs (the default-LocalQueue rule): its own route, so an internal error fails open
+# there (failurePolicy Ignore) while labelled Jobs fail closed.
+WEBHOOK_PATH_MUTATE_UNLABELLED_JOB: Final = "/mutate-unlabelled-job"
+WEBHOOK_PATH_VALIDATE_WORKLOAD: Final = "/validate-workload"
 WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
 WEBHOOK_PATH_VALIDATE_QUEUECTL: Final = "/validate-queuectl"
 WEBHOOK_PATH_HEALTHZ: Final = "/healthz"
@@ -155,6 +159,7 @@ EVENT_FINISHED: Final = "Finished"
 EVENT_SUSPENDED: Final = "Suspended"
 EVENT_CREATED_WORKLOAD: Final = "CreatedWorkload"
 EVENT_UPDATED_WORKLOAD: Final = "UpdatedWorkload"
+EVENT_FOREIGN_WORKLOAD: Final = "ForeignWorkload"  # a Workload squats a Job's Workload name
 # The Lease that elects the one active scheduler (in the system namespace).
 CONTROLLER_LEASE: Final = "queuectl-controller"
 

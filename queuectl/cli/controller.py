@@ -36,8 +36,7 @@ from queuectl.controller.kube import Kube, KubeError
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.manager import Controller, Options
 from queuectl.webhooks.certmanager import CertManager
-from queuectl.webhooks.configs import UrlClient, render_webhook_configurations
-from queuectl.webhooks.jobs import DEFAULT_CONTROLLER_USERS
+from queuectl.webhooks.configs import UrlClient, controller_username, render_webhook_configurations
 from queuectl.webhooks.server import bound_port, start_webhook_server
 
 log = logging.getLogger("queuectl.controller")
@@ -50,7 +49,8 @@ class Config:
     webhook_port: int = names.WEBHOOK_PORT
     health_port: int = 8081
     metrics_port: int = 8080
-    bind_host: str = "127.0.0.1"
+    health_host: str = "127.0.0.1"
+    metrics_host: str = "127.0.0.1"
     leader_elect: bool = False
     register_webhooks: bool = False
     cert_mode: str = "self"
@@ -60,7 +60,14 @@ class Config:
     impersonate: bool = False
     cert_dir: str | None = None
     namespace: str = names.SYSTEM_NAMESPACE
+    """Where queuectl is installed: its Lease, certificate Secret and ServiceAccount."""
+    controller_user: str | None = None
+    """The controller's username as the API server sees it; None: its ServiceAccount in
+    `namespace`. The webhooks trust this user's writes to Jobs and Workloads."""
     options: Options = field(default_factory=Options)
+
+    def identity(self) -> str:
+        return self.controller_user or controller_username(self.namespace)
 
 
 @dataclass
@@ -170,12 +177,12 @@ async def start(config: Config) -> Running:
         else None
     )
     controller = Controller(kube, options=config.options, leader=leader)
-    users = set(DEFAULT_CONTROLLER_USERS)
+    users = {config.identity()}
     if config.impersonate:
         # Out-of-cluster the kubeconfig is usually an admin's; acting as the controller's
         # service account (with the admin's groups) lets the Job webhook tell the controller's
         # writes from a person's, so bypass attempts are refused here as they are in-cluster.
-        kube.api_client.set_default_header("Impersonate-User", names.CONTROLLER_USERNAME)
+        kube.api_client.set_default_header("Impersonate-User", config.identity())
         kube.api_client.set_default_header("Impersonate-Group", "system:masters")
         if not await _whoami(kube):
             raise RuntimeError(
@@ -197,14 +204,17 @@ async def start(config: Config) -> Running:
             return False, "caches not synced"
         return True, ""
 
-    health = await serve(health_app(ready), config.bind_host, config.health_port)
+    health = await serve(health_app(ready), config.health_host, config.health_port)
     mets = await serve(
-        metrics_app(metrics.CONTROLLER_REGISTRY), config.bind_host, config.metrics_port
+        metrics_app(metrics.CONTROLLER_REGISTRY), config.metrics_host, config.metrics_port
     )
     runners += [health, mets]
     if config.register_webhooks:
         mutating, validating = render_webhook_configurations(
-            UrlClient(f"https://127.0.0.1:{webhook_port}"), ca_bundle
+            UrlClient(f"https://127.0.0.1:{webhook_port}"),
+            ca_bundle,
+            namespace=config.namespace,
+            controller_user=config.identity(),
         )
         await _apply(kube, mutating, "mutatingwebhookconfigurations")
         await _apply(kube, validating, "validatingwebhookconfigurations")
@@ -256,28 +266,40 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    return asyncio.run(_main(config_from_args(args)))
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The parsed flags as a Config (defaults that depend on other flags resolved here)."""
     register = args.register_webhooks
     if register is None:
         register = bool(args.kubeconfig)
-    config = Config(
+    return Config(
         kubeconfig=args.kubeconfig,
         webhook_host=args.webhook_host,
         webhook_port=args.webhook_port,
         health_port=args.health_port,
         metrics_port=args.metrics_port,
-        bind_host=args.bind_host,
+        health_host=args.health_host or args.bind_host,
+        metrics_host=args.metrics_host or args.bind_host,
         leader_elect=args.leader_elect,
         register_webhooks=register,
         install_crds=register if args.install_crds is None else args.install_crds,
         impersonate=register if args.impersonate is None else args.impersonate,
         cert_dir=args.cert_dir,
         cert_mode=args.cert_mode,
-        namespace=args.namespace,
+        namespace=args.namespace or _pod_namespace(args.kubeconfig) or names.SYSTEM_NAMESPACE,
+        controller_user=args.controller_user,
         options=Options(
             drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share)
         ),
     )
-    return asyncio.run(_main(config))
+
+
+def _pod_namespace(kubeconfig: str | None) -> str | None:
+    """In-cluster, the pod's namespace (downward API). Out of cluster the shell's environment
+    says nothing about the target cluster, so it is ignored."""
+    return None if kubeconfig else os.environ.get("POD_NAMESPACE") or None
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -294,7 +316,13 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--webhook-port", type=int, default=names.WEBHOOK_PORT)
     p.add_argument("--health-port", type=int, default=8081)
     p.add_argument("--metrics-port", type=int, default=8080)
-    p.add_argument("--bind-host", default="127.0.0.1", help="address of /healthz and /metrics")
+    p.add_argument(
+        "--bind-host",
+        default="127.0.0.1",
+        help="address of /healthz, /readyz and /metrics unless the two flags below say otherwise",
+    )
+    p.add_argument("--health-host", help="address of /healthz and /readyz (default: --bind-host)")
+    p.add_argument("--metrics-host", help="address of /metrics (default: --bind-host)")
     p.add_argument(
         "--leader-elect",
         action="store_true",
@@ -330,8 +358,16 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--cert-dir", help="where the serving certificate files are written")
     p.add_argument(
         "--namespace",
-        default=names.SYSTEM_NAMESPACE,
-        help="namespace of the certificate Secret and the Lease",
+        help="namespace queuectl is installed in: the certificate Secret, the Lease and the "
+        "controller's ServiceAccount (default: in-cluster $POD_NAMESPACE, else "
+        f"{names.SYSTEM_NAMESPACE})",
+    )
+    p.add_argument(
+        "--controller-user",
+        default=os.environ.get("QUEUECTL_CONTROLLER_USER") or None,
+        help="the controller's username, whose Job and Workload writes the webhooks trust "
+        "(default: $QUEUECTL_CONTROLLER_USER, else "
+        "system:serviceaccount:NAMESPACE:queuectl-controller)",
     )
     p.add_argument(
         "--auto-drain",

@@ -51,6 +51,13 @@ def split_key(key: str) -> tuple[str, str]:
     return namespace, name
 
 
+def owned_by(wl: Obj, job: Obj) -> bool:
+    """Whether the Workload's controller ownerReference is this very job (by uid, not name)."""
+    uid = job["metadata"].get("uid")
+    refs = (wl.get("metadata") or {}).get("ownerReferences") or ()
+    return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -75,6 +82,8 @@ class Reconciler:
         """at(when, workload key): reconcile that workload again at `when`."""
         self.clock = clock
         self.stats: dict[str, int] = {}
+        self.squatters: dict[str, tuple[str, str]] = {}
+        """Workload key -> (job kind, job name) of a job blocked by that foreign Workload."""
 
     def _count(self, what: str) -> None:
         self.stats[what] = self.stats.get(what, 0) + 1
@@ -149,6 +158,10 @@ class Reconciler:
         wl_name = adapter.workload_name(job)
         key = f"{namespace}/{wl_name}"
         if (wl := self.cache.get(k.WORKLOADS, wl_name, namespace)) is not None:
+            if not owned_by(wl, job):
+                self.squatters[key] = (kind, name)
+                self._report_foreign_workload(job, wl)
+                return None
             labels = job["metadata"].get("labels") or {}
             if labels.get(names.LABEL_WORKLOAD) != wl_name:
                 await self.patch_job(
@@ -161,6 +174,20 @@ class Reconciler:
             return None
         await self._create_workload(adapter, job, wl_name)
         return key
+
+    def _report_foreign_workload(self, job: Obj, wl: Obj) -> None:
+        """A Workload squats the job's Workload name without being owned by it (made by hand,
+        or raced in): never adopt it, so neither its spec nor its admission speaks for the job."""
+        self._count("foreign_workloads")
+        meta = wl["metadata"]
+        note = (
+            f"Workload {meta['namespace']}/{meta['name']} has this Job's Workload name but is not "
+            f"owned by it (no controller ownerReference with uid {job['metadata'].get('uid')}), "
+            "so queuectl does not adopt it and the Job stays suspended. Delete that Workload: "
+            "the Job then gets its own."
+        )
+        log.warning("%s", note)
+        self.events.emit(job, "Warning", names.EVENT_FOREIGN_WORKLOAD, "Adopt", note)
 
     async def _create_workload(self, adapter: JobAdapter, job: Obj, wl_name: str) -> None:
         meta = job["metadata"]
@@ -213,6 +240,11 @@ class Reconciler:
     async def reconcile(self, key: str) -> None:
         ns, name = split_key(key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
+        if wl is None and key in self.squatters:  # the squatter is gone: queue its job now
+            kind, job_name = self.squatters.pop(key)
+            if (own := await self.reconcile_job(kind, ns, job_name)) is not None:
+                self.at(self.clock(), own)
+            return
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return
         if convert.is_true(wl, names.COND_FINISHED):

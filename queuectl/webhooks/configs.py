@@ -18,7 +18,7 @@ import yaml
 from queuectl.api import names
 
 TIMEOUT_SECONDS = 5
-EXCLUDED_NAMESPACES = ("kube-system", names.SYSTEM_NAMESPACE)
+SYSTEM_NAMESPACES = ("kube-system",)  # plus the namespace queuectl is installed in
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 QUEUECTL_RESOURCES = ["clusterqueues", "cohorts", "localqueues"]
 
@@ -27,6 +27,7 @@ MUTATE_QUEUED_JOB = "queued-job.mutate.queuectl.io"
 MUTATE_DEFAULT_QUEUE_JOB = "default-queue-job.mutate.queuectl.io"
 VALIDATE_QUEUED_JOB = "queued-job.validate.queuectl.io"
 VALIDATE_RESOURCES = "resources.validate.queuectl.io"
+VALIDATE_WORKLOADS = "workloads.validate.queuectl.io"
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,24 @@ def _with_ca(config: dict[str, Any], ca_bundle: bytes | None) -> dict[str, Any]:
     return config
 
 
-def _namespace_selector() -> dict[str, Any]:
+def controller_username(namespace: str = names.SYSTEM_NAMESPACE) -> str:
+    """The controller's in-cluster user: its ServiceAccount in the namespace it is installed in."""
+    return f"system:serviceaccount:{namespace}:{names.CONTROLLER_SERVICE_ACCOUNT}"
+
+
+def excluded_namespaces(namespace: str = names.SYSTEM_NAMESPACE) -> list[str]:
+    """Namespaces the Job webhooks skip: kube-system and queuectl's own (its pods must start)."""
+    return [*SYSTEM_NAMESPACES, namespace]
+
+
+def _namespace_selector(namespace: str) -> dict[str, Any]:
     return {
         "matchExpressions": [
-            {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)}
+            {
+                "key": NAMESPACE_NAME_LABEL,
+                "operator": "NotIn",
+                "values": excluded_namespaces(namespace),
+            }
         ]
     }
 
@@ -100,41 +115,40 @@ def render_webhook_configurations(
     ca_bundle: bytes | None = None,
     mutating_name: str = names.MUTATING_WEBHOOK_CONFIGURATION,
     validating_name: str = names.VALIDATING_WEBHOOK_CONFIGURATION,
+    namespace: str = names.SYSTEM_NAMESPACE,
+    controller_user: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) as plain dicts.
 
-    Jobs carrying the queue label fail closed (failurePolicy Fail): a queued Job is never created
-    unsuspended because the webhook was down. Unlabelled Jobs only matter in namespaces with a
-    `default` LocalQueue; that webhook sees every Job create, so it fails open (Ignore).
+    Failure policies, one decision per webhook (docs/design/webhooks.md "Failure policies"):
+    Jobs carrying the queue label fail closed, so a queued Job is never created unsuspended
+    because the webhook was down. Unlabelled Jobs only matter in namespaces with a `default`
+    LocalQueue; that webhook sees every Job create in the cluster, so it has its own route and
+    fails open. queuectl resources and user writes to Workloads fail closed; the Workload webhook
+    does not see the controller's own writes (matchConditions), so they never depend on it.
+    `namespace` is where queuectl is installed: excluded from the Job webhooks, and the namespace
+    of the controller's user unless `controller_user` says otherwise.
     """
+    user = controller_user or controller_username(namespace)
 
-    def mutate_path() -> dict[str, Any]:  # a fresh dict per webhook: no YAML anchors
-        return client.client_config(names.WEBHOOK_PATH_MUTATE_JOB, ca_bundle)
+    def job_hook(name: str, path: str, operations: list[str], fail: bool) -> dict[str, Any]:
+        hook = _webhook(
+            name, client.client_config(path, ca_bundle), [_job_rule(operations)], fail=fail
+        )
+        return hook | {"namespaceSelector": _namespace_selector(namespace)}
 
-    queued = _webhook(
-        MUTATE_QUEUED_JOB, mutate_path(), [_job_rule(["CREATE", "UPDATE"])], fail=True
+    queued = job_hook(
+        MUTATE_QUEUED_JOB, names.WEBHOOK_PATH_MUTATE_JOB, ["CREATE", "UPDATE"], fail=True
     )
-    queued |= {
-        "namespaceSelector": _namespace_selector(),
-        "objectSelector": _queue_label("Exists"),
-        "reinvocationPolicy": "IfNeeded",
-    }
-    default = _webhook(MUTATE_DEFAULT_QUEUE_JOB, mutate_path(), [_job_rule(["CREATE"])], fail=False)
-    default |= {
-        "namespaceSelector": _namespace_selector(),
-        "objectSelector": _queue_label("DoesNotExist"),
-        "reinvocationPolicy": "Never",
-    }
-    validate_job = _webhook(
-        VALIDATE_QUEUED_JOB,
-        client.client_config(names.WEBHOOK_PATH_VALIDATE_JOB, ca_bundle),
-        [_job_rule(["CREATE", "UPDATE"])],
-        fail=True,
+    queued |= {"objectSelector": _queue_label("Exists"), "reinvocationPolicy": "IfNeeded"}
+    default = job_hook(
+        MUTATE_DEFAULT_QUEUE_JOB, names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB, ["CREATE"], fail=False
     )
-    validate_job |= {
-        "namespaceSelector": _namespace_selector(),
-        "objectSelector": _queue_label("Exists"),
-    }
+    default |= {"objectSelector": _queue_label("DoesNotExist"), "reinvocationPolicy": "Never"}
+    validate_job = job_hook(
+        VALIDATE_QUEUED_JOB, names.WEBHOOK_PATH_VALIDATE_JOB, ["CREATE", "UPDATE"], fail=True
+    )
+    validate_job |= {"objectSelector": _queue_label("Exists")}
     resources = _webhook(
         VALIDATE_RESOURCES,
         client.client_config(names.WEBHOOK_PATH_VALIDATE_QUEUECTL, ca_bundle),
@@ -149,6 +163,23 @@ def render_webhook_configurations(
         ],
         fail=True,
     )
+    workloads = _webhook(
+        VALIDATE_WORKLOADS,
+        client.client_config(names.WEBHOOK_PATH_VALIDATE_WORKLOAD, ca_bundle),
+        [
+            {
+                "apiGroups": [names.GROUP],
+                "apiVersions": [names.VERSION],
+                "resources": ["workloads", "workloads/status"],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            }
+        ],
+        fail=True,
+    )
+    workloads["matchConditions"] = [
+        {"name": "not-the-controller", "expression": f"request.userInfo.username != {user!r}"}
+    ]
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -159,7 +190,7 @@ def render_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": validating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [validate_job, resources],
+        "webhooks": [validate_job, resources, workloads],
     }
     return mutating, validating
 

@@ -27,20 +27,23 @@ class MalformedReview(ValueError):
 def parse_review(body: bytes | str) -> dict[str, Any]:
     """Parse and check an AdmissionReview body; returns its `request`.
 
-    Raises MalformedReview naming the first problem found.
+    Raises MalformedReview naming the first problem found. Every field the decisions read through
+    the shared helpers is type-checked here, so a hostile body is a 400, never a handler crash.
     """
     try:
         review = json.loads(body)
+    except RecursionError:
+        raise MalformedReview("body is nested too deeply to be an AdmissionReview") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedReview(f"body is not JSON: {exc}") from None
     if not isinstance(review, dict):
         raise MalformedReview("body must be a JSON object (an AdmissionReview)")
     if review.get("apiVersion") != ADMISSION_API_VERSION:
         raise MalformedReview(
-            f"apiVersion must be {ADMISSION_API_VERSION!r}, got {review.get('apiVersion')!r}"
+            f"apiVersion must be {ADMISSION_API_VERSION!r}, got {_shown(review.get('apiVersion'))}"
         )
     if review.get("kind") != ADMISSION_KIND:
-        raise MalformedReview(f"kind must be {ADMISSION_KIND!r}, got {review.get('kind')!r}")
+        raise MalformedReview(f"kind must be {ADMISSION_KIND!r}, got {_shown(review.get('kind'))}")
     request = review.get("request")
     if not isinstance(request, dict):
         raise MalformedReview("request is missing or not an object")
@@ -50,13 +53,74 @@ def parse_review(body: bytes | str) -> dict[str, Any]:
     kind = request.get("kind")
     if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
         raise MalformedReview("request.kind must be an object with a string 'kind'")
-    if request.get("operation") not in OPERATIONS:
+    for field in ("group", "version"):
+        _optional(kind, field, str, f"request.kind.{field}")
+    operation = request.get("operation")
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise MalformedReview(f"request.operation must be one of {sorted(OPERATIONS)}")
+    for field in ("name", "namespace", "subResource"):
+        _optional(request, field, str, f"request.{field}")
+    _optional(request, "dryRun", bool, "request.dryRun")
+    _check_user_info(request.get("userInfo"))
     for field in ("object", "oldObject"):
-        value = request.get(field)
-        if value is not None and not isinstance(value, dict):
-            raise MalformedReview(f"request.{field} must be an object or null")
+        _check_object(request.get(field), f"request.{field}")
     return request
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message, cut short: the body may be huge or hostile."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _optional(parent: Mapping[str, Any], field: str, kind: type, where: str) -> None:
+    value = parent.get(field)
+    if value is not None and not isinstance(value, kind):
+        raise MalformedReview(f"{where} must be a {_TYPE_NAMES[kind]} or absent")
+
+
+_TYPE_NAMES: dict[type, str] = {str: "string", bool: "boolean", dict: "object", list: "list"}
+
+
+def _check_user_info(info: Any) -> None:
+    if info is None:
+        return
+    if not isinstance(info, dict):
+        raise MalformedReview("request.userInfo must be an object or absent")
+    _optional(info, "username", str, "request.userInfo.username")
+    groups = info.get("groups")
+    if groups is not None and (
+        not isinstance(groups, list) or not all(isinstance(g, str) for g in groups)
+    ):
+        raise MalformedReview("request.userInfo.groups must be a list of strings or absent")
+
+
+def _check_object(obj: Any, where: str) -> None:
+    """The object's envelope: what every decision reads before its own kind-specific fields."""
+    if obj is None:
+        return
+    if not isinstance(obj, dict):
+        raise MalformedReview(f"{where} must be an object or null")
+    for field in ("spec", "status"):
+        _optional(obj, field, dict, f"{where}.{field}")
+    meta = obj.get("metadata")
+    if meta is None:
+        return
+    if not isinstance(meta, dict):
+        raise MalformedReview(f"{where}.metadata must be an object or absent")
+    for field in ("name", "namespace", "uid", "deletionTimestamp", "resourceVersion"):
+        _optional(meta, field, str, f"{where}.metadata.{field}")
+    for field in ("labels", "annotations"):
+        values = meta.get(field)
+        if values is not None and (
+            not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values())
+        ):
+            raise MalformedReview(f"{where}.metadata.{field} must map strings to strings")
+    owners = meta.get("ownerReferences")
+    if owners is not None and (
+        not isinstance(owners, list) or not all(isinstance(o, dict) for o in owners)
+    ):
+        raise MalformedReview(f"{where}.metadata.ownerReferences must be a list of objects")
 
 
 def review(response: Response) -> dict[str, Any]:

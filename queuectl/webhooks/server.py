@@ -1,46 +1,103 @@
 """The HTTPS admission server: routes AdmissionReviews to the pure decisions.
 
-A body that is not a well-formed AdmissionReview v1 gets HTTP 400 with the reason; a decision that
-raises is logged and answered with allowed=false (code 500), so the server itself never falls over.
-The controller embeds it with `start_webhook_server` and shares its cache through the lookup.
+Hostile or broken input never reaches a decision: a body that is not a well-formed AdmissionReview
+v1 gets HTTP 400 with the reason, one over MAX_BODY_BYTES 413, one not fully sent within
+BODY_READ_TIMEOUT 408. A decision that raises is logged, counted and answered as its route's
+failure policy says (`OnError`), so an internal error in the fail-open route cannot refuse every
+Job in the cluster. The controller embeds it with `start_webhook_server` and shares its cache
+through the lookup.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable, Collection
+from enum import Enum
 from typing import Any
 
 from aiohttp import web
 
+from queuectl import metrics
 from queuectl.api import names
 from queuectl.webhooks.jobs import DEFAULT_CONTROLLER_USERS, mutate_job, validate_job
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.resources import validate_queuectl
-from queuectl.webhooks.review import MalformedReview, Request, Response, deny, parse_review, review
+from queuectl.webhooks.review import (
+    MalformedReview,
+    Request,
+    Response,
+    allow,
+    deny,
+    parse_review,
+    review,
+)
 from queuectl.webhooks.tls import ReloadingTLS
+from queuectl.webhooks.workloads import validate_workload
 
 log = logging.getLogger(__name__)
 
 Decision = Callable[[Request], Response]
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a Job with a large template still fits; a flood does not
+BODY_READ_TIMEOUT = 10.0  # seconds for the whole body; the API server's own call timeout is 5 s
+LINGERING_TIME = 1.0  # seconds a connection is drained after its answer before it is closed
 TLS_KEY: web.AppKey[ReloadingTLS] = web.AppKey("tls", ReloadingTLS)
+INTERNAL_ERROR = "queuectl webhook failed internally; see the controller's log"
 
 
-def _handler(decide: Decision) -> Callable[[web.Request], Any]:
+class OnError(Enum):
+    """What a decision that raised answers: the same as the route's failurePolicy would."""
+
+    ALLOW = "allowed"
+    DENY = "denied"
+
+
+def _rejected(route: str, reason: str, status: int, message: str) -> web.Response:
+    metrics.WEBHOOK_REJECTED_REQUESTS.labels(route=route, reason=reason).inc()
+    return web.json_response({"error": message}, status=status, reason="Bad AdmissionReview")
+
+
+async def _read_body(http: web.Request, route: str, timeout: float) -> bytes | web.Response:
+    """The whole body, or the HTTP error that answers it (slow, too large, cut off)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await http.read()
+    except TimeoutError:
+        message = f"request body not received within {timeout:g} s"
+        return _rejected(route, "read_timeout", 408, message)
+    except web.HTTPRequestEntityTooLarge:
+        message = f"request body is larger than {MAX_BODY_BYTES} bytes"
+        return _rejected(route, "too_large", 413, message)
+    except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+        return _rejected(route, "disconnected", 400, f"request body cut off: {exc}")
+
+
+def _handler(
+    route: str, decide: Decision, on_error: OnError, read_timeout: float
+) -> Callable[[web.Request], Any]:
     async def handle(http: web.Request) -> web.Response:
+        body = await _read_body(http, route, read_timeout)
+        if isinstance(body, web.Response):
+            return body
         try:
-            request = parse_review(await http.read())
+            request = parse_review(body)
         except MalformedReview as exc:
-            return web.json_response({"error": str(exc)}, status=400, reason="Bad AdmissionReview")
+            return _rejected(route, "malformed", 400, str(exc))
         try:
             response = decide(request)
         except Exception:
-            log.exception("admission decision failed for %s", request.get("uid"))
-            response = deny(
-                request, "queuectl webhook failed internally; see the controller's log", code=500
+            log.exception(
+                "admission decision failed on %s for %s; answered %s",
+                route,
+                request["uid"],
+                on_error.value,
             )
+            metrics.WEBHOOK_INTERNAL_ERRORS.labels(route=route, answer=on_error.value).inc()
+            if on_error is OnError.ALLOW:
+                response = allow(request, warnings=[f"{INTERNAL_ERROR}; allowed unchecked"])
+            else:
+                response = deny(request, INTERNAL_ERROR, code=500)
         return web.json_response(review(response))
 
     return handle
@@ -51,18 +108,30 @@ async def _healthz(_: web.Request) -> web.Response:
 
 
 def make_app(
-    lookup: QueueLookup, controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS
+    lookup: QueueLookup,
+    controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+    read_timeout: float = BODY_READ_TIMEOUT,
 ) -> web.Application:
-    """The routes, without TLS: what the unit tests drive through aiohttp's test client."""
+    """The routes, without TLS: what the unit tests drive through aiohttp's test client.
+
+    Each route's OnError matches its webhook's failurePolicy in `configs`: the unlabelled-Job
+    mutation sees every Job create in the cluster and fails open; the rest fail closed.
+    """
     users = frozenset(controller_users)
+    routes: list[tuple[str, Decision, OnError]] = [
+        (names.WEBHOOK_PATH_MUTATE_JOB, lambda r: mutate_job(r, lookup), OnError.DENY),
+        (names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB, lambda r: mutate_job(r, lookup), OnError.ALLOW),
+        (names.WEBHOOK_PATH_VALIDATE_JOB, lambda r: validate_job(r, lookup, users), OnError.DENY),
+        (
+            names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
+            lambda r: validate_queuectl(r, lookup),
+            OnError.DENY,
+        ),
+        (names.WEBHOOK_PATH_VALIDATE_WORKLOAD, lambda r: validate_workload(r, users), OnError.DENY),
+    ]
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app.router.add_post(names.WEBHOOK_PATH_MUTATE_JOB, _handler(lambda r: mutate_job(r, lookup)))
-    app.router.add_post(
-        names.WEBHOOK_PATH_VALIDATE_JOB, _handler(lambda r: validate_job(r, lookup, users))
-    )
-    app.router.add_post(
-        names.WEBHOOK_PATH_VALIDATE_QUEUECTL, _handler(lambda r: validate_queuectl(r, lookup))
-    )
+    for path, decide, on_error in routes:
+        app.router.add_post(path, _handler(path, decide, on_error, read_timeout))
     app.router.add_get(names.WEBHOOK_PATH_HEALTHZ, _healthz)
     return app
 
@@ -74,6 +143,7 @@ async def start_webhook_server(
     lookup: QueueLookup,
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     min_cert_check_interval: float = 1.0,
+    read_timeout: float = BODY_READ_TIMEOUT,
 ) -> web.AppRunner:
     """Serve the webhooks over HTTPS from cert_dir/tls.crt and tls.key until runner.cleanup().
 
@@ -81,9 +151,11 @@ async def start_webhook_server(
     min_cert_check_interval seconds). Port 0 picks a free port: read it with `bound_port(runner)`.
     """
     tls = ReloadingTLS(cert_dir, min_check_interval=min_cert_check_interval)
-    app = make_app(lookup, controller_users)
+    app = make_app(lookup, controller_users, read_timeout)
     app[TLS_KEY] = tls
-    runner = web.AppRunner(app, access_log=None)
+    # lingering_time: after answering a request whose body never fully came (408), aiohttp
+    # would keep reading the rest for 10 s before closing; one second is plenty for a real client.
+    runner = web.AppRunner(app, access_log=None, lingering_time=LINGERING_TIME)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=tls.base)
     await site.start()

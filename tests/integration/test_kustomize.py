@@ -121,16 +121,23 @@ STR: Obj = {"type": "string"}
 CERT_MANAGER_STUBS = [
     _stub_crd("Issuer", "issuers", {
         "type": "object",
-        "properties": {"selfSigned": {
-            "type": "object",
-            "properties": {"crlDistributionPoints": {"type": "array", "items": STR}},
-        }},
+        "properties": {
+            "selfSigned": {
+                "type": "object",
+                "properties": {"crlDistributionPoints": {"type": "array", "items": STR}},
+            },
+            "ca": {"type": "object", "required": ["secretName"], "properties": {
+                "secretName": STR,
+                "crlDistributionPoints": {"type": "array", "items": STR},
+            }},
+        },
     }),
     _stub_crd("Certificate", "certificates", {
         "type": "object",
         "required": ["secretName", "issuerRef"],
         "properties": {
             "secretName": STR,
+            "isCA": {"type": "boolean"},
             "commonName": STR,
             "dnsNames": {"type": "array", "items": STR},
             "duration": STR,
@@ -302,6 +309,9 @@ WRITES_DENIED = [
     ("update", "clusterqueues.queuectl.io", None, "cq", None),
     ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io", None, "other", None),
     ("update", "leases.coordination.k8s.io", "kube-system", "kube-scheduler", None),
+    ("get", "secrets", SYSTEM_NS, "someone-elses-token", None),
+    ("list", "secrets", SYSTEM_NS, None, None),
+    ("update", "leases.coordination.k8s.io", SYSTEM_NS, "another-lease", None),
     ("delete", "nodes", None, "gpu-1", None),
 ]  # fmt: skip
 

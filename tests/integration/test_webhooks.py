@@ -280,3 +280,109 @@ async def test_replicas_racing_on_a_fresh_cluster_agree_on_one_certificate(
         assert await replicas[0].ensure() == states[0], "a settled Secret is left alone"
     finally:
         await api.close()
+
+
+# --- failure policies, per route (issue 12, finding 6) -----------------------------------------
+
+
+class TornCache(InMemoryLookup):
+    """A lookup whose every queue question raises: an internal error in each Job decision."""
+
+    def local_queue(self, namespace: str, name: str) -> str | None:
+        raise RuntimeError("cache torn")
+
+
+async def test_an_internal_error_refuses_queued_jobs_but_never_unlabelled_ones(
+    webhooks: Webhooks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(webhooks.lookup, "local_queue", TornCache().local_queue)
+    ns = webhooks.namespace
+    with pytest.raises(ApiException) as refused:
+        await call(
+            webhooks.batch.create_namespaced_job,
+            ns,
+            labelled_job("queued", {names.LABEL_QUEUE_NAME: "gpu"}),
+        )
+    assert "queuectl webhook failed internally" in str(refused.value.body)
+    created = await call(webhooks.batch.create_namespaced_job, ns, labelled_job("unqueued", None))
+    assert created.metadata.name == "unqueued"
+
+
+# --- Workloads: only the controller grants an admission (finding 10) ---------------------------
+
+ADMITTED_STATUS = {
+    "admission": {
+        "clusterQueue": "cq-a",
+        "podSetAssignments": [{"name": "main", "count": 1, "flavors": {"nvidia.com/gpu": "h100"}}],
+    },
+    "conditions": [
+        {
+            "type": names.COND_QUOTA_RESERVED,
+            "status": "True",
+            "reason": "QuotaReserved",
+            "message": "forged",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ],
+}
+
+
+@pytest.fixture
+async def workload_crd(control_plane: Cluster) -> None:
+    crd = CRDS / "workloads.queuectl.io.yaml"
+    await call(control_plane.kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(crd))
+    await call(
+        control_plane.kubectl,
+        "wait",
+        "--for=condition=Established",
+        "crd/workloads.queuectl.io",
+        "--timeout=60s",
+    )
+
+
+def as_controller(control_plane: Cluster) -> k8s.CustomObjectsApi:
+    api = control_plane.api_client()
+    api.set_default_header("Impersonate-User", names.CONTROLLER_USERNAME)  # type: ignore[no-untyped-call]
+    api.set_default_header("Impersonate-Group", "system:masters")  # type: ignore[no-untyped-call]
+    return k8s.CustomObjectsApi(api)
+
+
+async def test_a_user_cannot_forge_an_admission_the_controller_can_write_one(
+    webhooks: Webhooks, workload_crd: None, k8s_client: k8s.ApiClient, control_plane: Cluster
+) -> None:
+    custom = k8s.CustomObjectsApi(k8s_client)
+    ns, plural = webhooks.namespace, "workloads"
+    pod_set: dict[str, Any] = {
+        "name": "main",
+        "count": 1,
+        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+    }
+    body = {
+        "apiVersion": names.API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": "forged"},
+        "spec": {"queueName": "gpu", "podSets": [pod_set]},
+    }
+    await call(custom.create_namespaced_custom_object, names.GROUP, names.VERSION, ns, plural, body)
+    patch = {"status": ADMITTED_STATUS}
+    with pytest.raises(ApiException) as refused:
+        await call(
+            custom.patch_namespaced_custom_object_status,
+            names.GROUP, names.VERSION, ns, plural, "forged", patch,
+        )  # fmt: skip
+    assert refused.value.status == 403
+    assert "only the queuectl controller writes a Workload's status" in str(refused.value.body)
+
+    controller = as_controller(control_plane)
+    admitted = await call(
+        controller.patch_namespaced_custom_object_status,
+        names.GROUP, names.VERSION, ns, plural, "forged", patch,
+    )  # fmt: skip
+    assert admitted["status"]["admission"]["clusterQueue"] == "cq-a"
+    scaled = {"spec": {"podSets": [pod_set | {"count": 8}]}}
+    with pytest.raises(ApiException) as frozen:
+        await call(
+            custom.patch_namespaced_custom_object,
+            names.GROUP, names.VERSION, ns, plural, "forged", scaled,
+        )  # fmt: skip
+    assert frozen.value.status in (403, 422)  # the CRD's CEL rule or the webhook, both refuse

@@ -333,3 +333,63 @@ async def test_withheld_reasons_for_a_stopped_local_queue(stop: str, reason: str
     await w.rec.reconcile(key)
     cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED)
     assert (cond or {}).get("reason") == reason
+
+
+@pytest.mark.parametrize(
+    "owners",
+    [
+        pytest.param([], id="made by hand, no owner"),
+        pytest.param(
+            [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "train",
+                    "uid": "uid-older-train",
+                    "controller": True,
+                }
+            ],
+            id="owned by another Job of the same name",
+        ),
+        pytest.param(
+            [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "uid-train"}],
+            id="right uid but not as controller",
+        ),
+    ],
+)
+async def test_a_workload_squatting_the_jobs_workload_name_is_not_adopted(
+    owners: list[dict[str, Any]],
+) -> None:
+    """Its admission must not unsuspend the Job, nor its spec stand for the Job's shape."""
+    w = World()
+    job = w.add(k.JOBS, new_job())
+    wl_name = BatchJobAdapter().workload_name(job)
+    meta: dict[str, Any] = {"name": wl_name, "namespace": "ns", "ownerReferences": owners}
+    w.add(
+        k.WORKLOADS,
+        {
+            "metadata": meta,
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1}]},
+            "status": {
+                "admission": {"clusterQueue": "cq", "podSetAssignments": []},
+                "conditions": [{"type": names.COND_QUOTA_RESERVED, "status": "True"}],
+            },
+        },
+    )
+    assert await w.rec.reconcile_job("Job", "ns", "train") is None
+    assert w.rec.stats["foreign_workloads"] == 1
+    assert names.LABEL_WORKLOAD not in w.job()["metadata"]["labels"]
+    assert not w.cache.is_job_admitted("ns", "train")
+    assert w.job()["spec"]["suspend"] is True
+    assert not [x for x in w.kube.writes if x[0] == "create" and x[1] == "workloads"]
+
+    # Deleting the squatter gives the Job its own Workload, without the Job changing.
+    squatter = w.cache.get(k.WORKLOADS, wl_name, "ns")
+    assert squatter is not None
+    del w.kube.objects[("workloads", "ns", wl_name)]
+    w.cache.store(k.WORKLOADS).apply("DELETED", squatter)
+    await w.rec.reconcile(f"ns/{wl_name}")
+    (own,) = w.cache.store(k.WORKLOADS).values()
+    assert own["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    assert w.job()["metadata"]["labels"][names.LABEL_WORKLOAD] == wl_name
+    assert (w.now, f"ns/{wl_name}") in w.timers

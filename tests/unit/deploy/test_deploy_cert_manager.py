@@ -1,6 +1,6 @@
 """The cert-manager overlay hands the webhook certificate to cert-manager, end to end.
 
-cert-manager issues a certificate for the webhook Service's DNS names into a Secret; the
+cert-manager keeps a CA and issues a certificate for the webhook Service's DNS names with it; the
 controller serves it from a read-only mount (--cert-mode=external --cert-dir) and leaves caBundle
 to cert-manager's CA injector. The base keeps the self-managed mode.
 """
@@ -13,6 +13,7 @@ from queuectl.api import names
 
 INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+CA, SERVING = "queuectl-webhook-ca", "queuectl-webhook-tls"
 
 
 def _controller(objects: list[Obj]) -> dict[str, object]:
@@ -28,21 +29,45 @@ def _arg(objects: list[Obj], name: str) -> str | None:
     return values[0] if values else None
 
 
-def test_a_self_signed_issuer_signs_the_webhook_certificate(cert_manager: list[Obj]) -> None:
-    issuer = one(cert_manager, "Issuer")
-    assert issuer["spec"] == {"selfSigned": {}}
-    cert = one(cert_manager, "Certificate")
-    assert cert["spec"]["issuerRef"] == {"kind": "Issuer", "name": issuer["metadata"]["name"]}
+def _issuer_of(objects: list[Obj], cert: Obj) -> Obj:
+    ref = cert["spec"]["issuerRef"]
+    assert ref["kind"] == "Issuer" and ref.get("group", "cert-manager.io") == "cert-manager.io"
+    return one(objects, "Issuer", ref["name"])
+
+
+def test_a_ca_chain_signs_the_webhook_certificate(cert_manager: list[Obj]) -> None:
+    """self-signed Issuer -> CA Certificate -> CA Issuer -> serving Certificate."""
+    serving = one(cert_manager, "Certificate", SERVING)
+    ca_issuer = _issuer_of(cert_manager, serving)
+    ca = one(cert_manager, "Certificate", CA)
+    assert ca_issuer["spec"] == {"ca": {"secretName": ca["spec"]["secretName"]}}
+    assert ca["spec"]["isCA"] is True
+    assert _issuer_of(cert_manager, ca)["spec"] == {"selfSigned": {}}
+    assert not serving["spec"].get("isCA")
     svc, ns = names.WEBHOOK_SERVICE, names.SYSTEM_NAMESPACE
-    assert f"{svc}.{ns}.svc" in cert["spec"]["dnsNames"]
-    assert f"{svc}.{ns}.svc.cluster.local" in cert["spec"]["dnsNames"]
+    assert f"{svc}.{ns}.svc" in serving["spec"]["dnsNames"]
+    assert f"{svc}.{ns}.svc.cluster.local" in serving["spec"]["dnsNames"]
 
 
-def test_both_webhook_configurations_get_the_ca_from_the_certificate(
+def test_renewals_keep_the_trusted_ca(cert_manager: list[Obj]) -> None:
+    """The CA keeps its key when renewed and outlives many serving certificates."""
+    ca, serving = one(cert_manager, "Certificate", CA), one(cert_manager, "Certificate", SERVING)
+    assert ca["spec"]["privateKey"]["rotationPolicy"] == "Never"
+    assert _hours(ca["spec"]["duration"]) >= 10 * _hours(serving["spec"]["duration"])
+    for cert in (ca, serving):
+        assert _hours(cert["spec"]["renewBefore"]) < _hours(cert["spec"]["duration"])
+
+
+def _hours(duration: str) -> int:
+    assert duration.endswith("h"), duration
+    return int(duration[:-1])
+
+
+def test_both_webhook_configurations_get_the_ca_from_the_ca_certificate(
     cert_manager: list[Obj],
 ) -> None:
-    cert = one(cert_manager, "Certificate")
-    expected = f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
+    ca = one(cert_manager, "Certificate", CA)
+    expected = f"{ca['metadata']['namespace']}/{ca['metadata']['name']}"
     for kind in CONFIG_KINDS:
         assert one(cert_manager, kind)["metadata"]["annotations"][INJECT_CA_FROM] == expected
 
@@ -50,7 +75,7 @@ def test_both_webhook_configurations_get_the_ca_from_the_certificate(
 def test_the_controller_serves_the_issued_certificate_from_a_read_only_mount(
     cert_manager: list[Obj],
 ) -> None:
-    secret = one(cert_manager, "Certificate")["spec"]["secretName"]
+    secret = one(cert_manager, "Certificate", SERVING)["spec"]["secretName"]
     pod = one(cert_manager, "Deployment")["spec"]["template"]["spec"]
     [volume] = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == secret]
     mounts = _controller(cert_manager)["volumeMounts"]

@@ -24,6 +24,7 @@ EXPECTED_KINDS = {
     "ValidatingWebhookConfiguration",
     "Deployment",
     "PodDisruptionBudget",
+    "NetworkPolicy",
 }
 CLUSTER_SCOPED = {
     "Namespace",
@@ -144,13 +145,15 @@ def test_the_controller_runs_the_controller_with_leader_election(rendered: list[
     container = controller(rendered)
     assert container["args"][0] == "controller"
     assert flag(container, "leader-elect") == ""
-    # Reachable by the Service and the kubelet's probes, not only on loopback.
+    # The webhook is reachable by the Service; plain-HTTP health and metrics on the pod IP only.
     assert flag(container, "webhook-host") == "0.0.0.0"
-    assert flag(container, "bind-host") == "0.0.0.0"
+    assert flag(container, "bind-host") is None
+    assert flag(container, "health-host") == flag(container, "metrics-host") == "$(POD_IP)"
     assert container_port(container, "webhook") == names.WEBHOOK_PORT
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert flag(container, "namespace") == "$(POD_NAMESPACE)"  # Lease and Secret live there
 
 
@@ -183,3 +186,24 @@ def test_a_disruption_budget_keeps_one_replica_serving(rendered: list[Obj]) -> N
     dep = deployment(rendered)
     assert pdb["spec"]["minAvailable"] == 1 < dep["spec"]["replicas"]
     assert pdb["spec"]["selector"] == dep["spec"]["selector"]
+
+
+def test_the_network_policy_opens_the_webhook_to_all_and_metrics_to_prometheus(
+    rendered: list[Obj],
+) -> None:
+    policy = one(rendered, "NetworkPolicy", "queuectl-controller")
+    pod_labels = deployment(rendered)["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    by_port = {rule["ports"][0]["port"]: rule for rule in policy["spec"]["ingress"]}
+    assert set(by_port) == {"webhook", "metrics"}, "health is for the kubelet on the node only"
+    assert "from" not in by_port["webhook"], "the API server's address is not selectable"
+    sources = by_port["metrics"]["from"]
+    assert {"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "prometheus"}}} in sources  # fmt: skip
+    assert {"namespaceSelector": {"matchLabels": {"queuectl.io/metrics-scraper": "true"}}} in (
+        sources
+    )
+    container = controller(rendered)
+    for rule in policy["spec"]["ingress"]:
+        container_port(container, rule["ports"][0]["port"])  # names a port the pod has

@@ -86,6 +86,13 @@ DENIED = [
     Ask("get", "", "secrets", "team-a"),  # no Secret outside its own namespace
     Ask("list", "", "secrets"),
     Ask("update", "coordination.k8s.io", "leases", "kube-system"),
+    # Its own namespace holds only two objects of these kinds it may touch, by name.
+    Ask("get", "", "secrets", SYSTEM_NS, "someone-elses-token"),
+    Ask("update", "", "secrets", SYSTEM_NS, "someone-elses-token"),
+    Ask("list", "", "secrets", SYSTEM_NS),
+    Ask("watch", "", "secrets", SYSTEM_NS),
+    Ask("update", "coordination.k8s.io", "leases", SYSTEM_NS, "another-lease"),
+    Ask("list", "coordination.k8s.io", "leases", SYSTEM_NS),
     Ask("patch", WEBHOOK_CONFIGS, "mutatingwebhookconfigurations", None, "someone-elses"),
     Ask("patch", WEBHOOK_CONFIGS, "validatingwebhookconfigurations", None, "someone-elses"),
     Ask("delete", WEBHOOK_CONFIGS, "validatingwebhookconfigurations", None,

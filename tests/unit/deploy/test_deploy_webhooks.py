@@ -21,10 +21,14 @@ CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
 JOB = ("batch", "v1", "jobs")
 CLUSTER_QUEUE = (names.GROUP, names.VERSION, "clusterqueues")
 LABELLED = {names.LABEL_QUEUE_NAME: "team-a"}
+WORKLOAD = (names.GROUP, names.VERSION, "workloads")
+WORKLOAD_STATUS = (names.GROUP, names.VERSION, "workloads/status")
 ROUTES = {
     names.WEBHOOK_PATH_MUTATE_JOB,
+    names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
     names.WEBHOOK_PATH_VALIDATE_JOB,
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
+    names.WEBHOOK_PATH_VALIDATE_WORKLOAD,
 }
 
 Hit = tuple[str, str, str]  # (configuration kind, path, failurePolicy)
@@ -71,9 +75,14 @@ def called(
 
 
 MUTATE_FAIL = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_JOB, "Fail")
-MUTATE_IGNORE = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_JOB, "Ignore")
+MUTATE_IGNORE = (
+    "MutatingWebhookConfiguration",
+    names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
+    "Ignore",
+)
 VALIDATE_FAIL = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Fail")
 VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_QUEUECTL, "Fail")
+VALIDATE_WORKLOAD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_WORKLOAD, "Fail")
 
 
 class Req(NamedTuple):
@@ -118,6 +127,10 @@ SCENARIOS = [
     pytest.param(cluster_queue("CREATE"), {VALIDATE_OURS},
                  id="our resources are validated beyond CEL"),
     pytest.param(cluster_queue("UPDATE"), {VALIDATE_OURS}, id="and on every change"),
+    pytest.param(Req(WORKLOAD, "CREATE", "team-a", {}), {VALIDATE_WORKLOAD},
+                 id="a Workload created by hand is checked"),
+    pytest.param(Req(WORKLOAD_STATUS, "UPDATE", "team-a", {}, {}), {VALIDATE_WORKLOAD},
+                 id="so is a Workload status written by hand"),
 ]
 # fmt: on
 

@@ -43,8 +43,11 @@ def test_queued_jobs_fail_closed_and_unlabelled_jobs_fail_open() -> None:
     assert unlabelled["failurePolicy"] == "Ignore"
     assert unlabelled["rules"][0]["operations"] == ["CREATE"]
     assert unlabelled["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+    assert unlabelled["clientConfig"]["service"]["path"] == names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB
+    assert queued["clientConfig"]["service"]["path"] == names.WEBHOOK_PATH_MUTATE_JOB
     assert validate[configs.VALIDATE_QUEUED_JOB]["failurePolicy"] == "Fail"
     assert validate[configs.VALIDATE_RESOURCES]["failurePolicy"] == "Fail"
+    assert validate[configs.VALIDATE_WORKLOADS]["failurePolicy"] == "Fail"
     assert validate[configs.VALIDATE_RESOURCES]["rules"][0]["resources"] == [
         "clusterqueues",
         "cohorts",
@@ -86,3 +89,29 @@ def test_the_module_prints_the_in_cluster_yaml(capsys: pytest.CaptureFixture[str
         "ValidatingWebhookConfiguration",
     ]
     assert "caBundle" not in docs[0]["webhooks"][0]["clientConfig"]
+
+
+def test_users_writes_to_workloads_are_validated_but_never_the_controllers() -> None:
+    _, validating = render_webhook_configurations(ServiceClient())
+    hook = by_name(validating)[configs.VALIDATE_WORKLOADS]
+    assert hook["rules"][0]["resources"] == ["workloads", "workloads/status"]
+    assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert hook["matchConditions"] == [
+        {
+            "name": "not-the-controller",
+            "expression": f"request.userInfo.username != '{names.CONTROLLER_USERNAME}'",
+        }
+    ]
+
+
+def test_installed_in_another_namespace_the_configurations_follow_it() -> None:
+    mutating, validating = render_webhook_configurations(
+        ServiceClient(namespace="batch-system"), namespace="batch-system"
+    )
+    hooks = by_name(mutating) | by_name(validating)
+    for name in (configs.MUTATE_QUEUED_JOB, configs.MUTATE_DEFAULT_QUEUE_JOB):
+        (expr,) = hooks[name]["namespaceSelector"]["matchExpressions"]
+        assert expr["values"] == ["kube-system", "batch-system"]
+    assert hooks[configs.VALIDATE_WORKLOADS]["matchConditions"][0]["expression"] == (
+        "request.userInfo.username != 'system:serviceaccount:batch-system:queuectl-controller'"
+    )

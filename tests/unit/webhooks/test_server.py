@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from cryptography import x509
 from webhook_cases import job, request
 
+from queuectl import metrics
 from queuectl.api import names
 from queuectl.webhooks.certmanager import write_files
 from queuectl.webhooks.certs import CertState, generate_ca, generate_serving_cert
@@ -38,6 +39,13 @@ def envelope(req: Any, **overrides: Any) -> dict[str, Any]:
 
 
 GOOD = request(job({names.LABEL_QUEUE_NAME: "gpu"}))
+ROUTES = [
+    names.WEBHOOK_PATH_MUTATE_JOB,
+    names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
+    names.WEBHOOK_PATH_VALIDATE_JOB,
+    names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
+    names.WEBHOOK_PATH_VALIDATE_WORKLOAD,
+]
 
 
 @pytest.mark.parametrize(
@@ -62,11 +70,60 @@ GOOD = request(job({names.LABEL_QUEUE_NAME: "gpu"}))
         ("no request.kind", envelope(GOOD | {"kind": "Job"}), "request.kind must be an object"),
         ("odd operation", envelope(GOOD | {"operation": "PATCH"}), "request.operation must be"),
         ("object not an object", envelope(GOOD | {"object": "x"}), "request.object must be"),
+        ("nested 1,000 deep", b'{"a":' * 1000 + b"1" + b"}" * 1000, "nested too deeply"),
+        (
+            "nested 100,000 deep request",
+            b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}",
+            "nested too deeply",
+        ),
+        ("unhashable operation", envelope(GOOD | {"operation": ["CREATE"]}), "operation must"),
+        ("object operation", envelope(GOOD | {"operation": {"a": 1}}), "operation must be"),
+        ("numeric kind.group", envelope(GOOD | {"kind": {"kind": "Job", "group": 1}}), "group"),
+        ("namespace a list", envelope(GOOD | {"namespace": ["a"]}), "request.namespace must"),
+        ("dryRun a string", envelope(GOOD | {"dryRun": "yes"}), "request.dryRun must be"),
+        ("userInfo a string", envelope(GOOD | {"userInfo": "root"}), "request.userInfo must"),
+        (
+            "username a number",
+            envelope(GOOD | {"userInfo": {"username": 7}}),
+            "request.userInfo.username must",
+        ),
+        (
+            "groups not strings",
+            envelope(GOOD | {"userInfo": {"username": "a", "groups": [{}]}}),
+            "request.userInfo.groups must",
+        ),
+        (
+            "metadata a list",
+            envelope(GOOD | {"object": {"metadata": []}}),
+            "request.object.metadata must",
+        ),
+        (
+            "labels a list",
+            envelope(GOOD | {"object": {"metadata": {"labels": ["a"]}}}),
+            "request.object.metadata.labels must map",
+        ),
+        (
+            "label value a number",
+            envelope(GOOD | {"oldObject": {"metadata": {"labels": {"a": 1}}}}),
+            "request.oldObject.metadata.labels must map",
+        ),
+        (
+            "annotations unhashable",
+            envelope(GOOD | {"object": {"metadata": {"annotations": {"a": []}}}}),
+            "annotations must map",
+        ),
+        ("spec a string", envelope(GOOD | {"object": {"spec": "x"}}), "request.object.spec must"),
+        (
+            "ownerReferences of strings",
+            envelope(GOOD | {"object": {"metadata": {"ownerReferences": ["x"]}}}),
+            "ownerReferences must",
+        ),
     ],
 )
-@pytest.mark.parametrize(
-    "path", [names.WEBHOOK_PATH_MUTATE_JOB, names.WEBHOOK_PATH_VALIDATE_QUEUECTL]
-)
+@pytest.mark.parametrize("path", ROUTES)
 async def test_malformed_reviews_get_400_with_a_reason(
     client: TestClient[Any, Any], path: str, scenario: str, body: Any, reason: str
 ) -> None:
@@ -97,13 +154,44 @@ class BrokenLookup(InMemoryLookup):
     def local_queue(self, namespace: str, name: str) -> str | None:
         raise KeyError("cache torn")
 
+    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
+        raise KeyError("cache torn")
 
-async def test_a_failing_decision_is_a_refusal_not_a_crash() -> None:
+
+QUEUED = {names.LABEL_QUEUE_NAME: "gpu"}
+
+
+@pytest.mark.parametrize(
+    ("path", "req", "allowed"),
+    [
+        (names.WEBHOOK_PATH_MUTATE_JOB, GOOD, False),
+        (
+            names.WEBHOOK_PATH_VALIDATE_JOB,
+            request(job(QUEUED, False), old=job(QUEUED, True)),
+            False,
+        ),
+        # Sees every Job create in the cluster: an internal error there must not refuse them all.
+        (names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB, request(job()), True),
+    ],
+)
+async def test_a_failing_decision_is_answered_as_its_route_fails_not_a_crash(
+    path: str, req: dict[str, Any], allowed: bool
+) -> None:
+    errors = metrics.WEBHOOK_INTERNAL_ERRORS.labels(
+        route=path, answer="allowed" if allowed else "denied"
+    )
+    before = errors._value.get()
     async with TestClient(TestServer(make_app(BrokenLookup()))) as broken:
-        response = await broken.post(names.WEBHOOK_PATH_MUTATE_JOB, json=envelope(GOOD))
+        response = await broken.post(path, json=envelope(req))
         assert response.status == 200
         answer = (await response.json())["response"]
-        assert answer["allowed"] is False and answer["status"]["code"] == 500
+        assert answer["allowed"] is allowed
+        if allowed:
+            assert "failed internally" in answer["warnings"][0]
+        else:
+            assert answer["status"]["code"] == 500
+            assert "failed internally" in answer["status"]["message"]
+        assert errors._value.get() == before + 1
         health = await broken.get(names.WEBHOOK_PATH_HEALTHZ)
         assert health.status == 200 and await health.text() == "ok"
 

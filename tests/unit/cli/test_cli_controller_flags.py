@@ -1,0 +1,82 @@
+"""`queuectl controller` flags: where it listens and who it is come from configuration."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuectl.api import names
+from queuectl.cli.controller import Config, config_from_args
+from queuectl.cli.main import build_parser
+
+
+def parse(monkeypatch: pytest.MonkeyPatch, *args: str, **env: str) -> Config:
+    for key in ("POD_NAMESPACE", "QUEUECTL_CONTROLLER_USER"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    parser, _ = build_parser()  # defaults read the environment when the parser is built
+    return config_from_args(parser.parse_args(["controller", *args]))
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "namespace", "identity"),
+    [
+        ((), {}, names.SYSTEM_NAMESPACE, names.CONTROLLER_USERNAME),
+        (
+            (),
+            {"POD_NAMESPACE": "batch-system"},
+            "batch-system",
+            "system:serviceaccount:batch-system:queuectl-controller",
+        ),
+        (
+            ("--namespace", "ml"),
+            {"POD_NAMESPACE": "batch-system"},
+            "ml",
+            "system:serviceaccount:ml:queuectl-controller",
+        ),
+        (
+            ("--controller-user", "system:serviceaccount:ml:queuer"),
+            {"POD_NAMESPACE": "ml"},
+            "ml",
+            "system:serviceaccount:ml:queuer",
+        ),
+        (
+            (),
+            {"QUEUECTL_CONTROLLER_USER": "alice-as-controller"},
+            "queuectl-system",
+            "alice-as-controller",
+        ),
+        (
+            ("--kubeconfig", "/dev/null"),
+            {"POD_NAMESPACE": "ci-runner"},
+            names.SYSTEM_NAMESPACE,
+            names.CONTROLLER_USERNAME,
+        ),
+    ],
+)
+def test_the_namespace_and_identity_follow_flags_then_environment(
+    monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...],
+    env: dict[str, str],
+    namespace: str,
+    identity: str,
+) -> None:
+    config = parse(monkeypatch, *args, **env)
+    assert config.namespace == namespace
+    assert config.identity() == identity
+
+
+@pytest.mark.parametrize(
+    ("args", "health", "metrics"),
+    [
+        ((), "127.0.0.1", "127.0.0.1"),
+        (("--bind-host", "0.0.0.0"), "0.0.0.0", "0.0.0.0"),
+        (("--bind-host", "0.0.0.0", "--metrics-host", "10.1.2.3"), "0.0.0.0", "10.1.2.3"),
+        (("--health-host", "10.1.2.3", "--metrics-host", "::1"), "10.1.2.3", "::1"),
+    ],
+)
+def test_health_and_metrics_listen_where_told_and_on_loopback_by_default(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], health: str, metrics: str
+) -> None:
+    config = parse(monkeypatch, *args)
+    assert (config.health_host, config.metrics_host) == (health, metrics)
