@@ -15,6 +15,7 @@ install test keeps that window short and always uninstalls.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -42,6 +43,7 @@ RELEASE = "queuectl"
 SYSTEM_NS = "queuectl-system"
 HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance")
 DIGEST = "sha256:" + "ab" * 32
+CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nstand-in\n").decode()
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 Obj = dict[str, Any]
@@ -236,6 +238,14 @@ def test_bad_values_are_refused_naming_the_value(
     assert named in done.stderr, done.stderr
 
 
+def test_helm_lint_passes_in_both_certificate_modes(
+    run_helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    for mode in ("self", "cert-manager"):
+        done = run_helm("lint", "--strict", str(CHART), "--set", f"certificates.mode={mode}")
+        assert "0 chart(s) failed" in done.stdout, done.stdout
+
+
 # --- on the real API server -------------------------------------------------------------------
 
 
@@ -295,7 +305,7 @@ def release(
         in_cluster("uninstall", RELEASE, "--wait", "--ignore-not-found", check=False)
 
 
-def test_helm_install_creates_the_objects_and_uninstall_leaves_no_webhook_behind(
+def test_helm_install_creates_the_objects_upgrade_keeps_the_ca_and_uninstall_leaves_no_webhook(
     control_plane: Cluster,
     namespace: str,
     release: Callable[..., subprocess.CompletedProcess[str]],
@@ -320,6 +330,19 @@ def test_helm_install_creates_the_objects_and_uninstall_leaves_no_webhook_behind
         if obj["kind"] == "Deployment":
             assert live["spec"]["replicas"] == 1
     assert len(_webhook_configurations(control_plane)) == 2
+
+    # The controller (self mode) patches caBundle; an upgrade must keep it (three-way merge).
+    patch = [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": CA_BUNDLE}]
+    control_plane.kubectl("patch", "validatingwebhookconfiguration", "queuectl-validating",
+                          "--type=json", "-p", json.dumps(patch))  # fmt: skip
+    release("upgrade", RELEASE, str(CHART), "--set", "controller.replicas=2")
+    got = control_plane.kubectl("get", "validatingwebhookconfiguration", "queuectl-validating",
+                                "-o", "json")  # fmt: skip
+    live = json.loads(got.stdout)
+    assert live["webhooks"][0]["clientConfig"].get("caBundle") == CA_BUNDLE
+    deployment = control_plane.kubectl("get", "deployment", "queuectl-controller", "-n", namespace,
+                                       "-o", "jsonpath={.spec.replicas}").stdout  # fmt: skip
+    assert deployment == "2"
 
     release("uninstall", RELEASE, "--wait")
 
