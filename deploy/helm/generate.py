@@ -131,6 +131,12 @@ def pod_spec(obj: Obj) -> Obj | None:
     return None
 
 
+def containers(spec: Obj) -> list[Obj]:
+    """Every container that runs queuectl's image (init containers too)."""
+    found: list[Obj] = [*spec.get("initContainers", []), *spec["containers"]]
+    return found
+
+
 def templatize(obj: Obj, holes: Holes) -> None:
     """Put the values' holes into a workload; record the base's settings as defaults."""
     spec = pod_spec(obj)
@@ -139,10 +145,11 @@ def templatize(obj: Obj, holes: Holes) -> None:
     section = f".Values.{values_section(obj)}"
     if obj["kind"] == "Deployment":
         obj["spec"]["replicas"] = holes.scalar(f"{section}.replicas")
-    for container in spec["containers"]:
+    for container in containers(spec):
         container["image"] = holes.scalar('include "queuectl.image" . | quote')
         container["imagePullPolicy"] = holes.scalar(".Values.image.pullPolicy")
-        container["resources"] = holes.block(f"{section}.resources", optional=False)
+    # The values' resources are the main container's; a sidecar keeps the base's own.
+    spec["containers"][0]["resources"] = holes.block(f"{section}.resources", optional=False)
     spec["nodeSelector"] = holes.block(f"{section}.nodeSelector", optional=True)
     spec["tolerations"] = holes.block(f"{section}.tolerations", optional=True)
     spec["imagePullSecrets"] = holes.block(".Values.image.pullSecrets", optional=True)
@@ -152,10 +159,8 @@ def templatize(obj: Obj, holes: Holes) -> None:
 
 def defaults(base: list[Obj]) -> dict[str, Any]:
     """values.yaml: the base's own settings, so default values render the base."""
-    images = {c["image"] for o in base if (s := pod_spec(o)) for c in s["containers"]}
-    policies = {
-        c.get("imagePullPolicy") for o in base if (s := pod_spec(o)) for c in s["containers"]
-    }
+    images = {c["image"] for o in base if (s := pod_spec(o)) for c in containers(s)}
+    policies = {c.get("imagePullPolicy") for o in base if (s := pod_spec(o)) for c in containers(s)}
     if len(images) != 1 or len(policies) != 1:
         raise GenerateError(
             f"the base's containers use images {sorted(images)} with pull policies "
@@ -338,16 +343,21 @@ def chart_yaml(base: list[Obj]) -> str:
 def desired() -> dict[str, str]:
     """Every file of the chart, relative path -> text."""
     base, overlay = render(BASE), render(CERT_MANAGER)
-    spaces = [o["metadata"]["name"] for o in base if o["kind"] == "Namespace"]
+    spaces = {o["metadata"]["name"] for o in base if o["kind"] == "Namespace"} or {
+        o["metadata"]["namespace"] for o in base if "namespace" in o["metadata"]
+    }
     if len(spaces) != 1:
-        raise GenerateError(f"the base must hold exactly one Namespace, found {spaces}")
+        raise GenerateError(
+            f"the base must install into one namespace, found {sorted(spaces)}: the chart "
+            "replaces it with the release namespace"
+        )
     files = {
         "Chart.yaml": chart_yaml(base),
         "values.yaml": VALUES_HEADER + dump(defaults(base)),
         "values.schema.json": json.dumps(schema(), indent=2) + "\n",
         "templates/_helpers.tpl": HELPERS,
         "templates/NOTES.txt": NOTES,
-        **templates(base, overlay, spaces[0]),
+        **templates(base, overlay, spaces.pop()),
     }
     for crd in (o for o in base if o["kind"] == "CustomResourceDefinition"):
         files[f"crds/{crd['metadata']['name']}.yaml"] = HEADER + yaml.dump(

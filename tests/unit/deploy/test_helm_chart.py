@@ -155,3 +155,30 @@ def test_a_base_with_two_images_is_refused_with_a_clear_error(base: list[Obj]) -
     daemonset["spec"]["template"]["spec"]["containers"][0]["image"] = "other:1"
     with pytest.raises(generate.GenerateError, match="one image value"):
         generate.defaults(changed)
+
+
+@pytest.mark.parametrize(
+    ("drop_namespace", "extra_namespace", "outcome"),
+    [
+        (False, None, "ok"),
+        (True, None, "ok"),  # found from the objects' own namespace
+        (True, "elsewhere", "one namespace"),
+    ],
+    ids=["Namespace object", "no Namespace object", "two namespaces"],
+)
+def test_the_release_namespace_replaces_whatever_namespace_the_base_uses(
+    base: list[Obj], monkeypatch: pytest.MonkeyPatch, drop_namespace: bool,
+    extra_namespace: str | None, outcome: str,
+) -> None:  # fmt: skip
+    changed = [o for o in base if not (drop_namespace and o["kind"] == "Namespace")]
+    if extra_namespace:
+        changed.append({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "x", "namespace": extra_namespace}})  # fmt: skip
+    monkeypatch.setattr(generate, "render", lambda path: changed)
+    if outcome != "ok":
+        with pytest.raises(generate.GenerateError, match=outcome):
+            generate.desired()
+        return
+    files = generate.desired()
+    deployment = files["templates/deployment-queuectl-controller.yaml"]
+    assert "namespace: {{ .Release.Namespace }}" in deployment
