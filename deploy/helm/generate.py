@@ -283,6 +283,10 @@ Webhook certificates: {{ .Values.certificates.mode }}
 {{- else }} (the controller issues its own and patches caBundle).
 {{- end }}
 Check:  kubectl -n {{ .Release.Namespace }} get deployment,pods -l app.kubernetes.io/name=queuectl
+Pod Security, as the kustomize base enforces it on its namespace:
+  kubectl label namespace {{ .Release.Namespace }} pod-security.kubernetes.io/enforce=restricted
+Upgrades: Helm never updates CRDs; first run
+  kubectl apply --server-side -f <chart>/crds/
 Docs:   README.md and docs/design/deploy.md in the queuectl repository.
 """
 
