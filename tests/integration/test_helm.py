@@ -312,7 +312,8 @@ def test_helm_install_creates_the_objects_upgrade_keeps_the_ca_and_uninstall_lea
     run_helm: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     expected = template(run_helm, namespace=namespace)
-    release("install", RELEASE, str(CHART), "--set", "controller.replicas=1")
+    installed = release("install", RELEASE, str(CHART), "--set", "controller.replicas=1")
+    assert f"kubectl label namespace {namespace} pod-security" in installed.stdout  # NOTES
     assert RELEASE in release("list", "-q").stdout.split()
     for obj in expected:
         where = ["-n", namespace] if "namespace" in obj["metadata"] else []
