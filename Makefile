@@ -6,7 +6,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install up down status test build image lock
+.PHONY: install up down status test build image lock helm
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -40,3 +40,7 @@ lock: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet pip-tools
 	$(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --no-header \
 	  --no-emit-find-links -o deploy/image/requirements.lock pyproject.toml
+
+# Regenerate the Helm chart deploy/helm/queuectl from the kustomize base (after changing the base).
+helm: $(STAMP)
+	$(VENV)/bin/python deploy/helm/generate.py

@@ -6,10 +6,11 @@
 - `k8s_client` (session): a synchronous `kubernetes.client.ApiClient`.
 - `namespace` (function): a fresh namespace whose default service account exists.
 - `gpu_nodes` (session): a standard fake GPU fleet (see `StandardFleet`).
+- `helm` (session): the path of a `helm` binary (built from its Go module and cached once).
 
 A test that uses any of these is marked `cluster`. If the cluster cannot start the test ERRORS
 with the reason; it is never skipped. The first build of the binaries happens before the test
-loop, so it is not charged to any test's timeout.
+loop, so it is not charged to any test's timeout; so is Helm's, when a test uses `helm`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,7 @@ from queuectl.testenv.build import Binaries, ensure_binaries
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
 from queuectl.testenv.errors import TestEnvError
+from queuectl.testenv.helm import ensure_helm
 from queuectl.testenv.nodes import A100, H100, FakeNode
 
 CLUSTER_FIXTURES = frozenset(
@@ -39,6 +42,7 @@ LABEL_TEST_NAMESPACE = "testenv.queuectl.io/test"
 
 _binaries: Binaries | None = None
 _build_error: TestEnvError | None = None
+_helm: Path | TestEnvError | None = None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -50,10 +54,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """Build (or find cached) binaries once, outside every test's timeout."""
-    global _binaries, _build_error
-    if os.environ.get(EXTERNAL_KUBECONFIG_ENV) or session.config.option.collectonly:
-        return
-    if not any(item.get_closest_marker("cluster") for item in session.items):
+    global _binaries, _build_error, _helm
+    if session.config.option.collectonly:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
 
@@ -61,6 +63,15 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         if reporter is not None:
             reporter.write_line(line)
 
+    if any("helm" in getattr(item, "fixturenames", ()) for item in session.items):
+        try:
+            _helm = ensure_helm(progress)
+        except TestEnvError as exc:
+            _helm = exc  # reported by every test that uses `helm` as its setup error
+    if os.environ.get(EXTERNAL_KUBECONFIG_ENV):
+        return
+    if not any(item.get_closest_marker("cluster") for item in session.items):
+        return
     try:
         _binaries = ensure_binaries(progress)
     except TestEnvError as exc:
@@ -107,6 +118,14 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    found = _helm if _helm is not None else ensure_helm()
+    if isinstance(found, TestEnvError):
+        raise found
+    return found
 
 
 @pytest.fixture(scope="session")
