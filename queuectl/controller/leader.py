@@ -27,8 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from queuectl.api import names
-from queuectl.api.errors import is_transient
-from queuectl.controller.kube import LEASES, Kube, KubeError, Obj
+from queuectl.controller.kube import LEASES, Kube, KubeError, Obj, api_trouble
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +153,7 @@ class LeaderElector:
         try:
             ok = await asyncio.wait_for(self._try(), self.timing.renew_deadline_s)
         except Exception as err:
-            if not (is_transient(err) or isinstance(err, KubeError)):
+            if not api_trouble(err):
                 raise
             log.warning("lease %s: %s: %s", self.name, type(err).__name__, err)
             ok = False
@@ -192,6 +191,6 @@ class LeaderElector:
                 lease["spec"]["holderIdentity"] = None
                 await self.kube.request("PUT", LEASES.path(self.namespace, self.name), body=lease)
         except Exception as err:
-            if not (is_transient(err) or isinstance(err, KubeError)):
+            if not api_trouble(err):
                 raise
         self.leading.clear()

@@ -40,6 +40,8 @@ from queuectl.core import Scheduler
 log = logging.getLogger(__name__)
 
 Action = Callable[[], Awaitable[Any]]
+RETRY_S = 1.0
+"""How long a key whose work failed waits before it is served again."""
 
 
 @dataclass(frozen=True)
@@ -161,18 +163,25 @@ class Controller:
             self._active.add(key)
             try:
                 await self._serve(key)
-            except (TimeoutError, KubeError, OSError) as err:
-                metrics.CONTROLLER_API_ERRORS.labels(key.partition(":")[0]).inc()
-                log.warning("%s: %s; retrying", key, err)
-                if key.startswith("wl:"):
-                    self.at(self.clock() + 1.0, key.partition(":")[2])
-            except Exception:
-                log.exception("reconciling %s failed", key)
+            except Exception as err:
+                self._failed(key, err)
             finally:
                 self._active.discard(key)
                 again = self._again.pop(key, None)
                 if again is not None:
                     self.enqueue(key, urgent=again)
+
+    def _failed(self, key: str, err: Exception) -> None:
+        """API trouble (a dropped connection, a timeout, a 5xx, a refusal) serves the key
+        again in a second, whatever its kind; a bug is logged with its traceback and waits
+        for the key's next event. Nothing a worker meets ends the worker."""
+        if not k.api_trouble(err):
+            log.exception("reconciling %s failed", key)
+            return
+        metrics.CONTROLLER_API_ERRORS.labels(key.partition(":")[0]).inc()
+        log.warning("%s: %s: %s; retrying", key, type(err).__name__, err)
+        heapq.heappush(self._timers, (self.clock() + RETRY_S, key))
+        self._timer_wake.set()
 
     async def _timer_loop(self) -> None:
         while True:
@@ -255,8 +264,10 @@ class Controller:
                 self.sweep_pending()
             try:
                 await self.write_queue_statuses()
-            except (TimeoutError, KubeError, OSError) as err:
-                log.warning("queue status: %s", err)
+            except Exception as err:
+                if not k.api_trouble(err):
+                    raise
+                log.warning("queue status: %s: %s", type(err).__name__, err)
             cost = time.perf_counter() - started
 
     def sweep_pending(self) -> None:
