@@ -9,6 +9,8 @@ written once and followed through.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,8 @@ from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.kube import KubeError, Resource
+from queuectl.controller.manager import Controller
+from queuectl.controller.watcher import Store, Watcher
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption
 
@@ -245,3 +249,116 @@ async def test_a_requeue_lost_in_transit_still_releases_the_quota(how: str) -> N
     wl = api_workload(w)
     assert not convert.holds_quota(wl) and convert.is_true(wl, names.COND_REQUEUED)
     assert w.sched.requeued == [key] and usage(w) == 0
+
+
+# --- the loops: one dropped connection ends none of them -----------------------------------
+LOOP_ERRORS: list[BaseException] = [
+    aiohttp.ServerDisconnectedError(),
+    aiohttp.ClientPayloadError("Response payload is not completed"),
+    TimeoutError(),
+    KubeError(500, "InternalError", "etcdserver: leader changed"),
+]
+
+
+@pytest.mark.parametrize("err", LOOP_ERRORS, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("key", ["job:Job/ns/train", "wl:ns/w", "gone:ns/w"])
+async def test_a_worker_survives_api_trouble_and_serves_the_key_again(
+    err: BaseException, key: str
+) -> None:
+    now = [1_000.0]
+    c = Controller(FakeKube(), clock=lambda: now[0])  # type: ignore[arg-type]
+    served: list[str] = []
+
+    async def serve(k_: str) -> None:
+        served.append(k_)
+        if len(served) == 1:
+            raise err
+
+    c._serve = serve  # type: ignore[method-assign]
+    tasks = [asyncio.create_task(c._worker()), asyncio.create_task(c._timer_loop())]
+    try:
+        c.enqueue(key)
+        await settle_loop(lambda: bool(c._timers))
+        assert served == [key] and not tasks[0].done()
+        now[0] += 1.0  # the retry falls due
+        c._timer_wake.set()
+        await settle_loop(lambda: len(served) == 2)
+        assert served == [key, key]
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+async def settle_loop(done: Callable[[], bool]) -> None:
+    """Let the loop run until `done` (a hang guard of many iterations, not a clock)."""
+    for _ in range(2000):
+        if done():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the loop never got there")
+
+
+@dataclass
+class WatchStream:
+    """A watch response: lines of events, then a cut connection (or a clean end)."""
+
+    events: list[dict[str, Any]]
+    cut: BaseException | None = None
+    status: int = 200
+
+    async def __aenter__(self) -> WatchStream:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+    @property
+    def content(self) -> Any:
+        async def lines() -> Any:
+            for event in self.events:
+                yield (json.dumps(event) + "\n").encode()
+            if self.cut is not None:
+                raise self.cut
+
+        return lines()
+
+
+def wobj(name: str, rv: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)}}
+
+
+@pytest.mark.parametrize("err", LOOP_ERRORS[:3], ids=lambda e: type(e).__name__)
+async def test_a_watch_cut_mid_stream_resumes_from_its_last_event_without_a_relist(
+    err: BaseException,
+) -> None:
+    streams = [
+        WatchStream([{"type": "MODIFIED", "object": wobj("a", 11)}], cut=err),
+        WatchStream([{"type": "ADDED", "object": wobj("b", 12)}]),
+    ]
+    asked: list[str] = []
+    done = asyncio.Event()
+
+    class Api:
+        async def request(self, method: str, path: str, **_: Any) -> k.Obj:
+            return {"items": [wobj("a", 1)], "metadata": {"resourceVersion": "10"}}
+
+        async def raw(self, method: str, path: str, *, query: dict[str, Any], **_: Any) -> Any:
+            asked.append(query["resourceVersion"])
+            if not streams:
+                done.set()
+                await asyncio.Event().wait()  # a quiet watch, until cancelled
+            return streams.pop(0)
+
+    store = Store(k.WORKLOADS)
+    watcher = Watcher(Api(), store)  # type: ignore[arg-type]
+    task = asyncio.create_task(watcher.run())
+    try:
+        await asyncio.wait_for(done.wait(), 30)  # a hang guard
+    finally:
+        task.cancel()
+    assert asked == ["10", "11", "12"]
+    assert watcher.relists == 1
+    assert {key: o["metadata"]["resourceVersion"] for key, o in store.objects.items()} == {
+        ("ns", "a"): "11",
+        ("ns", "b"): "12",
+    }
