@@ -29,6 +29,8 @@ from queuectl.core.results import Eviction, Preemption
 
 log = logging.getLogger(__name__)
 
+REQUEUE_BACKOFF_S = 1.0
+
 
 class Decisions:
     def __init__(self, rec: Reconciler, *, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
@@ -65,8 +67,15 @@ class Decisions:
                 self.rec.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
                 await self.rec.reconcile(key)
                 return True
-        self.rec.sched.requeue_workload(key, not_before=self.rec.clock() + 1.0)
+        self._requeue(key)
         return False
+
+    def _requeue(self, key: str) -> None:
+        """Release the core's reservation; the key's timer also wakes the cycle that may admit
+        it again once the back-off is over (nothing else would: the Workload did not change)."""
+        not_before = self.rec.clock() + REQUEUE_BACKOFF_S
+        self.rec.sched.requeue_workload(key, not_before=not_before)
+        self.rec.at(not_before, key)
 
     async def _settle_admission(
         self, key: str, decided: Obj, admission: core.Admission, err: BaseException
@@ -93,7 +102,7 @@ class Decisions:
             return None
         if landed:
             return fresh
-        self.rec.sched.requeue_workload(key, not_before=self.rec.clock() + 1.0)
+        self._requeue(key)
         return None
 
     async def _fence(

@@ -149,6 +149,7 @@ async def test_an_admission_lost_before_the_server_releases_the_quota_and_is_adm
     assert not await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
     assert not convert.holds_quota(api_workload(w))
     assert usage(w) == 0 and w.sched.requeued == [key]  # no quota charged for nothing
+    assert (w.now + 1.0, key) in w.timers  # wakes the cycle when its back-off ends
 
     w.now += 2  # past the requeue back-off: the next cycle admits it, once
     (again,) = w.sched.run_cycle(w.now).admitted

@@ -1,0 +1,235 @@
+"""Dropped connections against the real API server: the controller runs in this process over
+a Kube client that loses chosen requests, either before they leave ("before": the server never
+sees them) or after the server answered ("after": the answer is lost), exactly what a client
+sees when its connection drops mid-request.
+
+- An admission write lost before the server leaves no quota charged: the Workload is admitted
+  on a later cycle (without the fix it waited forever behind "0 available").
+- An admission whose answer is lost is kept, and the quota is not given a second time.
+- Two electors with wall clocks two hours apart, one of them losing every other call, never
+  both lead; a released Lease passes to the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import aiohttp
+
+from e2e.harness import apply, one_queue
+from queuectl.api import names
+from queuectl.cli.controller import install_crds
+from queuectl.controller import convert
+from queuectl.controller import kube as k
+from queuectl.controller.kube import Kube
+from queuectl.controller.leader import LeaderElector
+from queuectl.controller.manager import Controller
+from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.pytest_plugin import StandardFleet
+
+T = TypeVar("T")
+Match = Callable[[str, str, Any], bool]
+
+
+class DroppingKube(Kube):
+    """A Kube whose chosen requests end in ServerDisconnectedError, before or after the
+    server handled them. Each matching request takes the first matching plan entry: "before",
+    "after" or "pass" (served normally)."""
+
+    def __init__(self, api_client: Any) -> None:
+        super().__init__(api_client)
+        self.drops: list[tuple[Match, str]] = []
+        self.dropped: list[tuple[str, str]] = []
+
+    @classmethod
+    async def to(cls, kubeconfig: str) -> DroppingKube:
+        return cls((await Kube.connect(kubeconfig)).api_client)
+
+    async def raw(self, method: str, path: str, **kw: Any) -> aiohttp.ClientResponse:
+        drops = self.drops
+        for i, (match, how) in enumerate(drops):
+            if match(method, path, kw.get("body")):
+                del drops[i]
+                if how == "pass":
+                    break
+                if how == "after":
+                    response = await super().raw(method, path, **kw)
+                    async with response:
+                        await response.read()
+                self.dropped.append((how, path))
+                raise aiohttp.ServerDisconnectedError()
+        return await super().raw(method, path, **kw)
+
+
+def admission_write(method: str, path: str, body: Any) -> bool:
+    return (
+        method == "PATCH"
+        and path.endswith("/status")
+        and "/workloads/" in path
+        and "admission" in ((body or {}).get("status") or {})
+    )
+
+
+def workload(name: str, namespace: str, gpus: int = 8) -> dict[str, Any]:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "queueName": "lq",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "x",
+                                    "resources": {"requests": {names.GPU_RESOURCE: str(gpus)}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def until(what: str, probe: Callable[[], Awaitable[T | None]], timeout: float = 90) -> T:
+    """Poll without blocking the controller that runs on this loop."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        got = await probe()
+        if got:
+            return got
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def controller_in_process(kubeconfig: str) -> AsyncIterator[tuple[Controller, DroppingKube]]:
+    kube = await DroppingKube.to(kubeconfig)
+    await install_crds(kube)
+    ctrl = Controller(kube)
+    task = asyncio.create_task(ctrl.run())
+    try:
+        await until("caches synced", lambda: _started(ctrl, task))
+        yield ctrl, kube
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await kube.close()
+
+
+async def _started(ctrl: Controller, task: asyncio.Task[None]) -> bool:
+    if task.done():
+        task.result()
+    return ctrl.started.is_set()
+
+
+async def fetch(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
+    return await kube.get(k.WORKLOADS, name, namespace)
+
+
+async def test_an_admission_write_lost_before_the_server_charges_no_quota_and_is_retried(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet
+) -> None:
+    async with controller_in_process(control_plane.kubeconfig) as (_, kube):
+        await asyncio.to_thread(one_queue, control_plane, namespace, 8)
+        kube.drops.append((admission_write, "before"))
+        await asyncio.to_thread(apply, control_plane, workload("a", namespace))
+
+        async def admitted() -> dict[str, Any] | None:
+            wl = await fetch(kube, "a", namespace)
+            return wl if convert.holds_quota(wl) else None
+
+        wl = await until("a admitted after its lost admission write", admitted)
+        assert kube.dropped == [("before", k.WORKLOADS.path(namespace, "a", "status"))]
+        assert wl["status"]["admission"]["clusterQueue"] == f"cq-{namespace}"
+
+
+async def test_an_admission_whose_answer_is_lost_is_kept_and_its_quota_not_given_twice(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet
+) -> None:
+    async with controller_in_process(control_plane.kubeconfig) as (ctrl, kube):
+        await asyncio.to_thread(one_queue, control_plane, namespace, 8)
+        kube.drops.append((admission_write, "after"))
+        await asyncio.to_thread(apply, control_plane, workload("a", namespace))
+
+        async def admitted() -> dict[str, Any] | None:
+            wl = await fetch(kube, "a", namespace)
+            return wl if convert.holds_quota(wl) else None
+
+        await until("a admitted", admitted)
+        assert kube.dropped == [("after", k.WORKLOADS.path(namespace, "a", "status"))]
+        await asyncio.to_thread(apply, control_plane, workload("b", namespace))
+
+        async def waiting_for_quota() -> bool:
+            cond = convert.condition(await fetch(kube, "b", namespace), "QuotaReserved") or {}
+            return cond.get("reason") == names.REASON_WAITING_FOR_QUOTA
+
+        await until("b waiting for quota", waiting_for_quota)
+        for _ in range(10):  # a few more cycles: b stays out, a stays in
+            await asyncio.sleep(0.3)
+            ctrl._wake.set()
+        assert convert.holds_quota(await fetch(kube, "a", namespace))
+        assert not convert.holds_quota(await fetch(kube, "b", namespace))
+
+
+async def test_two_electors_two_hours_apart_one_dropping_calls_never_both_lead(
+    control_plane: Cluster, namespace: str
+) -> None:
+    flaky = await DroppingKube.to(control_plane.kubeconfig)
+    steady = await DroppingKube.to(control_plane.kubeconfig)
+    every_lease_call: Match = lambda m, path, b: "/leases/" in path or path.endswith("/leases")  # noqa: E731
+    flaky.drops = [(every_lease_call, how) for _ in range(40) for how in ("pass", "after")]
+    a = LeaderElector(
+        flaky,
+        name="faults",
+        namespace=namespace,
+        identity="a",
+        wall=lambda: datetime.now(UTC) - timedelta(hours=1),
+    )
+    b = LeaderElector(
+        steady,
+        name="faults",
+        namespace=namespace,
+        identity="b",
+        wall=lambda: datetime.now(UTC) + timedelta(hours=1),
+    )
+    tasks = [asyncio.create_task(a.run())]
+    try:
+        await until("a leads", lambda: _is_set(a))
+        tasks.append(asyncio.create_task(b.run()))
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 20  # longer than the 15 s lease: b had every chance to take it
+        while loop.time() < end:
+            assert not (a.leading.is_set() and b.leading.is_set()), "two leaders"
+            assert not b.leading.is_set(), "b took a lease that a kept renewing"
+            for t in tasks:
+                if t.done():
+                    t.result()
+            await asyncio.sleep(0.1)
+        assert flaky.dropped, "no call of a was dropped"
+        tasks[0].cancel()
+        flaky.drops.clear()
+        await a.release()
+        await until("b leads once a released the lease", lambda: _is_set(b), timeout=30)
+    finally:
+        for t in tasks:
+            t.cancel()
+        for kube in (flaky, steady):
+            await kube.close()
+
+
+async def _is_set(elector: LeaderElector) -> bool:
+    return elector.leading.is_set()
