@@ -10,6 +10,7 @@ written once and followed through.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_controller_reconcile import FakeKube, World, merge, new_job
 
 from queuectl.api import names
@@ -64,6 +67,8 @@ class Faults:
         for i, (match, err, how) in enumerate(self.plan):
             if match(res, kw.get("sub", ""), patch):
                 del self.plan[i]
+                if how == "pass":
+                    break
                 if how == "after":
                     await self.real(res, name, patch, namespace, **kw)
                     self.landed.append(patch)
@@ -82,6 +87,10 @@ class Faults:
 
 def admission_write(res: Resource, sub: str, patch: Any) -> bool:
     return sub == "status" and "admission" in (patch.get("status") or {})
+
+
+def workload_write(res: Resource, sub: str, patch: Any) -> bool:
+    return res.plural == "workloads"
 
 
 def condition_write(type_: str) -> Match:
@@ -363,3 +372,25 @@ async def test_a_watch_cut_mid_stream_resumes_from_its_last_event_without_a_reli
         ("ns", "a"): "11",
         ("ns", "b"): "12",
     }
+
+
+OUTCOME = st.sampled_from(["ok", "ok", "before", "after", "late"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(plan=st.lists(st.tuples(OUTCOME, st.sampled_from(ERRORS[:4] + ERRORS[5:])), max_size=6))
+async def test_whatever_fails_in_transit_the_core_charges_exactly_what_the_api_admitted(
+    plan: list[tuple[str, BaseException]],
+) -> None:
+    w, faults, key, admission = await queued_world()
+    for how, err in plan:  # the admission write first, then the fences that follow
+        faults.fail(workload_write, err, "pass" if how == "ok" else how)
+    admitted = await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
+    for late in list(faults.late):  # what the client gave up on reaches the server now
+        faults.late = [late]
+        with contextlib.suppress(KubeError):
+            await faults.replay_late()
+    wl = api_workload(w)
+    assert admitted == convert.holds_quota(wl)
+    assert usage(w) == (8 if convert.holds_quota(wl) else 0)
+    assert admissions_landed(faults) == (1 if admitted else 0)
