@@ -6,6 +6,7 @@ sees when its connection drops mid-request.
 - An admission write lost before the server leaves no quota charged: the Workload is admitted
   on a later cycle (without the fix it waited forever behind "0 available").
 - An admission whose answer is lost is kept, and the quota is not given a second time.
+- A watch whose connection is cut mid-stream resumes from its last event: no replay, no relist.
 - Two electors with wall clocks two hours apart, one of them failing every other renewal
   (a request lost before the server, or an answer lost after it), never both lead; a
   released Lease passes to the other.
@@ -29,6 +30,7 @@ from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.manager import Controller
+from queuectl.controller.watcher import Store, Watcher
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.pytest_plugin import StandardFleet
 
@@ -239,3 +241,71 @@ async def test_two_electors_two_hours_apart_one_failing_every_other_renewal_neve
 
 async def _is_set(elector: LeaderElector) -> bool:
     return elector.leading.is_set()
+
+
+CONFIG_MAPS = k.Resource("", "v1", "configmaps", True, "ConfigMap")
+
+
+class CuttableKube(DroppingKube):
+    """Keeps every open watch response, so a test can cut its connection mid-stream."""
+
+    def __init__(self, api_client: Any) -> None:
+        super().__init__(api_client)
+        self.watches: list[aiohttp.ClientResponse] = []
+
+    async def raw(self, method: str, path: str, **kw: Any) -> aiohttp.ClientResponse:
+        response = await super().raw(method, path, **kw)
+        if (kw.get("query") or {}).get("watch") == "true":
+            self.watches.append(response)
+        return response
+
+
+async def test_a_watch_whose_connection_is_cut_resumes_where_it_was_without_replaying(
+    control_plane: Cluster, namespace: str
+) -> None:
+    kube = CuttableKube((await Kube.connect(control_plane.kubeconfig)).api_client)
+    store = Store(CONFIG_MAPS)
+    seen: list[tuple[str, str]] = []
+    store.listeners.append(lambda kind, obj, _: seen.append((kind, obj["metadata"]["name"])))
+    watcher = Watcher(kube, store, label_selector=f"fault-test={namespace}")
+    task = asyncio.create_task(watcher.run())
+
+    async def kubectl(*args: str) -> None:
+        await asyncio.to_thread(control_plane.kubectl, *args)
+
+    async def has(name: str) -> bool:
+        return store.get(namespace, name) is not None
+
+    try:
+        await until("synced", lambda: _is_event_set(watcher.synced))
+        await kubectl("create", "configmap", "x", "-n", namespace)
+        await kubectl("label", "configmap", "x", "-n", namespace, f"fault-test={namespace}")
+        await until("x seen", lambda: has("x"))
+        await kubectl("delete", "configmap", "x", "-n", namespace)
+        await until("x gone", lambda: _not(has("x")))
+        conn = kube.watches[-1].connection
+        assert conn is not None and conn.transport is not None
+        conn.transport.abort()  # the API server's side of the stream is gone mid-response
+        await until("a new watch", lambda: _true(len(kube.watches) >= 2))
+        await kubectl("create", "configmap", "y", "-n", namespace)
+        await kubectl("label", "configmap", "y", "-n", namespace, f"fault-test={namespace}")
+        await until("y seen", lambda: has("y"))
+        assert seen == [("ADDED", "x"), ("DELETED", "x"), ("ADDED", "y")]
+        assert watcher.relists == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await kube.close()
+
+
+async def _is_event_set(event: asyncio.Event) -> bool:
+    return event.is_set()
+
+
+async def _not(awaitable: Awaitable[bool]) -> bool:
+    return not await awaitable
+
+
+async def _true(value: bool) -> bool:
+    return value
