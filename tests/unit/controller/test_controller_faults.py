@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import heapq
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -394,3 +396,31 @@ async def test_whatever_fails_in_transit_the_core_charges_exactly_what_the_api_a
     assert admitted == convert.holds_quota(wl)
     assert usage(w) == (8 if convert.holds_quota(wl) else 0)
     assert admissions_landed(faults) == (1 if admitted else 0)
+
+
+def served_down_to(outcomes: list[Any], c: Controller, left: int) -> bool:
+    return len(outcomes) == left and not c._active
+
+
+async def test_a_key_that_keeps_failing_backs_off_and_a_success_resets_it() -> None:
+    now = [1_000.0]
+    c = Controller(FakeKube(), clock=lambda: now[0])  # type: ignore[arg-type]
+    outcomes = [KubeError(422, "Invalid", "x")] * 8 + [None, KubeError(503, "", "")]
+
+    async def serve(_: str) -> None:
+        err = outcomes.pop(0)
+        if err is not None:
+            raise err
+
+    c._serve = serve  # type: ignore[method-assign]
+    worker = asyncio.create_task(c._worker())
+    delays = []
+    try:
+        for left in range(len(outcomes) - 1, -1, -1):
+            c.enqueue("job:Job/ns/train")
+            await settle_loop(functools.partial(served_down_to, outcomes, c, left))
+            if c._timers:
+                delays.append(heapq.heappop(c._timers)[0] - now[0])
+    finally:
+        worker.cancel()
+    assert delays == [1, 2, 4, 8, 16, 32, 60, 60, 1]
