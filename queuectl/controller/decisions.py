@@ -2,26 +2,40 @@
 
 Each runs under the Workload's own work-queue key, then lets `Reconciler.reconcile` take the
 next step (start the Job, serve the notice, drain).
+
+A write that fails in transit (dropped connection, timeout, 5xx) may or may not have landed.
+Notices and evictions are retried until the Workload says they are done (`settle`). An
+admission has already been charged in the core, so it is settled exactly: a conditional write
+on the resourceVersion the admission was decided on (a "fence") either lands, and then the
+admission never can and the core's reservation is released, or conflicts, and then the fresh
+object says whether the admission landed. Never both; never a second admission.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from queuectl.api import names
-from queuectl.controller import convert, status
+from queuectl.api.errors import is_transient
+from queuectl.controller import convert, settle, status
 from queuectl.controller import kube as k
-from queuectl.controller.kube import KubeError
+from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.reconcile import Reconciler, split_key
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption
 
 log = logging.getLogger(__name__)
 
+REQUEUE_BACKOFF_S = 1.0
+
 
 class Decisions:
-    def __init__(self, rec: Reconciler) -> None:
+    def __init__(self, rec: Reconciler, *, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
         self.rec = rec
+        self.sleep = sleep
 
     async def admit(self, key: str, admission: core.Admission) -> bool:
         """Write the core's admission; on a conflict re-decide on the fresh object, at most
@@ -38,24 +52,106 @@ class Decisions:
                 written = await self.rec.write_status(
                     wl, status.admit(wl, admission, self.rec.clock())
                 )
-            except KubeError as err:
-                log.warning("admitting %s failed: %s", key, err)
-                break
+            except Exception as err:
+                if not is_transient(err):
+                    if not isinstance(err, KubeError):
+                        raise
+                    log.warning("admitting %s failed: %s", key, err)
+                    break  # refused: it did not land
+                written = await self._settle_admission(key, wl, admission, err)
+                if written is None:
+                    return False  # requeued in the core, or gone
             if written is not None:
                 self.rec._count("admitted")
                 note = f"Admitted by ClusterQueue {admission.cluster_queue}"
                 self.rec.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
                 await self.rec.reconcile(key)
                 return True
-        self.rec.sched.requeue_workload(key, not_before=self.rec.clock() + 1.0)
+        self._requeue(key)
         return False
+
+    def _requeue(self, key: str) -> None:
+        """Release the core's reservation; the key's timer also wakes the cycle that may admit
+        it again once the back-off is over (nothing else would: the Workload did not change)."""
+        not_before = self.rec.clock() + REQUEUE_BACKOFF_S
+        self.rec.sched.requeue_workload(key, not_before=not_before)
+        self.rec.at(not_before, key)
+
+    async def _settle_admission(
+        self, key: str, decided: Obj, admission: core.Admission, err: BaseException
+    ) -> Obj | None:
+        """The admission write on `decided` failed in transit. Returns the Workload if the
+        admission landed; otherwise releases the core's reservation (or forgets a Workload that
+        is gone) and returns None. Retries with back-off while the API server is away: until
+        then the reservation stays, so the quota can never be given twice."""
+        log.warning("admitting %s: %s: %s; settling it", key, type(err).__name__, err)
+        delay = settle.FIRST_BACKOFF_S
+        while True:
+            try:
+                landed, fresh = await self._fence(decided, admission, type(err).__name__)
+            except Exception as ferr:
+                if not is_transient(ferr):
+                    raise
+                landed = None
+            if landed is not None:
+                break
+            await self.sleep(delay)
+            delay = min(delay * 2, settle.MAX_BACKOFF_S)
+        if fresh is None:
+            self.rec.feed.forget(key)
+            return None
+        if landed:
+            return fresh
+        self._requeue(key)
+        return None
+
+    async def _fence(
+        self, decided: Obj, admission: core.Admission, cause: str
+    ) -> tuple[bool | None, Obj | None]:
+        """One settling attempt: (landed, the Workload now) or (None, None) when still
+        undecided. The fence is a pending condition written on the decided resourceVersion."""
+        ns, name = decided["metadata"].get("namespace"), decided["metadata"]["name"]
+        now = self.rec.clock()
+        message = (
+            f"the admission to ClusterQueue {admission.cluster_queue} was interrupted "
+            f"({cause} at {convert.format_time(now)}); it is decided again"
+        )
+        fence = status.pending(decided, names.REASON_PENDING, message, now)
+        if fence is not None:
+            try:
+                fenced = await self.rec.kube.patch(k.WORKLOADS, name, fence, ns, sub="status")
+            except KubeError as err:
+                if err.not_found:
+                    return False, None
+                if not err.conflict:
+                    raise
+            else:
+                self.rec.cache.store(k.WORKLOADS).upsert_local(fenced)
+                return False, fenced  # the decided version is gone: the admission never lands
+        fresh = await settle.read_back(self.rec, decided)
+        if fresh is None:
+            return False, None
+        if convert.holds_quota(fresh):
+            return True, fresh  # it landed: keep it
+        if fresh["metadata"]["resourceVersion"] != decided["metadata"]["resourceVersion"]:
+            return False, fresh  # it did not, and its version is gone: it never will
+        return None, None
 
     async def preempt(self, p: Preemption) -> None:
         ns, name = split_key(p.victim)
         wl = self.rec.cache.get(k.WORKLOADS, name, ns)
         if wl is None or convert.is_true(wl, names.COND_PREEMPTED):
             return
-        written = await self.rec.write_status(wl, status.preempted(wl, p, self.rec.clock()))
+        written = await settle.write_settled(
+            self.rec,
+            wl,
+            lambda w: (
+                None
+                if convert.is_true(w, names.COND_PREEMPTED)
+                else status.preempted(w, p, self.rec.clock())
+            ),
+            sleep=self.sleep,
+        )
         if written is None:
             return
         self.rec._count("preempted")
@@ -74,10 +170,21 @@ class Decisions:
         if wl is None or convert.is_true(wl, names.COND_EVICTED):
             return
         if e.reason == names.REASON_EVICTED_MAX_EXEC_TIME:
-            try:
-                wl = await self.rec.kube.patch(k.WORKLOADS, name, {"spec": {"active": False}}, ns)
-            except KubeError as err:
-                log.warning("deactivating %s failed: %s", e.key, err)
-                return
+            delay = settle.FIRST_BACKOFF_S
+            while True:  # an unconditional merge patch: repeating it is harmless
+                try:
+                    wl = await self.rec.kube.patch(
+                        k.WORKLOADS, name, {"spec": {"active": False}}, ns
+                    )
+                    break
+                except Exception as err:
+                    if not is_transient(err):
+                        if not isinstance(err, KubeError):
+                            raise
+                        log.warning("deactivating %s failed: %s", e.key, err)
+                        return
+                    log.warning("deactivating %s: %s; retrying", e.key, type(err).__name__)
+                await self.sleep(delay)
+                delay = min(delay * 2, settle.MAX_BACKOFF_S)
             self.rec.cache.store(k.WORKLOADS).upsert_local(wl)
         await self.rec.evict(wl, e.reason, e.message)

@@ -195,8 +195,10 @@ class Drainer:
             await wait_leading()
             try:
                 await self.pass_once()
-            except (TimeoutError, KubeError, OSError) as err:
-                log.warning("drain pass: %s", err)
+            except Exception as err:
+                if not k.api_trouble(err):
+                    raise
+                log.warning("drain pass: %s: %s", type(err).__name__, err)
 
     async def pass_once(self) -> None:
         """One look at every node: drain the newly bad (within budget), evict what is still on

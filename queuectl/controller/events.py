@@ -12,7 +12,7 @@ from typing import Final
 
 from queuectl import metrics
 from queuectl.api import names
-from queuectl.controller.kube import EVENTS, Kube, KubeError, Obj
+from queuectl.controller.kube import EVENTS, Kube, Obj, api_trouble
 from queuectl.controller.pacing import EVENT_BURST, EVENT_QPS, TokenBucket
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,9 @@ class EventRecorder:
         }
         try:
             await self.kube.create(EVENTS, body, namespace)
-        except (TimeoutError, KubeError, OSError) as err:
+        except Exception as err:
+            if not api_trouble(err):
+                raise
             log.debug("event %s dropped: %s", reason, err)
 
     async def drain(self, timeout: float = 2.0) -> None:

@@ -19,6 +19,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from queuectl.api import names
+from queuectl.api.errors import is_transient
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -48,6 +49,13 @@ class KubeError(Exception):
     @property
     def gone(self) -> bool:
         return self.status == 410
+
+
+def api_trouble(err: BaseException) -> bool:
+    """What a controller loop logs and retries instead of dying of: transient trouble
+    (`is_transient`: transport errors, timeouts, 5xx, 429) or any other answer of the API
+    server. Anything else is a bug and keeps its traceback."""
+    return is_transient(err) or isinstance(err, KubeError)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,13 @@ renew within the renew deadline stops leading and the process exits, as client-g
 does: a fresh start with a rebuilt cache is simpler to reason about than stepping down live.
 Status writes are conditional on resourceVersion anyway, so even an overlapping old leader
 cannot admit anything twice.
+
+Expiry uses observed time, as client-go does: a candidate takes the Lease only when the record
+(holder, renewTime, resourceVersion) has not changed for leaseDurationSeconds on its OWN
+monotonic clock since it first saw it. The holder's renewTime is written for people and never
+compared with the local wall clock, so wall-clock skew between nodes cannot make two leaders.
+The holder counts its renew deadline from the start of its last successful renewal, which is
+never later than when a candidate can first have seen that renewal: 10 s < 15 s keeps them apart.
 """
 
 from __future__ import annotations
@@ -14,11 +21,13 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from queuectl.api import names
-from queuectl.controller.kube import LEASES, Kube, KubeError, Obj
+from queuectl.controller.kube import LEASES, Kube, KubeError, Obj, api_trouble
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +43,15 @@ class LeadershipLost(Exception):
     """This replica could not renew its Lease in time."""
 
 
-def _now_micro() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _micro(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse(value: str | None) -> float:
-    if not value:
-        return 0.0
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+def _record(lease: Obj) -> tuple[Any, Any, Any]:
+    """What must change for a Lease to count as renewed: holder, renewTime, resourceVersion."""
+    spec = lease.get("spec") or {}
+    meta = lease.get("metadata") or {}
+    return (spec.get("holderIdentity"), spec.get("renewTime"), meta.get("resourceVersion"))
 
 
 class LeaderElector:
@@ -53,22 +63,42 @@ class LeaderElector:
         namespace: str = names.SYSTEM_NAMESPACE,
         identity: str | None = None,
         timing: LeaseTiming = LeaseTiming(),
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.kube = kube
         self.name = name
         self.namespace = namespace
         self.identity = identity or f"{os.uname().nodename}_{uuid.uuid4().hex[:8]}"
         self.timing = timing
+        self.wall = wall
+        """Only for the times written into the Lease; never compared with anything."""
+        self.monotonic = monotonic
+        self.sleep = sleep
         self.leading = asyncio.Event()
+        self._observed: tuple[Any, Any, Any] | None = None
+        self._observed_at = 0.0
+        """monotonic time at which `_observed` was first seen"""
+        self._last_renew = 0.0
+
+    def _now(self) -> str:
+        return _micro(self.wall())
 
     def _spec(self, acquire_time: str, transitions: int) -> dict[str, object]:
         return {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": int(self.timing.lease_duration_s),
             "acquireTime": acquire_time,
-            "renewTime": _now_micro(),
+            "renewTime": self._now(),
             "leaseTransitions": transitions,
         }
+
+    def _observe(self, lease: Obj) -> None:
+        record = _record(lease)
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = self.monotonic()
 
     async def _try(self) -> bool:
         """One acquire-or-renew attempt; True while we hold the lease."""
@@ -81,54 +111,73 @@ class LeaderElector:
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(_now_micro(), 0),
+                "spec": self._spec(self._now(), 0),
             }
             try:
-                await self.kube.create(LEASES, body, self.namespace)
+                created = await self.kube.create(LEASES, body, self.namespace)
             except KubeError as cerr:
                 if cerr.conflict:
                     return False
                 raise
+            self._observe(created)
             return True
+        self._observe(lease)
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
         duration = float(spec.get("leaseDurationSeconds") or self.timing.lease_duration_s)
-        expired = _parse(spec.get("renewTime")) + duration < time.time()
+        expired = self.monotonic() - self._observed_at >= duration
         if holder and holder != self.identity and not expired:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
-        acquire = spec.get("acquireTime") or _now_micro()
+        acquire = spec.get("acquireTime") or self._now()
         if holder != self.identity:
             transitions += 1
-            acquire = _now_micro()
+            acquire = self._now()
         body = {**lease, "spec": self._spec(acquire, transitions)}
         try:  # PUT with the resourceVersion we read: two candidates cannot both win
-            await self.kube.request("PUT", LEASES.path(self.namespace, self.name), body=body)
+            written = await self.kube.request(
+                "PUT", LEASES.path(self.namespace, self.name), body=body
+            )
         except KubeError as err:
             if err.conflict:
                 return False
             raise
+        self._observe(written)
         return True
+
+    async def step(self) -> None:
+        """One acquire-or-renew attempt and what follows from it: `leading` set on success;
+        LeadershipLost when the leader's last good renewal is older than the renew deadline.
+        API trouble of any kind is a failed attempt, never the end of the loop."""
+        started = self.monotonic()
+        try:
+            ok = await asyncio.wait_for(self._try(), self.timing.renew_deadline_s)
+        except Exception as err:
+            if not api_trouble(err):
+                raise
+            log.warning("lease %s: %s: %s", self.name, type(err).__name__, err)
+            ok = False
+        if ok:
+            if not self.leading.is_set():
+                log.info("became leader as %s", self.identity)
+                self.leading.set()
+            self._last_renew = started
+            return
+        if not self.leading.is_set():
+            return
+        holder = self._observed[0] if self._observed else None
+        if holder not in (None, self.identity):
+            self.leading.clear()
+            raise LeadershipLost(f"{self.identity} found lease {self.name} held by {holder}")
+        if self.monotonic() - self._last_renew > self.timing.renew_deadline_s:
+            self.leading.clear()
+            raise LeadershipLost(f"{self.identity} could not renew lease {self.name}")
 
     async def run(self) -> None:
         """Acquire, then renew forever; raises LeadershipLost when a renewal deadline passes."""
-        last_renew = 0.0
         while True:
-            try:
-                ok = await asyncio.wait_for(self._try(), self.timing.renew_deadline_s)
-            except (TimeoutError, KubeError, OSError) as err:
-                log.warning("lease %s: %s", self.name, err)
-                ok = False
-            now = time.monotonic()
-            if ok:
-                if not self.leading.is_set():
-                    log.info("became leader as %s", self.identity)
-                    self.leading.set()
-                last_renew = now
-            elif self.leading.is_set() and now - last_renew > self.timing.renew_deadline_s:
-                self.leading.clear()
-                raise LeadershipLost(f"{self.identity} could not renew lease {self.name}")
-            await asyncio.sleep(self.timing.retry_period_s)
+            await self.step()
+            await self.sleep(self.timing.retry_period_s)
 
     async def release(self) -> None:
         """On a clean shutdown: hand the lease over at once instead of letting it expire."""
@@ -137,10 +186,11 @@ class LeaderElector:
         try:
             lease = await self.kube.get(LEASES, self.name, self.namespace)
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                lease["spec"]["renewTime"] = _now_micro()
+                lease["spec"]["renewTime"] = self._now()
                 lease["spec"]["leaseDurationSeconds"] = 1
                 lease["spec"]["holderIdentity"] = None
                 await self.kube.request("PUT", LEASES.path(self.namespace, self.name), body=lease)
-        except (KubeError, OSError):
-            pass
+        except Exception as err:
+            if not api_trouble(err):
+                raise
         self.leading.clear()

@@ -43,6 +43,10 @@ from queuectl.core import Scheduler
 log = logging.getLogger(__name__)
 
 Action = Callable[[], Awaitable[Any]]
+RETRY_S = 1.0
+"""How long a key whose work failed waits before it is served again; doubled for each further
+failure in a row, up to MAX_RETRY_S (a refusal that repeats must not cost a request a second)."""
+MAX_RETRY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class Controller:
         self._queue = WorkQueue()
         self._active: set[str] = set()
         self._again: dict[str, bool] = {}  # key -> urgent, for keys enqueued while served
+        self._failures: dict[str, int] = {}  # key -> failures in a row, for the retry back-off
         self._actions: dict[str, list[Action]] = {}
         self._timers: list[tuple[float, str]] = []
         self._timer_wake = asyncio.Event()
@@ -168,18 +173,29 @@ class Controller:
             self._active.add(key)
             try:
                 await self._serve(key)
-            except (TimeoutError, KubeError, OSError) as err:
-                metrics.CONTROLLER_API_ERRORS.labels(key.partition(":")[0]).inc()
-                log.warning("%s: %s; retrying", key, err)
-                if key.startswith("wl:"):
-                    self.at(self.clock() + 1.0, key.partition(":")[2])
-            except Exception:
-                log.exception("reconciling %s failed", key)
+                self._failures.pop(key, None)
+            except Exception as err:
+                self._failed(key, err)
             finally:
                 self._active.discard(key)
                 again = self._again.pop(key, None)
                 if again is not None:
                     self.enqueue(key, urgent=again)
+
+    def _failed(self, key: str, err: Exception) -> None:
+        """API trouble (a dropped connection, a timeout, a 5xx, a refusal) serves the key
+        again after RETRY_S, whatever its kind, backing off while it keeps failing; a bug is
+        logged with its traceback and waits for the key's next event. Nothing a worker meets
+        ends the worker."""
+        if not k.api_trouble(err):
+            log.exception("reconciling %s failed", key)
+            return
+        failures = self._failures[key] = self._failures.get(key, 0) + 1
+        delay = min(RETRY_S * 2 ** (failures - 1), MAX_RETRY_S)
+        metrics.CONTROLLER_API_ERRORS.labels(key.partition(":")[0]).inc()
+        log.warning("%s: %s: %s; again in %.0f s", key, type(err).__name__, err, delay)
+        heapq.heappush(self._timers, (self.clock() + delay, key))
+        self._timer_wake.set()
 
     async def _timer_loop(self) -> None:
         while True:
@@ -268,8 +284,10 @@ class Controller:
                 self.sweep_pending()
             try:
                 await self.write_queue_statuses()
-            except (TimeoutError, KubeError, OSError) as err:
-                log.warning("queue status: %s", err)
+            except Exception as err:
+                if not k.api_trouble(err):
+                    raise
+                log.warning("queue status: %s: %s", type(err).__name__, err)
             cost = time.perf_counter() - started
 
     def sweep_pending(self) -> None:

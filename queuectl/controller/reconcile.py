@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from queuectl.api import names
-from queuectl.controller import convert, placement, status
+from queuectl.controller import convert, placement, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder
@@ -360,8 +360,14 @@ class Reconciler:
                     job,
                     {"metadata": {"annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: None}}},
                 )
-        written = await self.write_status(
-            wl, status.requeued(wl, now, status.admitted_seconds(wl, now))
+        written = await settle.write_settled(  # a requeue lost in transit would leak quota
+            self,
+            wl,
+            lambda w: (
+                status.requeued(w, now, status.admitted_seconds(w, now))
+                if convert.holds_quota(w)
+                else None
+            ),
         )
         if written is not None:
             # Evicted because its Job changed: the core must not admit the stale shape again
@@ -450,7 +456,15 @@ class Reconciler:
             self.pending_refresh.wrote(key, now)
 
     async def evict(self, wl: Obj, reason: str, message: str) -> None:
-        written = await self.write_status(wl, status.evicted(wl, reason, message, self.clock()))
+        written = await settle.write_settled(
+            self,
+            wl,
+            lambda w: (
+                None
+                if convert.is_true(w, names.COND_EVICTED)
+                else status.evicted(w, reason, message, self.clock())
+            ),
+        )
         if written is None:
             return
         self._count("evicted")

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from queuectl.controller.kube import Kube, KubeError, Obj, Resource
+from queuectl.controller.kube import Kube, KubeError, Obj, Resource, api_trouble
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,8 @@ class Watcher:
         self.field_selector = field_selector
         self.synced = asyncio.Event()
         self.relists = 0
+        self.resource_version = ""
+        """Where the watch resumes: the last event or bookmark delivered ("" = relist)."""
 
     def _selectors(self) -> dict[str, str]:
         out = {}
@@ -152,35 +154,41 @@ class Watcher:
                 return items, resource_version
 
     async def run(self) -> None:
-        """Forever: list, then watch; relist on 410; back off on other failures."""
-        resource_version = ""
+        """Forever: list, then watch; relist on 410; back off on other failures. A watch cut
+        mid-stream resumes from the last event it delivered, not from where it started."""
+        self.resource_version = ""
         backoff = 0.2
         while True:
             try:
-                if not resource_version:
+                if not self.resource_version:
                     items, resource_version = await self.list_all()
                     kind = self.store.resource.kind
                     for item in items:
                         item.setdefault("kind", kind)
                         item.setdefault("apiVersion", self.store.resource.api_version)
                     self.store.replace(items)
+                    self.resource_version = resource_version
                     self.relists += 1
                     self.synced.set()
-                resource_version = await self._watch(resource_version)
+                await self._watch()
                 backoff = 0.2
             except asyncio.CancelledError:
                 raise
             except _Gone:
-                resource_version = ""
-            except Exception as err:  # network, API server restarts: retry with backoff
-                log.warning("watch %s failed: %s", self.store.resource.plural, err)
+                self.resource_version = ""
+            except Exception as err:  # dropped connections, API server restarts: back off
+                plural = self.store.resource.plural
+                if api_trouble(err):
+                    log.warning("watch %s: %s: %s", plural, type(err).__name__, err)
+                else:
+                    log.exception("watch %s failed", plural)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
-    async def _watch(self, resource_version: str) -> str:
+    async def _watch(self) -> None:
         query: dict[str, Any] = {
             "watch": "true",
-            "resourceVersion": resource_version,
+            "resourceVersion": self.resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": WATCH_TIMEOUT_S,
         }
@@ -206,12 +214,9 @@ class Watcher:
                         raise _Gone
                     raise KubeError(int(obj.get("code", 500)), str(obj.get("reason")), str(obj))
                 rv = obj.get("metadata", {}).get("resourceVersion")
-                if kind == "BOOKMARK":
-                    resource_version = rv or resource_version
-                    continue
-                self.store.apply(kind, _slim(obj))
-                resource_version = rv or resource_version
-        return resource_version
+                if kind != "BOOKMARK":
+                    self.store.apply(kind, _slim(obj))
+                self.resource_version = rv or self.resource_version
 
 
 class _Gone(Exception):

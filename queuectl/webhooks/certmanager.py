@@ -23,6 +23,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from queuectl.api import names
+from queuectl.api.errors import is_transient
 from queuectl.webhooks.certs import (
     LOCAL_IPS,
     CertPair,
@@ -129,14 +130,21 @@ class CertManager:
             return state
         raise RuntimeError(f"could not settle Secret {self.namespace}/{self.secret_name}")
 
-    async def run(self, interval_seconds: float = 600.0) -> None:
-        """Call ensure() forever; errors are logged and retried on the next tick."""
+    async def run(self, interval_seconds: float = 600.0, retry_seconds: float = 10.0) -> None:
+        """Call ensure() forever. A failed round is logged and tried again after
+        `retry_seconds`: nothing (a dropped connection, an API server restart, a bug) may end
+        this loop, since certificates that stop rotating fail every webhook call later."""
         while True:
+            delay = interval_seconds
             try:
                 await self.ensure()
-            except (ApiException, OSError, RuntimeError) as exc:
-                log.warning("webhook certificate round failed: %s", exc)
-            await asyncio.sleep(interval_seconds)
+            except Exception as exc:
+                if is_transient(exc) or isinstance(exc, ApiException | RuntimeError):
+                    log.warning("webhook certificate round: %s: %s", type(exc).__name__, exc)
+                else:
+                    log.exception("webhook certificate round failed")
+                delay = min(interval_seconds, retry_seconds)
+            await asyncio.sleep(delay)
 
     async def _read_secret(self) -> client.V1Secret | None:
         try:
