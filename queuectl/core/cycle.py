@@ -19,10 +19,10 @@ import heapq
 from typing import TYPE_CHECKING
 
 from queuectl.core import parking, reasons
-from queuectl.core.assign import assign
+from queuectl.core.assign import Decision, assign
 from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
-from queuectl.core.quota import share_path
+from queuectl.core.quota import available, share_path
 from queuectl.core.results import (
     CycleResult,
     Eviction,
@@ -40,6 +40,7 @@ def run_cycle(s: Scheduler, now: float) -> CycleResult:
     _timers(s, now, out)
     _settle_nominations(s, now, out)
     parking.wake(s)
+    _wake_waiting_preemptors(s)
     parking.carry_over(s, [a.key for a in out.admitted])
     _idle_queues(s, out)
     _admission_loop(s, now, out)
@@ -171,6 +172,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
     s.st.no_cross.clear()
     s.st.usable_memo.clear()
+    s.st.admitted_in_loop.clear()
     s.st.in_cycle = True
     try:
         aside: dict[Bucket, PendingInfo] = {}
@@ -187,6 +189,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
         s.st.in_cycle = False
         s.st.no_cross.clear()
         s.st.usable_memo.clear()
+        s.st.admitted_in_loop.clear()
 
 
 def _pass(
@@ -256,6 +259,11 @@ def _pass(
             q.remove(wkey)
             admit(s, w, d.admission, now, out)
         elif d.kind == "preempt":
+            if wkey not in s.waited_once and st.fitted_when_loop_began(
+                st.tree.queues[name], d.need
+            ):
+                _wait_instead_of_preempting(s, name, bucket, wkey, d, out)
+                continue  # its queue admits nothing else in this cycle
             q.remove(wkey)
             nominate(s, w, d, now, out)
         else:
@@ -277,13 +285,57 @@ def _pass(
     return deferred
 
 
+def _wait_instead_of_preempting(
+    s: Scheduler, name: str, bucket: Bucket, key: str, d: Decision, out: Out
+) -> None:
+    """A preemptor whose need fitted in what was free when this cycle began (work admitted
+    earlier in the cycle took it) waits for the next cycle instead of preempting: completions
+    before then may let it in for nothing. Its queue admits nothing else in this cycle, so that
+    lower-priority work does not take what it waits for (and become its victim next cycle).
+    It waits once: in the next cycle it preempts if it still must, so it cannot starve."""
+    q = s.pq[name]
+    node = s.st.tree.queues[name]
+    short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
+    (flavor, res), n, a = next((x for x in short if x[1] > x[2]), short[0])
+    a = max(0, a)
+    info = PendingInfo(
+        "",
+        reasons.WAITING_FOR_QUOTA,
+        f"insufficient {res} in flavor {flavor}: needs {n}, {a} available to ClusterQueue "
+        f"{name} (short by {n - a}); it fitted when this cycle began, so it is tried again "
+        "next cycle before anything is preempted for it",
+        resource=res,
+        flavor=flavor,
+        requested=n,
+        available=a,
+        shortfall=n - a,
+    )
+    # Parked with nothing that wakes it but the next cycle (see `_wake_waiting_preemptors`).
+    bucket.wake, bucket.avail_at, bucket.need = [], None, None
+    bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False
+    bucket.depends, bucket.within, bucket.recheck = (), None, False
+    q.park(bucket)
+    report(s, q, bucket, info, out)
+    s.waiting_preemptors[name] = (bucket, key)
+
+
+def _wake_waiting_preemptors(s: Scheduler) -> None:
+    s.waited_once.clear()
+    for name, (bucket, key) in s.waiting_preemptors.items():
+        s.waited_once.add(key)
+        q = s.pq.get(name)
+        if q is not None and q.buckets.get(bucket.shape) is bucket:
+            q.unpark(bucket)
+    s.waiting_preemptors.clear()
+
+
 def _push_head(
     s: Scheduler, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
 ) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
     q = s.pq[name]
     nxt = q.head()
-    if nxt is not None and q.blocked_at is None:
+    if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
         heapq.heappush(heap, (_order(s, name, nxt[0]), name))
 
 
@@ -294,4 +346,6 @@ def _next_wakeup(s: Scheduler) -> float | None:
     for h in (s.waiting, s.retries, s.deadlines):
         if h:
             times.append(h[0][0])
+    if s.waiting_preemptors:
+        times.append(s.now)  # the next cycle decides for them, with or without events
     return min(times) if times else None
