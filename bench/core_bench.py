@@ -123,6 +123,11 @@ FLEET_WORK = sum(
 ) / sum(FLEET_WEIGHTS)
 
 
+def units(w: Workload) -> int:
+    """What a workload holds of the contended resource: GPUs, or the fleet's units of cpu."""
+    return sum(ps.count * ps.requests.get(GPU, ps.requests.get("cpu", 0)) for ps in w.podsets)
+
+
 def build(scale: Scale, rnd: random.Random) -> tuple[Scheduler, list[str]]:
     s = Scheduler()
     for name in ("default", "h100", "a100"):
@@ -189,6 +194,7 @@ def run(
     s, queues = build_fleet(scale) if fleet else build(scale, rnd)
     make = fleet_workload if fleet else workload
     priority: dict[str, int] = {}
+    size: dict[str, int] = {}
     ends: dict[str, float] = {}  # fleet: when each running workload finishes
     seq = 0
     arrivals = round(load * FLEET_NOMINAL * scale.queues / FLEET_WORK)
@@ -197,6 +203,7 @@ def run(
         seq += 1
         w = make(seq, queues, rnd, 0.0)
         priority[w.key] = w.priority
+        size[w.key] = units(w)
         s.upsert_workload(w)
     setup_s = time.perf_counter() - t0
 
@@ -209,6 +216,8 @@ def run(
     evaluated = 0
     by_reason: dict[str, int] = {}
     by_priorities: dict[str, int] = {}
+    started: dict[str, float] = {}
+    lost = 0.0
     event_s = 0.0
     now = 1.0
     for c in range(cycles + 1):
@@ -227,6 +236,7 @@ def run(
                 seq += 1
                 w = make(seq, queues, rnd, now)
                 priority[w.key] = w.priority
+                size[w.key] = units(w)
                 s.upsert_workload(w)
             event_s += time.perf_counter() - t
         t, cpu = time.perf_counter(), time.process_time()
@@ -234,6 +244,8 @@ def run(
         cycle_s.append(time.perf_counter() - t)
         cycle_cpu_s.append(time.process_time() - cpu)
         running.extend(a.key for a in result.admitted)
+        for a in result.admitted:
+            started[a.key] = now
         if fleet:
             for a in result.admitted:
                 ends[a.key] = now + FLEET_RUNTIME[priority[a.key]]
@@ -244,6 +256,7 @@ def run(
         # Victims stop at once here: the controller would requeue them after their grace.
         for p in result.preemptions:
             by_reason[p.reason] = by_reason.get(p.reason, 0) + 1
+            lost += size[p.victim] * (now - started[p.victim])
             pair = f"{priority[p.preemptor]}>{priority[p.victim]}"
             by_priorities[pair] = by_priorities.get(pair, 0) + 1
             s.requeue_workload(p.victim)
@@ -273,6 +286,8 @@ def run(
         "preemptions": dict(sorted(by_reason.items())),
         "preemptions_by_priority": dict(sorted(by_priorities.items())),
         "evictions_per_admission": round(preempted / max(1, admitted), 4),
+        # units (fleet) or GPUs (gpu) x cycles of admitted runtime that preemption threw away
+        "evicted_unit_cycles": round(lost),
         "running_end": len(running),
         "evaluated": evaluated,
         "admissions_per_s": round(sum(admitted_per_cycle) / sum(cycle_s), 1),
