@@ -32,6 +32,10 @@ from queuectl.core.results import (
 if TYPE_CHECKING:
     from queuectl.core.scheduler import Scheduler
 
+MAX_WAITS = 8
+"""Cycles in a row a preemptor may wait because work admitted before it in the cycle took the
+fit it had when the cycle began (see `_wait_instead_of_preempting`)."""
+
 
 def run_cycle(s: Scheduler, now: float) -> CycleResult:
     s.now = now
@@ -259,7 +263,7 @@ def _pass(
             q.remove(wkey)
             admit(s, w, d.admission, now, out)
         elif d.kind == "preempt":
-            if wkey not in s.waited_once and st.fitted_when_loop_began(
+            if s.waits.get(wkey, 0) < MAX_WAITS and st.fitted_when_loop_began(
                 st.tree.queues[name], d.need
             ):
                 _wait_instead_of_preempting(s, name, bucket, wkey, d, out)
@@ -292,7 +296,9 @@ def _wait_instead_of_preempting(
     earlier in the cycle took it) waits for the next cycle instead of preempting: completions
     before then may let it in for nothing. Its queue admits nothing else in this cycle, so that
     lower-priority work does not take what it waits for (and become its victim next cycle).
-    It waits once: in the next cycle it preempts if it still must, so it cannot starve."""
+    It waits at most `MAX_WAITS` cycles in a row, then preempts if it still must: it cannot
+    starve. (Each further wait needs quota freed between two cycles: with no event, the next
+    cycle starts without the fit and it preempts at once.)"""
     q = s.pq[name]
     node = s.st.tree.queues[name]
     short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
@@ -320,9 +326,9 @@ def _wait_instead_of_preempting(
 
 
 def _wake_waiting_preemptors(s: Scheduler) -> None:
-    s.waited_once.clear()
+    before, s.waits = s.waits, {}
     for name, (bucket, key) in s.waiting_preemptors.items():
-        s.waited_once.add(key)
+        s.waits[key] = before.get(key, 0) + 1
         q = s.pq.get(name)
         if q is not None and q.buckets.get(bucket.shape) is bucket:
             q.unpark(bucket)

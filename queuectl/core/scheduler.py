@@ -55,8 +55,8 @@ class Scheduler:
         self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
         """queue -> (its head bucket, the head) that would have preempted for quota that work
         admitted in the same cycle took: woken by the next cycle, its queue held back till then"""
-        self.waited_once: set[str] = set()
-        """Workloads that waited so in the previous cycle: this cycle they may preempt."""
+        self.waits: dict[str, int] = {}
+        """Workloads that waited so in the previous cycle -> how many cycles in a row."""
         self.deadlines: list[tuple[float, str]] = []
         self.fresh: dict[str, PendingInfo] = {}
         """Reasons decided outside a cycle (inactive, back-off), told by the next cycle."""
