@@ -4,13 +4,16 @@ Order of work, each step cheap when nothing happened:
 1. time-driven changes: back-offs that ended, protected victims that came of age, workloads past
    their maximum execution time, queues draining (HoldAndDrain);
 2. nominated preemptors whose victims are all gone take the quota held for them, before anyone;
-3. parked buckets of every cohort tree where quota was freed (or nodes changed) wake up;
+3. parked buckets of every cohort tree where quota was freed (or nodes changed) wake up, and
+   so do heads that waited instead of preempting in the previous cycle;
 4. the admission loop: one heap over the heads of all active queues, ordered by fair share (the
    lowest weighted dominant-resource share first, compared from the top cohort down), then
    priority, then age. Each pop evaluates one workload; the queue's next head goes back on the
    heap. Within a cycle usage only grows, so shares only grow and a stale heap key is simply
    recomputed and pushed again. The loop runs until no queue has a candidate left: a deep queue
-   is drained in one cycle.
+   is drained in one cycle. A head that would preempt although it fitted when the loop began
+   (work admitted earlier in the loop took its fit) waits for the next cycle instead, its queue
+   held back meanwhile, at most `MAX_WAITS` cycles in a row.
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
     s.st.no_cross.clear()
     s.st.usable_memo.clear()
-    s.st.admitted_in_loop.clear()
+    s.st.usage_at_loop_start.clear()
     s.st.in_cycle = True
     try:
         aside: dict[Bucket, PendingInfo] = {}
@@ -193,7 +196,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
         s.st.in_cycle = False
         s.st.no_cross.clear()
         s.st.usable_memo.clear()
-        s.st.admitted_in_loop.clear()
+        s.st.usage_at_loop_start.clear()
 
 
 def _pass(
