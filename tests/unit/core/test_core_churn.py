@@ -3,6 +3,8 @@ the waiting neither starves it nor keeps lent quota from its owner."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from core_helpers import admitted, gpu_queue, job, quota, reason_of, scheduler
 from core_worlds import FAST, Run, World, any_world, contended_world, drive, nothing
@@ -106,6 +108,32 @@ def never_waits_too_long(world: World) -> None:
                 del streak[k]
 
 
+def no_fit_taken_for_preemption(world: World) -> None:
+    """A workload that could be admitted as the cycle begins (explain on a copy of the state
+    says it fits) is not that cycle's preemptor, unless it already waited MAX_WAITS cycles."""
+    waited: dict[str, int] = {}
+
+    def wrap(s: Scheduler, run: Run, r: CycleResult, now: float) -> None:
+        nonlocal waited
+        waited = {k: waited.get(k, 0) + 1 for k in waiting(r)}
+        if getattr(s, "checked", False):
+            return
+        real = s.run_cycle
+
+        def checked_cycle(now: float) -> CycleResult:
+            before = copy.deepcopy(s)
+            result = real(now)
+            for p in {p.preemptor for p in result.preemptions}:
+                if waited.get(p, 0) < MAX_WAITS:
+                    assert before.explain(p, now).admission is None, p
+            return result
+
+        s.run_cycle = checked_cycle  # type: ignore[method-assign]
+        s.checked = True  # type: ignore[attr-defined]
+
+    drive(world, wrap)
+
+
 def settle(s: Scheduler, run: Run, now: float) -> float:
     """No arrivals any more: drain victims and run cycles (past every minimum runtime) until a
     cycle decides nothing. A preemptor that never gets its turn would keep this from ending."""
@@ -191,6 +219,12 @@ def test_no_preemptor_waits_more_than_max_waits_cycles_in_a_row(world: World) ->
 
 @FAST
 @given(any_world())
+def test_a_workload_that_fits_when_the_cycle_begins_is_not_its_preemptor(world: World) -> None:
+    no_fit_taken_for_preemption(world)
+
+
+@FAST
+@given(any_world())
 def test_once_arrivals_stop_nobody_who_could_be_admitted_or_preempt_is_left(world: World) -> None:
     nobody_starves(world)
 
@@ -202,9 +236,10 @@ def test_once_arrivals_stop_every_owner_has_its_lent_quota_back(world: World) ->
 
 
 @pytest.mark.parametrize("first", range(0, 200, 50))
-def test_preemption_heavy_streams_neither_starve_nor_keep_lent_quota(first: int) -> None:
+def test_preemption_heavy_streams_keep_every_churn_property(first: int) -> None:
     for seed in range(first, first + 50):
         world = contended_world(seed)
+        no_fit_taken_for_preemption(world)
         never_waits_too_long(world)
         nobody_starves(world)
         owners_get_their_quota_back(world)
