@@ -12,8 +12,8 @@ Order of work, each step cheap when nothing happened:
    heap. Within a cycle usage only grows, so shares only grow and a stale heap key is simply
    recomputed and pushed again. The loop runs until no queue has a candidate left: a deep queue
    is drained in one cycle. A head that would preempt although it fitted when the loop began
-   (work admitted earlier in the loop took its fit) waits for the next cycle instead, its queue
-   held back meanwhile, at most `MAX_WAITS` cycles in a row.
+   (work admitted or quota held earlier in the loop took its fit) waits for the next cycle
+   instead, its queue held back meanwhile, at most `MAX_WAITS` cycles in a row.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from queuectl.core.scheduler import Scheduler
 
 MAX_WAITS = 8
-"""Cycles in a row a preemptor may wait because work admitted before it in the cycle took the
-fit it had when the cycle began (see `_wait_instead_of_preempting`)."""
+"""Cycles in a row a preemptor may wait because work admitted (or quota held for a preemptor)
+before it in the cycle took the fit it had when the cycle began (`_wait_instead_of_preempting`)."""
 
 
 def run_cycle(s: Scheduler, now: float) -> CycleResult:
@@ -295,10 +295,11 @@ def _pass(
 def _wait_instead_of_preempting(
     s: Scheduler, name: str, bucket: Bucket, key: str, d: Decision, out: Out
 ) -> None:
-    """A preemptor whose need fitted in what was free when this cycle began (work admitted
-    earlier in the cycle took it) waits for the next cycle instead of preempting: completions
-    before then may let it in for nothing. Its queue admits nothing else in this cycle, so that
-    lower-priority work does not take what it waits for (and become its victim next cycle).
+    """A preemptor whose need fitted in what was free when this cycle began (work admitted, or
+    quota held for a preemptor, earlier in the cycle took it) waits for the next cycle instead
+    of preempting: completions before then may let it in for nothing. Its queue admits nothing
+    else in this cycle, so that lower-priority work does not take what it waits for (and become
+    its victim next cycle).
     It waits at most `MAX_WAITS` cycles in a row, then preempts if it still must: it cannot
     starve. (Each further wait needs quota freed between two cycles: with no event, the next
     cycle starts without the fit and it preempts at once.)"""
