@@ -4,13 +4,16 @@ Order of work, each step cheap when nothing happened:
 1. time-driven changes: back-offs that ended, protected victims that came of age, workloads past
    their maximum execution time, queues draining (HoldAndDrain);
 2. nominated preemptors whose victims are all gone take the quota held for them, before anyone;
-3. parked buckets of every cohort tree where quota was freed (or nodes changed) wake up;
+3. parked buckets of every cohort tree where quota was freed (or nodes changed) wake up, and
+   so do heads that waited instead of preempting in the previous cycle;
 4. the admission loop: one heap over the heads of all active queues, ordered by fair share (the
    lowest weighted dominant-resource share first, compared from the top cohort down), then
    priority, then age. Each pop evaluates one workload; the queue's next head goes back on the
    heap. Within a cycle usage only grows, so shares only grow and a stale heap key is simply
    recomputed and pushed again. The loop runs until no queue has a candidate left: a deep queue
-   is drained in one cycle.
+   is drained in one cycle. A head that would preempt although it fitted when the loop began
+   (work admitted or quota held earlier in the loop took its fit) waits for the next cycle
+   instead, its queue held back meanwhile, at most `MAX_WAITS` cycles in a row.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ import heapq
 from typing import TYPE_CHECKING
 
 from queuectl.core import parking, reasons
-from queuectl.core.assign import assign
+from queuectl.core.assign import Decision, assign
 from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
-from queuectl.core.quota import share_path
+from queuectl.core.quota import available, share_path
 from queuectl.core.results import (
     CycleResult,
     Eviction,
@@ -32,6 +35,10 @@ from queuectl.core.results import (
 if TYPE_CHECKING:
     from queuectl.core.scheduler import Scheduler
 
+MAX_WAITS = 8
+"""Cycles in a row a preemptor may wait because work admitted (or quota held for a preemptor)
+before it in the cycle took the fit it had when the cycle began (`_wait_instead_of_preempting`)."""
+
 
 def run_cycle(s: Scheduler, now: float) -> CycleResult:
     s.now = now
@@ -40,6 +47,7 @@ def run_cycle(s: Scheduler, now: float) -> CycleResult:
     _timers(s, now, out)
     _settle_nominations(s, now, out)
     parking.wake(s)
+    _wake_waiting_preemptors(s)
     parking.carry_over(s, [a.key for a in out.admitted])
     _idle_queues(s, out)
     _admission_loop(s, now, out)
@@ -171,6 +179,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
     s.st.no_cross.clear()
     s.st.usable_memo.clear()
+    s.st.usage_at_loop_start.clear()
     s.st.in_cycle = True
     try:
         aside: dict[Bucket, PendingInfo] = {}
@@ -187,6 +196,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
         s.st.in_cycle = False
         s.st.no_cross.clear()
         s.st.usable_memo.clear()
+        s.st.usage_at_loop_start.clear()
 
 
 def _pass(
@@ -256,6 +266,11 @@ def _pass(
             q.remove(wkey)
             admit(s, w, d.admission, now, out)
         elif d.kind == "preempt":
+            if s.waits.get(wkey, 0) < MAX_WAITS and st.fitted_when_loop_began(
+                st.tree.queues[name], d.need
+            ):
+                _wait_instead_of_preempting(s, name, bucket, wkey, d, out)
+                continue  # its queue admits nothing else in this cycle
             q.remove(wkey)
             nominate(s, w, d, now, out)
         else:
@@ -277,13 +292,60 @@ def _pass(
     return deferred
 
 
+def _wait_instead_of_preempting(
+    s: Scheduler, name: str, bucket: Bucket, key: str, d: Decision, out: Out
+) -> None:
+    """A preemptor whose need fitted in what was free when this cycle began (work admitted, or
+    quota held for a preemptor, earlier in the cycle took it) waits for the next cycle instead
+    of preempting: completions before then may let it in for nothing. Its queue admits nothing
+    else in this cycle, so that lower-priority work does not take what it waits for (and become
+    its victim next cycle).
+    It waits at most `MAX_WAITS` cycles in a row, then preempts if it still must: it cannot
+    starve. (Each further wait needs quota freed between two cycles: with no event, the next
+    cycle starts without the fit and it preempts at once.)"""
+    q = s.pq[name]
+    node = s.st.tree.queues[name]
+    short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
+    (flavor, res), n, a = next((x for x in short if x[1] > x[2]), short[0])
+    a = max(0, a)
+    info = PendingInfo(
+        "",
+        reasons.WAITING_FOR_QUOTA,
+        f"insufficient {res} in flavor {flavor}: needs {n}, {a} available to ClusterQueue "
+        f"{name} (short by {n - a}); it fitted when this cycle began, so it is tried again "
+        "next cycle before anything is preempted for it",
+        resource=res,
+        flavor=flavor,
+        requested=n,
+        available=a,
+        shortfall=n - a,
+    )
+    # Parked with nothing that wakes it but the next cycle (see `_wake_waiting_preemptors`).
+    bucket.wake, bucket.avail_at, bucket.need = [], None, None
+    bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False
+    bucket.depends, bucket.within, bucket.recheck = (), None, False
+    q.park(bucket)
+    report(s, q, bucket, info, out)
+    s.waiting_preemptors[name] = (bucket, key)
+
+
+def _wake_waiting_preemptors(s: Scheduler) -> None:
+    before, s.waits = s.waits, {}
+    for name, (bucket, key) in s.waiting_preemptors.items():
+        s.waits[key] = before.get(key, 0) + 1
+        q = s.pq.get(name)
+        if q is not None and q.buckets.get(bucket.shape) is bucket:
+            q.unpark(bucket)
+    s.waiting_preemptors.clear()
+
+
 def _push_head(
     s: Scheduler, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
 ) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
     q = s.pq[name]
     nxt = q.head()
-    if nxt is not None and q.blocked_at is None:
+    if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
         heapq.heappush(heap, (_order(s, name, nxt[0]), name))
 
 
@@ -294,4 +356,6 @@ def _next_wakeup(s: Scheduler) -> float | None:
     for h in (s.waiting, s.retries, s.deadlines):
         if h:
             times.append(h[0][0])
+    if s.waiting_preemptors:
+        times.append(s.now)  # the next cycle decides for them, with or without events
     return min(times) if times else None

@@ -19,7 +19,7 @@ node's own usage changes, and quotas and limits never change after `compute_subt
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from queuectl.core.types import FlavorResource
 
@@ -127,12 +127,38 @@ def available(node: QNode, fr: FlavorResource) -> int:
     memo = node.avail_memo.get(fr)
     if memo is not None and memo[0] == stamp:
         return memo[1]
+    avail = _down(chain, fr, None)
+    node.avail_memo[fr] = (stamp, avail)
+    return avail
+
+
+def available_then(
+    node: QNode, fr: FlavorResource, then: Mapping[QNode, Mapping[FlavorResource, int]]
+) -> int:
+    """`available` as it was when the nodes in `then` had those usages (the others as now)."""
+    chain: list[QNode] = []
+    cur: QNode | None = node
+    while cur is not None:
+        chain.append(cur)
+        cur = cur.parent
+    return _down(chain, fr, then)
+
+
+def _down(
+    chain: list[QNode],
+    fr: FlavorResource,
+    then: Mapping[QNode, Mapping[FlavorResource, int]] | None,
+) -> int:
+    """Walk `chain` (leaf first) from the root down: the root's free quota, capped at each node
+    by its borrowingLimit, plus each node's unused guaranteed part."""
     root = chain.pop()
-    avail = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+    usage = then.get(root, root.usage) if then else root.usage
+    avail = root.subtree.get(fr, 0) - usage.get(fr, 0)
     while chain:
         n = chain.pop()
         g = n.guaranteed.get(fr, 0)
-        u = n.usage.get(fr, 0)
+        usage = then.get(n, n.usage) if then else n.usage
+        u = usage.get(fr, 0)
         limit = n.blimit.get(fr)
         if limit is not None:
             stored = n.subtree.get(fr, 0) - g
@@ -141,7 +167,6 @@ def available(node: QNode, fr: FlavorResource) -> int:
             if cap < avail:
                 avail = cap
         avail += g - u if g > u else 0
-    node.avail_memo[fr] = (stamp, avail)
     return avail
 
 

@@ -11,7 +11,7 @@ import heapq
 from dataclasses import replace
 
 from queuectl.core import reasons
-from queuectl.core.queues import PendingQueue, shape_of
+from queuectl.core.queues import Bucket, PendingQueue, shape_of
 from queuectl.core.quota import QNode
 from queuectl.core.results import (
     CycleResult,
@@ -52,6 +52,11 @@ class Scheduler:
         self.nominations: dict[str, set[str]] = {}
         self.nominated_info: dict[str, PendingInfo] = {}
         self.retries: list[tuple[float, str]] = []
+        self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
+        """queue -> (its head bucket, the head) that would have preempted for quota that work
+        admitted in the same cycle took: woken by the next cycle, its queue held back till then"""
+        self.waits: dict[str, int] = {}
+        """Workloads that waited so in the previous cycle -> how many cycles in a row."""
         self.deadlines: list[tuple[float, str]] = []
         self.fresh: dict[str, PendingInfo] = {}
         """Reasons decided outside a cycle (inactive, back-off), told by the next cycle."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from queuectl.core.quota import QNode, add_usage
+from queuectl.core.quota import QNode, add_usage, available_then
 from queuectl.core.topology import NodeUse, charge_of, node_capacity, tolerated
 from queuectl.core.tree import Tree, build
 from queuectl.core.types import (
@@ -169,6 +169,10 @@ class State:
     borrowers, most unchanged since the last walk. Kept only while `in_cycle`, where `evicting`
     does not change and `mark_victim` drops the queue's entries."""
 
+    usage_at_loop_start: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
+    """node -> its usage before the running admission loop first changed it (kept only while
+    `in_cycle`): what could be taken when the loop began"""
+
     # --- tree -------------------------------------------------------------------------------
     def ensure_tree(self) -> None:
         if not self.stale_tree:
@@ -188,6 +192,12 @@ class State:
         node = self.tree.queues.get(charge.cq)
         if node is None:
             return
+        if mark and self.in_cycle:
+            saved = self.usage_at_loop_start
+            up: QNode | None = node
+            while up is not None and up not in saved:
+                saved[up] = dict(up.usage)
+                up = up.parent
         for fr, v in charge.usage.items():
             add_usage(node, fr, sign * v)
         root = node.root
@@ -271,6 +281,15 @@ class State:
     def mark_victim(self, victim: Charge, preemptor: str) -> None:
         self.victim_of[victim.key] = preemptor
         self.usable_memo.pop(victim.cq, None)
+
+    def fitted_when_loop_began(self, node: QNode, need: dict[FlavorResource, int]) -> bool:
+        """Would `need` have fit in what the queue could take before this admission loop changed
+        any usage in its tree? (Then work admitted in the loop took its fit, not work older than
+        the loop: the cycle tries it again before preempting for it.)"""
+        then = self.usage_at_loop_start
+        if node.root not in then:
+            return False  # nothing changed in the tree: it did not fit then either
+        return all(n <= available_then(node, fr, then) for fr, n in need.items())
 
     def admit(self, charge: Charge) -> None:
         self.old_work.pop(charge.cq, None)
