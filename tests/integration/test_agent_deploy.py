@@ -52,17 +52,15 @@ def apply(cluster: Cluster, objs: list[dict[str, Any]], *, dry_run: bool) -> str
 @pytest.fixture
 def agent_rbac(control_plane: Cluster) -> Iterator[None]:
     """The agent's RBAC and own-node policy, really applied (they only match the agent's user);
-    the policy is removed afterwards."""
+    all of it is removed afterwards, so a later install (the Helm release) finds no cluster-scoped
+    object it does not own."""
     if control_plane.kubectl("get", "namespace", names.SYSTEM_NAMESPACE, check=False).returncode:
         control_plane.kubectl("create", "namespace", names.SYSTEM_NAMESPACE, check=False)
-    apply(control_plane, [o for o in rendered() if o["kind"] in ENFORCED_KINDS], dry_run=False)
+    objs = [o for o in rendered() if o["kind"] in ENFORCED_KINDS]
+    apply(control_plane, objs, dry_run=False)
     yield
     control_plane.kubectl(
-        "delete",
-        "validatingadmissionpolicybinding,validatingadmissionpolicy",
-        "queuectl-agent-own-node",
-        "--ignore-not-found",
-        check=False,
+        "delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(objs), check=False
     )
 
 
