@@ -20,9 +20,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from controller_fakes import FakeKube, World, gpu_node, merge, new_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_controller_reconcile import FakeKube, World, merge, new_job
 
 from queuectl.api import names
 from queuectl.controller import convert
@@ -101,16 +101,6 @@ def condition_write(type_: str) -> Match:
         return sub == "status" and any(c["type"] == type_ and c["status"] == "True" for c in conds)
 
     return match
-
-
-def gpu_node(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {names.LABEL_GPU_PRODUCT: "H100"}},
-        "status": {
-            "allocatable": {names.GPU_RESOURCE: "8", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
 
 
 class Sleeps:

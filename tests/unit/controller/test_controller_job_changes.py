@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from test_controller_reconcile import ADMISSION, World, admitted_world, merge, new_job
+from controller_fakes import ADMISSION, World, admitted_world, merge, new_job
 
 from queuectl.api import names
 from queuectl.controller import convert

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_controller_reconcile import World, new_job
+from controller_fakes import World, new_job
 
 from queuectl.api import names
 from queuectl.controller import convert
