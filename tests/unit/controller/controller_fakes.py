@@ -177,14 +177,15 @@ class World:
         return wl
 
 
-def new_job(suspend: bool = True) -> dict[str, Any]:
+def new_job(suspend: bool = True, priority_class: str = "low") -> dict[str, Any]:
+    """Job `ns/train` for LocalQueue `lq`: one pod of 8 GPUs."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": "train",
             "namespace": "ns",
-            "labels": {names.LABEL_QUEUE_NAME: "lq", names.LABEL_PRIORITY_CLASS: "low"},
+            "labels": {names.LABEL_QUEUE_NAME: "lq", names.LABEL_PRIORITY_CLASS: priority_class},
         },
         "spec": {
             "suspend": suspend,

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from controller_fakes import FakeKube, World, gpu_node, merge, new_job
+from controller_fakes import FakeKube, World, gpu_node, merge, new_job, queued
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,9 +116,7 @@ async def queued_world() -> tuple[World, Faults, str, core.Admission]:
     w = World()
     faults = Faults(w.kube)
     w.add(k.NODES, gpu_node("n0"))
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job())
     (admitted,) = w.sched.run_cycle(w.now).admitted
     assert usage(w) == 8
     return w, faults, key, admitted.admission
@@ -135,13 +133,16 @@ def api_workload(w: World) -> dict[str, Any]:
     return wl
 
 
+EACH_ERROR = pytest.mark.parametrize(
+    "err", ERRORS, ids=lambda e: type(e).__name__ + str(getattr(e, "status", ""))
+)
+
+
 def admissions_landed(f: Faults) -> int:
     return sum(1 for p in f.landed if "admission" in (p.get("status") or {}))
 
 
-@pytest.mark.parametrize(
-    "err", ERRORS, ids=lambda e: type(e).__name__ + str(getattr(e, "status", ""))
-)
+@EACH_ERROR
 async def test_an_admission_lost_before_the_server_releases_the_quota_and_is_admitted_again(
     err: BaseException,
 ) -> None:
@@ -160,9 +161,7 @@ async def test_an_admission_lost_before_the_server_releases_the_quota_and_is_adm
     assert w.job()["spec"]["suspend"] is False
 
 
-@pytest.mark.parametrize(
-    "err", ERRORS, ids=lambda e: type(e).__name__ + str(getattr(e, "status", ""))
-)
+@EACH_ERROR
 async def test_an_admission_whose_answer_was_lost_is_kept_and_never_written_twice(
     err: BaseException,
 ) -> None:

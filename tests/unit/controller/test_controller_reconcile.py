@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from controller_fakes import ADMISSION, World, admitted_world, merge, new_job
+from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, queued
 
 from queuectl.api import names
 from queuectl.controller import convert
@@ -65,9 +65,7 @@ async def test_a_stale_admission_is_never_written_twice() -> None:
 
 async def test_an_unadmitted_job_unsuspended_by_hand_is_suspended_again() -> None:
     w = World()
-    w.add(k.JOBS, new_job(suspend=False))
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job(suspend=False))
     await w.rec.reconcile(key)
     assert w.job()["spec"]["suspend"] is True
 
@@ -126,9 +124,7 @@ async def test_withheld_reasons_for_a_stopped_local_queue(stop: str, reason: str
     w = World()
     lq = w.cache.get(k.LOCAL_QUEUES, "lq", "ns")
     w.add(k.LOCAL_QUEUES, merge(copy.deepcopy(dict(lq or {})), {"spec": {"stopPolicy": stop}}))
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job())
     await w.rec.reconcile(key)
     cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED)
     assert (cond or {}).get("reason") == reason
