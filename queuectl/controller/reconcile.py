@@ -62,7 +62,6 @@ class Reconciler(JobWorkloads, PendingReasons):
         self.stats = {}
         self.squatters = {}
 
-    # --- workloads -----------------------------------------------------------------------
     async def reconcile(self, key: str) -> None:
         ns, name = split_key(key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
