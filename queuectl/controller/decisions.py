@@ -23,7 +23,8 @@ from queuectl.api.errors import is_transient
 from queuectl.controller import convert, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.kube import KubeError, Obj
-from queuectl.controller.reconcile import Reconciler, split_key
+from queuectl.controller.reconcile import Reconciler
+from queuectl.controller.workload_writes import split_key
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption
 

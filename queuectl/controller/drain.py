@@ -31,7 +31,8 @@ from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.controller.reconcile import Reconciler, split_key
+from queuectl.controller.reconcile import Reconciler
+from queuectl.controller.workload_writes import split_key
 from queuectl.core import fleet
 
 log = logging.getLogger(__name__)

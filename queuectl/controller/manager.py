@@ -22,7 +22,7 @@ from typing import Any
 
 from queuectl import metrics
 from queuectl.api import names
-from queuectl.controller import convert, queues
+from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.corethread import CoreThread
@@ -32,9 +32,10 @@ from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
 from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.jobs.batch import BatchJobAdapter
-from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.observe import Observer
+from queuectl.controller.queue_status import QueueStatusWriter
 from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.controller.workqueue import WorkQueue
@@ -90,6 +91,7 @@ class Controller:
             kube, self.cache, self.feed, self.core, self.adapters, self.events, self.at, clock
         )
         self.decisions = Decisions(self.reconciler)
+        self.queue_status = QueueStatusWriter(kube, self.cache, self.core, self.feed, clock)
         self.observer = Observer(
             self.sched, self.cache, leading=self.leading, clock=clock, busy=lambda: self.core.busy
         )
@@ -283,7 +285,7 @@ class Controller:
             if rounds % 5 == 0:
                 self.sweep_pending()
             try:
-                await self.write_queue_statuses()
+                await self.queue_status.write_all()
             except Exception as err:
                 if not k.api_trouble(err):
                     raise
@@ -300,79 +302,6 @@ class Controller:
             key = convert.workload_key(wl)
             if self.reconciler.pending_stale(key, wl):
                 self.enqueue(f"wl:{key}", urgent=False)
-
-    async def write_queue_statuses(self) -> None:
-        now = self.clock()
-        cq_active: dict[str, bool] = {}
-        for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
-            name = cq["metadata"]["name"]
-            qs = (await self.core.idle()).cluster_queue_status(name)
-            st = queues.cluster_queue_status(cq, qs, now)
-            cq_active[name] = any(
-                c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
-            )
-            self._quota_metrics(cq, qs)
-            if queues.changed(cq, st):
-                await self._patch_status(k.CLUSTER_QUEUES, cq, st)
-        lq_statuses = queues.local_queue_statuses(
-            self.cache.store(k.LOCAL_QUEUES).values(),
-            self.cache.store(k.WORKLOADS).values(),
-            self.feed,
-            cq_active,
-            now,
-        )
-        for (ns, name), st in lq_statuses.items():
-            lq = self.cache.get(k.LOCAL_QUEUES, name, ns)
-            if lq is not None and queues.changed(lq, st):
-                await self._patch_status(k.LOCAL_QUEUES, lq, st)
-        self._pending_metrics()
-
-    async def _patch_status(self, res: k.Resource, obj: Obj, st: dict[str, Any]) -> None:
-        meta = obj["metadata"]
-        try:
-            new = await self.kube.patch(
-                res, meta["name"], {"status": st}, meta.get("namespace"), sub="status"
-            )
-        except KubeError as err:
-            if err.not_found:
-                return
-            raise
-        self.cache.store(res).upsert_local(new)
-
-    def _quota_metrics(self, cq: Obj, qs: Any) -> None:
-        name = cq["metadata"]["name"]
-        for group in (cq.get("spec") or {}).get("resourceGroups") or ():
-            for fq in group.get("flavors") or ():
-                for r in fq.get("resources") or ():
-                    fr = (fq["name"], r["name"])
-                    labels = (name, fq["name"], r["name"])
-                    nominal = convert.canonical(r["name"], r.get("nominalQuota", 0))
-                    metrics.CONTROLLER_QUOTA.labels(*labels, "nominal").set(nominal)
-                    used = qs.usage.get(fr, 0) if qs else 0
-                    metrics.CONTROLLER_QUOTA.labels(*labels, "used").set(used)
-                    borrowed = qs.borrowed.get(fr, 0) if qs else 0
-                    metrics.CONTROLLER_QUOTA.labels(*labels, "borrowed").set(borrowed)
-
-    def _pending_metrics(self) -> None:
-        pending: dict[tuple[str, str], int] = {}
-        admitted: dict[str, int] = {}
-        for wl in self.cache.store(k.WORKLOADS).values():
-            if convert.is_true(wl, names.COND_FINISHED):
-                continue
-            if convert.holds_quota(wl):
-                cq = wl["status"]["admission"].get("clusterQueue", "")
-                admitted[cq] = admitted.get(cq, 0) + 1
-                continue
-            ns = wl["metadata"].get("namespace", "")
-            lq = self.cache.local_queue(ns, (wl.get("spec") or {}).get("queueName", "")) or ""
-            pc = (wl.get("spec") or {}).get("priorityClassName") or ""
-            pending[(lq, pc)] = pending.get((lq, pc), 0) + 1
-        metrics.CONTROLLER_PENDING.clear()
-        for (cq, pc), n in pending.items():
-            metrics.CONTROLLER_PENDING.labels(cq, pc).set(n)
-        metrics.CONTROLLER_ADMITTED_ACTIVE.clear()
-        for cq, n in admitted.items():
-            metrics.CONTROLLER_ADMITTED_ACTIVE.labels(cq).set(n)
 
     # --- run -------------------------------------------------------------------------------
     async def run(self) -> None:

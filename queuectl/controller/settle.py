@@ -15,15 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from queuectl.api.errors import is_transient
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.kube import KubeError, Obj
-
-if TYPE_CHECKING:
-    from queuectl.controller.reconcile import Reconciler
+from queuectl.controller.workload_writes import WorkloadWrites
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +30,7 @@ FIRST_BACKOFF_S = 0.2
 MAX_BACKOFF_S = 5.0
 
 
-async def read_back(rec: Reconciler, wl: Obj) -> Obj | None:
+async def read_back(rec: WorkloadWrites, wl: Obj) -> Obj | None:
     """GET the Workload into the cache; None (and forgotten) when it is gone."""
     ns, name = wl["metadata"].get("namespace"), wl["metadata"]["name"]
     try:
@@ -47,7 +45,7 @@ async def read_back(rec: Reconciler, wl: Obj) -> Obj | None:
 
 
 async def write_settled(
-    rec: Reconciler,
+    rec: WorkloadWrites,
     wl: Obj,
     patch_for: Callable[[Obj], Patch | None],
     *,
@@ -82,7 +80,7 @@ async def write_settled(
 
 
 async def _read_back_until_answered(
-    rec: Reconciler, wl: Obj, delay: float, sleep: Callable[[float], Any]
+    rec: WorkloadWrites, wl: Obj, delay: float, sleep: Callable[[float], Any]
 ) -> Obj | None:
     while True:
         await sleep(delay)

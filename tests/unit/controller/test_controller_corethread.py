@@ -13,9 +13,9 @@ import threading
 import time
 from typing import Any
 
+from controller_fakes import World, merge, new_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_controller_reconcile import World, merge, new_job
 
 from queuectl import metrics
 from queuectl.api import names

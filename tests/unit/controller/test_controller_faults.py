@@ -20,9 +20,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from controller_fakes import FakeKube, World, gpu_node, merge, new_job, queued
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_controller_reconcile import FakeKube, World, merge, new_job
 
 from queuectl.api import names
 from queuectl.controller import convert
@@ -103,16 +103,6 @@ def condition_write(type_: str) -> Match:
     return match
 
 
-def gpu_node(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {names.LABEL_GPU_PRODUCT: "H100"}},
-        "status": {
-            "allocatable": {names.GPU_RESOURCE: "8", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
 class Sleeps:
     def __init__(self) -> None:
         self.slept: list[float] = []
@@ -126,9 +116,7 @@ async def queued_world() -> tuple[World, Faults, str, core.Admission]:
     w = World()
     faults = Faults(w.kube)
     w.add(k.NODES, gpu_node("n0"))
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job())
     (admitted,) = w.sched.run_cycle(w.now).admitted
     assert usage(w) == 8
     return w, faults, key, admitted.admission
@@ -145,13 +133,16 @@ def api_workload(w: World) -> dict[str, Any]:
     return wl
 
 
+EACH_ERROR = pytest.mark.parametrize(
+    "err", ERRORS, ids=lambda e: type(e).__name__ + str(getattr(e, "status", ""))
+)
+
+
 def admissions_landed(f: Faults) -> int:
     return sum(1 for p in f.landed if "admission" in (p.get("status") or {}))
 
 
-@pytest.mark.parametrize(
-    "err", ERRORS, ids=lambda e: type(e).__name__ + str(getattr(e, "status", ""))
-)
+@EACH_ERROR
 async def test_an_admission_lost_before_the_server_releases_the_quota_and_is_admitted_again(
     err: BaseException,
 ) -> None:
@@ -170,9 +161,7 @@ async def test_an_admission_lost_before_the_server_releases_the_quota_and_is_adm
     assert w.job()["spec"]["suspend"] is False
 
 
-@pytest.mark.parametrize(
-    "err", ERRORS, ids=lambda e: type(e).__name__ + str(getattr(e, "status", ""))
-)
+@EACH_ERROR
 async def test_an_admission_whose_answer_was_lost_is_kept_and_never_written_twice(
     err: BaseException,
 ) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from test_controller_reconcile import ADMISSION, World, admitted_world, merge, new_job
+from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, queued
 
 from queuectl.api import names
 from queuectl.controller import convert
@@ -38,9 +38,7 @@ async def waiting_world() -> tuple[World, str]:
     job = new_job()
     job["spec"]["completions"] = 8
     job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"][GPU] = "2"
-    w.add(k.JOBS, job)
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, job)
     await w.rec.reconcile(key)
     return w, key
 
@@ -95,9 +93,7 @@ async def test_an_admission_that_races_a_scale_up_is_never_started() -> None:
     """Admitted for 1 pod while the user scaled to 8 (the webhook's cache had not seen the
     admission yet): the Job stays suspended, the quota is released, the Workload resized."""
     w = World()
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job())
     change_job(w, parallelism=8)  # lands before the admission is acted on
     assert await Decisions(w.rec).admit(key, ADMISSION)
 
@@ -152,11 +148,7 @@ def restricted(w: World, name: str = "top", value: int = 1000) -> None:
 async def test_a_job_naming_a_class_its_namespace_may_not_use_waits_without_priority() -> None:
     w = World()
     restricted(w)
-    job = new_job()
-    job["metadata"]["labels"][names.LABEL_PRIORITY_CLASS] = "top"
-    w.add(k.JOBS, job)
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job(priority_class="top"))
     assert "priority" not in w.workload()["spec"]
     await w.rec.reconcile(key)
     assert key not in w.sched.st.workloads

@@ -121,13 +121,19 @@ class Replica:
 SKEWS = [(3600.0, -3600.0), (-3600.0, 3600.0), (0.0, 0.0), (-3600.0, 0.0)]
 
 
+def two_replicas(skew_a: float, skew_b: float) -> tuple[FakeLeases, Replica, Replica]:
+    """Replicas a (stepping at even seconds) and b (odd) on clocks skewed from the server's."""
+    server = FakeLeases(Clock())
+    a = Replica(elector(server, "a", skew_a, origin=5_000.0), phase=0.0)
+    b = Replica(elector(server, "b", skew_b, origin=77.0), phase=1.0)
+    return server, a, b
+
+
 @pytest.mark.parametrize(("skew_a", "skew_b"), SKEWS)
 async def test_a_renewing_leader_keeps_the_lease_whatever_the_clocks_say(
     skew_a: float, skew_b: float
 ) -> None:
-    server = FakeLeases(Clock())
-    a = Replica(elector(server, "a", skew_a, origin=5_000.0), phase=0.0)
-    b = Replica(elector(server, "b", skew_b, origin=77.0), phase=1.0)
+    server, a, b = two_replicas(skew_a, skew_b)
     await a.tick(0.0)
     assert a.leading
     for step in range(1, 120):
@@ -141,9 +147,7 @@ async def test_a_renewing_leader_keeps_the_lease_whatever_the_clocks_say(
 async def test_a_silent_leader_is_replaced_after_the_lease_duration_on_the_candidates_clock(
     skew_a: float, skew_b: float
 ) -> None:
-    server = FakeLeases(Clock())
-    a = Replica(elector(server, "a", skew_a, origin=5_000.0), phase=0.0)
-    b = Replica(elector(server, "b", skew_b, origin=77.0), phase=1.0)
+    server, a, b = two_replicas(skew_a, skew_b)
     await a.tick(0.0)
     server.clock.t = 1.0
     await b.tick(1.0)  # b sees a's record at t=1 and never again a change: a crashed

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from test_controller_reconcile import World, new_job
+from controller_fakes import World, new_job, queued
 
 from queuectl.api import names
 from queuectl.controller import convert
-from queuectl.controller import kube as k
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.pacing import PendingRefresh, TokenBucket
 from queuectl.controller.workqueue import WorkQueue
@@ -87,9 +86,7 @@ async def test_a_waiting_workloads_reason_is_written_at_once_and_its_numbers_at_
     """The core says "needs 8, 3 free", then "needs 8, 5 free" a second later: the second
     message waits for the refresh interval; a new reason never waits."""
     w = World()
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    await queued(w, new_job())
 
     def status_writes() -> int:
         return sum(1 for wr in w.kube.writes if wr[0] == "patch/status")
@@ -131,9 +128,7 @@ async def test_a_reason_refused_for_budget_is_left_stale_for_the_sweep_to_retry(
     once the budget refills the write goes out."""
     w = World()
     w.rec.pending_refresh = PendingRefresh(qps=0.01, burst=1)
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    await queued(w, new_job())
     await w.rec.write_pending(w.workload(), "InsufficientQuota", "needs 8, 3 free", w.now)
     await w.rec.write_pending(w.workload(), "Preempting", "waiting for 2 victims", w.now)
     cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}

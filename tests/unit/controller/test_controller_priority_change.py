@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_controller_reconcile import World, new_job
+from controller_fakes import World, new_job, queued
 
 from queuectl.api import names
 from queuectl.controller import convert
@@ -48,11 +48,7 @@ async def test_a_job_naming_a_missing_class_waits_and_takes_its_value_once_creat
     """No guess at priority 0: the Workload waits with a reason that says what to do; when the
     class is created, the core queues it at the class's value and the Workload records it."""
     w = World()
-    job = new_job()
-    job["metadata"]["labels"][names.LABEL_PRIORITY_CLASS] = "urgent"
-    w.add(k.JOBS, job)
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job(priority_class="urgent"))
     assert "priority" not in w.workload()["spec"]
     w.feed.feed_workload(w.workload())
     await w.rec.reconcile(key)
@@ -72,9 +68,7 @@ async def test_a_job_naming_a_missing_class_waits_and_takes_its_value_once_creat
 
 async def test_relabelling_to_a_missing_class_withholds_a_queued_job() -> None:
     w = World()
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job())
     w.feed.feed_workload(w.workload())
     assert w.sched.st.workloads[key].priority == 5
     await relabel(w, "typo")

@@ -1,223 +1,22 @@
-"""The reconcile state machine over an in-memory API server: each step decided from state.
-
-The fake honours what the controller relies on: merge patches, resourceVersion preconditions
-(409 on a stale write), create conflicts and 404s. The real API server runs the same flows in
-tests/integration and e2e/.
-"""
+"""The reconcile state machine over an in-memory API server (`controller_fakes`): each step
+decided from state. The real API server runs the same flows in tests/integration and e2e/."""
 
 from __future__ import annotations
 
 import copy
-import itertools
 from typing import Any
 
 import pytest
+from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, queued
 
 from queuectl.api import names
 from queuectl.controller import convert
 from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
 from queuectl.controller.decisions import Decisions
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed
 from queuectl.controller.jobs.batch import BatchJobAdapter
-from queuectl.controller.kube import KubeError, Obj, Resource
-from queuectl.controller.reconcile import Reconciler
-from queuectl.core import Scheduler
-from queuectl.core import types as core
 from queuectl.core.results import Preemption
 
 AFF = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-    return target
-
-
-class FakeKube:
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.rv = itertools.count(100)
-        self.writes: list[tuple[str, str, str]] = []
-
-    def _key(self, res: Resource, name: str, ns: str | None) -> tuple[str, str, str]:
-        return (res.plural, ns or "", name)
-
-    def put(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
-        obj["metadata"]["resourceVersion"] = str(next(self.rv))
-        obj["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
-        obj["metadata"].setdefault("generation", 1)
-        self.objects[self._key(res, obj["metadata"]["name"], obj["metadata"].get("namespace"))] = (
-            obj
-        )
-        return copy.deepcopy(obj)
-
-    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
-        obj = self.objects.get(self._key(res, name, namespace))
-        if obj is None:
-            raise KubeError(404, "NotFound", name)
-        return copy.deepcopy(obj)
-
-    async def create(self, res: Resource, body: Obj, namespace: str | None = None) -> Obj:
-        if self._key(res, body["metadata"]["name"], namespace) in self.objects:
-            raise KubeError(409, "AlreadyExists", body["metadata"]["name"])
-        self.writes.append(("create", res.plural, body["metadata"]["name"]))
-        body = copy.deepcopy(body)
-        body["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"
-        return self.put(res, body)
-
-    async def patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: Any,
-        namespace: str | None = None,
-        *,
-        content_type: str = "",
-        sub: str = "",
-        force: bool = False,
-    ) -> Obj:
-        current = await self.get(res, name, namespace)
-        want = (patch.get("metadata") or {}).get("resourceVersion")
-        if want and want != current["metadata"]["resourceVersion"]:
-            raise KubeError(409, "Conflict", "the object has been modified")
-        patch = copy.deepcopy(patch)
-        patch.get("metadata", {}).pop("resourceVersion", None)
-        self.writes.append(("patch" + (f"/{sub}" if sub else ""), res.plural, name))
-        return self.put(res, merge(current, patch))
-
-    async def delete(self, res: Resource, name: str, namespace: str | None = None, **_: Any) -> Obj:
-        self.writes.append(("delete", res.plural, name))
-        return self.objects.pop(self._key(res, name, namespace), {})
-
-
-class RecordingScheduler(Scheduler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.requeued: list[str] = []
-
-    def requeue_workload(self, key: str, *, not_before: float = 0.0, front: bool = False) -> None:
-        self.requeued.append(key)
-        super().requeue_workload(key, not_before=not_before, front=front)
-
-
-class World:
-    """A fake API server, the controller's cache kept in step by hand, and a clock."""
-
-    def __init__(self) -> None:
-        self.kube = FakeKube()
-        self.cache = Cache(self.kube)  # type: ignore[arg-type]
-        self.sched = RecordingScheduler()
-        self.now = 1_735_689_600.0
-        self.timers: list[tuple[float, str]] = []
-        self.feed = Feed(self.cache, self.sched, lambda: None, lambda _: None, lambda *_: None)
-        events = EventRecorder(self.kube)  # type: ignore[arg-type]
-        self.rec = Reconciler(
-            self.kube,  # type: ignore[arg-type]
-            self.cache,
-            self.feed,
-            self.sched,
-            {"Job": BatchJobAdapter()},
-            events,
-            lambda when, key: self.timers.append((when, key)),
-            lambda: self.now,
-        )
-        self.add(
-            k.NAMESPACES,
-            {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}},
-        )
-        self.add(
-            k.RESOURCE_FLAVORS,
-            {
-                "metadata": {"name": "h100"},
-                "spec": {"nodeLabels": {names.LABEL_GPU_PRODUCT: "H100"}},
-            },
-        )
-        self.add(
-            k.CLUSTER_QUEUES,
-            {
-                "metadata": {"name": "cq"},
-                "spec": {
-                    "namespaceSelector": {},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": [names.GPU_RESOURCE],
-                            "flavors": [
-                                {
-                                    "name": "h100",
-                                    "resources": [{"name": names.GPU_RESOURCE, "nominalQuota": 8}],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            },
-        )
-        self.add(
-            k.LOCAL_QUEUES,
-            {"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}},
-        )
-        self.add(
-            k.PRIORITY_CLASSES_OURS,
-            {"metadata": {"name": "low"}, "value": 5, "preemptionGracePeriodSeconds": 60},
-        )
-
-    def add(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
-        stored = self.kube.put(res, obj)
-        self.cache.store(res).apply("ADDED", stored)
-        return stored
-
-    def job(self) -> dict[str, Any]:
-        return self.cache.get(k.JOBS, "train", "ns")  # type: ignore[return-value]
-
-    def workload(self) -> dict[str, Any]:
-        (wl,) = self.cache.store(k.WORKLOADS).values()
-        return wl
-
-
-def new_job(suspend: bool = True) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "train",
-            "namespace": "ns",
-            "labels": {names.LABEL_QUEUE_NAME: "lq", names.LABEL_PRIORITY_CLASS: "low"},
-        },
-        "spec": {
-            "suspend": suspend,
-            "parallelism": 1,
-            "template": {
-                "spec": {
-                    "containers": [
-                        {"name": "c", "resources": {"requests": {names.GPU_RESOURCE: "8"}}}
-                    ]
-                }
-            },
-        },
-    }
-
-
-ADMISSION = core.Admission(
-    "cq", (core.PodSetAssignment("main", 1, {names.GPU_RESOURCE: "h100"}, {names.GPU_RESOURCE: 8}),)
-)
-
-
-async def admitted_world() -> tuple[World, str]:
-    w = World()
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
-    assert await Decisions(w.rec).admit(key, ADMISSION)
-    return w, key
 
 
 async def test_a_queued_job_gets_an_owned_workload_with_its_priority() -> None:
@@ -266,9 +65,7 @@ async def test_a_stale_admission_is_never_written_twice() -> None:
 
 async def test_an_unadmitted_job_unsuspended_by_hand_is_suspended_again() -> None:
     w = World()
-    w.add(k.JOBS, new_job(suspend=False))
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job(suspend=False))
     await w.rec.reconcile(key)
     assert w.job()["spec"]["suspend"] is True
 
@@ -327,9 +124,7 @@ async def test_withheld_reasons_for_a_stopped_local_queue(stop: str, reason: str
     w = World()
     lq = w.cache.get(k.LOCAL_QUEUES, "lq", "ns")
     w.add(k.LOCAL_QUEUES, merge(copy.deepcopy(dict(lq or {})), {"spec": {"stopPolicy": stop}}))
-    w.add(k.JOBS, new_job())
-    key = await w.rec.reconcile_job("Job", "ns", "train")
-    assert key is not None
+    key = await queued(w, new_job())
     await w.rec.reconcile(key)
     cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED)
     assert (cond or {}).get("reason") == reason

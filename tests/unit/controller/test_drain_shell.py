@@ -9,7 +9,7 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from test_controller_reconcile import World, admitted_world, merge
+from controller_fakes import World, admitted_world, gpu_node, merge
 
 from queuectl import metrics
 from queuectl.api import names
@@ -18,22 +18,6 @@ from queuectl.controller import kube as k
 from queuectl.controller.drain import Drainer, DrainOptions
 
 Action = Callable[[], Awaitable[None]]
-
-
-def gpu_node(name: str, *, unschedulable: bool = False) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {names.LABEL_GPU_PRODUCT: "H100", names.LABEL_GPU_HEALTHY_COUNT: "8"},
-        },
-        "spec": {"unschedulable": unschedulable} if unschedulable else {},
-        "status": {
-            "allocatable": {names.GPU_RESOURCE: "8"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
 
 
 class Harness:

@@ -8,10 +8,9 @@ import asyncio
 import copy
 
 import pytest
+from controller_fakes import FakeKube, World, admitted_world, gpu_node, merge, new_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_controller_reconcile import FakeKube, World, admitted_world, merge, new_job
-from test_drain_shell import gpu_node
 
 from queuectl import metrics
 from queuectl.api import names

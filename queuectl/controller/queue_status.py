@@ -1,0 +1,104 @@
+"""ClusterQueue and LocalQueue status writes, and the quota and pending gauges that go with them.
+
+`queues.py` decides the statuses (pure); this writes those that changed, reading the core only
+between cycles (`CoreThread.idle`). The controller's status loop calls `write_all` and paces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from queuectl import metrics
+from queuectl.api import names
+from queuectl.controller import convert, queues
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.corethread import CoreThread
+from queuectl.controller.feed import Feed
+from queuectl.controller.kube import Kube, KubeError, Obj
+
+
+class QueueStatusWriter:
+    def __init__(
+        self, kube: Kube, cache: Cache, core: CoreThread, feed: Feed, clock: Callable[[], float]
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.core = core
+        self.feed = feed
+        self.clock = clock
+
+    async def write_all(self) -> None:
+        """Every queue's status that changed, then the gauges."""
+        now = self.clock()
+        cq_active: dict[str, bool] = {}
+        for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
+            name = cq["metadata"]["name"]
+            qs = (await self.core.idle()).cluster_queue_status(name)
+            st = queues.cluster_queue_status(cq, qs, now)
+            cq_active[name] = any(
+                c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
+            )
+            self._quota_metrics(cq, qs)
+            if queues.changed(cq, st):
+                await self._patch_status(k.CLUSTER_QUEUES, cq, st)
+        lq_statuses = queues.local_queue_statuses(
+            self.cache.store(k.LOCAL_QUEUES).values(),
+            self.cache.store(k.WORKLOADS).values(),
+            self.feed,
+            cq_active,
+            now,
+        )
+        for (ns, name), st in lq_statuses.items():
+            lq = self.cache.get(k.LOCAL_QUEUES, name, ns)
+            if lq is not None and queues.changed(lq, st):
+                await self._patch_status(k.LOCAL_QUEUES, lq, st)
+        self._pending_metrics()
+
+    async def _patch_status(self, res: k.Resource, obj: Obj, st: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        try:
+            new = await self.kube.patch(
+                res, meta["name"], {"status": st}, meta.get("namespace"), sub="status"
+            )
+        except KubeError as err:
+            if err.not_found:
+                return
+            raise
+        self.cache.store(res).upsert_local(new)
+
+    def _quota_metrics(self, cq: Obj, qs: Any) -> None:
+        name = cq["metadata"]["name"]
+        for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+            for fq in group.get("flavors") or ():
+                for r in fq.get("resources") or ():
+                    fr = (fq["name"], r["name"])
+                    labels = (name, fq["name"], r["name"])
+                    nominal = convert.canonical(r["name"], r.get("nominalQuota", 0))
+                    metrics.CONTROLLER_QUOTA.labels(*labels, "nominal").set(nominal)
+                    used = qs.usage.get(fr, 0) if qs else 0
+                    metrics.CONTROLLER_QUOTA.labels(*labels, "used").set(used)
+                    borrowed = qs.borrowed.get(fr, 0) if qs else 0
+                    metrics.CONTROLLER_QUOTA.labels(*labels, "borrowed").set(borrowed)
+
+    def _pending_metrics(self) -> None:
+        pending: dict[tuple[str, str], int] = {}
+        admitted: dict[str, int] = {}
+        for wl in self.cache.store(k.WORKLOADS).values():
+            if convert.is_true(wl, names.COND_FINISHED):
+                continue
+            if convert.holds_quota(wl):
+                cq = wl["status"]["admission"].get("clusterQueue", "")
+                admitted[cq] = admitted.get(cq, 0) + 1
+                continue
+            ns = wl["metadata"].get("namespace", "")
+            lq = self.cache.local_queue(ns, (wl.get("spec") or {}).get("queueName", "")) or ""
+            pc = (wl.get("spec") or {}).get("priorityClassName") or ""
+            pending[(lq, pc)] = pending.get((lq, pc), 0) + 1
+        metrics.CONTROLLER_PENDING.clear()
+        for (cq, pc), n in pending.items():
+            metrics.CONTROLLER_PENDING.labels(cq, pc).set(n)
+        metrics.CONTROLLER_ADMITTED_ACTIVE.clear()
+        for cq, n in admitted.items():
+            metrics.CONTROLLER_ADMITTED_ACTIVE.labels(cq).set(n)

@@ -1,0 +1,108 @@
+"""What every reconcile step shares: its collaborators and the writes that keep the cache current.
+
+`Reconciler` is assembled from step groups (`adoption.JobWorkloads`, `pending.PendingReasons`,
+`reconcile.Reconciler` itself) that all read the same collaborators; they are declared here once
+and set by `Reconciler.__init__`. The two writes here update the cache with what the API server
+answered, so the next decision never reads a version older than our own write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from queuectl.controller import convert
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.events import EventRecorder
+from queuectl.controller.feed import Feed
+from queuectl.controller.jobs.base import JobAdapter
+from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.pacing import PendingRefresh
+from queuectl.core.results import PendingInfo
+
+
+class CoreActions(Protocol):
+    """What reconciliation tells the core."""
+
+    def requeue_workload(
+        self, key: str, *, not_before: float = 0.0, front: bool = False
+    ) -> None: ...
+
+    def delete_workload(self, key: str) -> None: ...
+
+    def pending_info(self, key: str) -> PendingInfo | None:
+        """None if admitted, unknown, or asked while a cycle runs (then asked again after)."""
+        ...
+
+
+def split_key(key: str) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+class WorkloadWrites:
+    """The collaborators of every reconcile step, and the writes that keep the cache current."""
+
+    kube: Kube
+    cache: Cache
+    feed: Feed
+    sched: CoreActions
+    adapters: Mapping[str, JobAdapter]
+    events: EventRecorder
+    at: Callable[[float, str], None]
+    """at(when, workload key): reconcile that workload again at `when`."""
+    clock: Callable[[], float]
+    pending_refresh: PendingRefresh
+    stats: dict[str, int]
+
+    def _count(self, what: str) -> None:
+        self.stats[what] = self.stats.get(what, 0) + 1
+
+    async def write_status(self, wl: Obj, patch: dict[str, Any]) -> Obj | None:
+        """Patch the status subresource conditional on the version decided on. On a conflict,
+        re-read (the caller re-decides on the fresh object); None when nothing was written."""
+        ns, name = wl["metadata"].get("namespace"), wl["metadata"]["name"]
+        try:
+            new = await self.kube.patch(k.WORKLOADS, name, patch, ns, sub="status")
+        except KubeError as err:
+            if err.not_found:
+                self.feed.forget(convert.workload_key(wl))
+                return None
+            if not err.conflict:
+                raise
+            self._count("status_conflicts")
+            try:
+                fresh = await self.kube.get(k.WORKLOADS, name, ns)
+            except KubeError as gerr:
+                if gerr.not_found:
+                    return None
+                raise
+            self.cache.store(k.WORKLOADS).apply("MODIFIED", fresh)
+            return None
+        self.cache.store(k.WORKLOADS).upsert_local(new)
+        return new
+
+    async def patch_job(
+        self, adapter: JobAdapter, job: Obj, patch: dict[str, Any], *, strict: bool = False
+    ) -> Obj | None:
+        """Patch the job we decided on: always that very object (uid); with `strict`, only the
+        version we read (for decisions that depend on the job's own state, e.g. re-suspending
+        a job nobody admitted). Patches decided from the Workload alone (start with placement,
+        labels, annotations) need not lose a race with the Job controller's status updates."""
+        meta = job["metadata"]
+        guard = {"uid": meta["uid"]}
+        if strict:
+            guard["resourceVersion"] = meta["resourceVersion"]
+        body = {**patch, "metadata": {**patch.get("metadata", {}), **guard}}
+        try:
+            new = await self.kube.patch(adapter.resource, meta["name"], body, meta["namespace"])
+        except KubeError as err:
+            if err.not_found:
+                return None
+            if err.conflict:  # the Job moved on; its watch event brings us back here
+                self._count("job_conflicts")
+                return None
+            raise
+        self.cache.store(adapter.resource).upsert_local(new)
+        return new
