@@ -1,0 +1,116 @@
+"""Build the real-node programs (kubelet, kube-proxy, CNI plugins, pause) into their own cache.
+
+A second Go module (`gonode/`, the same Kubernetes release and replace lines as `gobuild/`
+plus github.com/containernetworking/plugins) so the control-plane cache key never changes
+when real nodes are added; Go's build cache shares every package the two have in common, so
+this build costs ~3 min on 2 cores after the control plane's. containerd, runc and ctr come
+from the host (Debian packages `containerd`, `runc`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from queuectl.testenv.build import (
+    Progress,
+    _locked,
+    _run_streaming,
+    cache_root,
+    check_go,
+    find_go,
+    ldflags,
+)
+from queuectl.testenv.errors import ToolMissing
+from queuectl.testenv.versions import gobuild_dir, pinned
+
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+NODE_PROGRAMS = ("kubelet", "kube-proxy", "pause", *CNI_PLUGINS)
+_CNI = "github.com/containernetworking/plugins/plugins"
+GO_PACKAGES = (
+    "k8s.io/kubernetes/cmd/kubelet",
+    "k8s.io/kubernetes/cmd/kube-proxy",
+    f"{_CNI}/main/bridge",
+    f"{_CNI}/ipam/host-local",
+    f"{_CNI}/main/loopback",
+    f"{_CNI}/meta/portmap",
+    "./pause",
+)
+HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip")
+_MARKER = "VERSIONS.json"
+
+
+def gonode_dir() -> Path:
+    return gobuild_dir().parent / "gonode"
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    dir: Path
+    containerd: Path
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+
+def cache_key() -> str:
+    v = pinned()
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum", "tools.go", "pause/main.go"):
+        digest.update((gonode_dir() / name).read_bytes())
+    digest.update(f"ldflags={ldflags(v)};cgo=0".encode())
+    return f"node-{v.kubernetes}-{digest.hexdigest()[:12]}"
+
+
+def host_tools() -> dict[str, Path]:
+    """containerd and friends from the host; one clear error naming what to install."""
+    found = {t: shutil.which(t) for t in HOST_TOOLS}
+    missing = [t for t, p in found.items() if p is None]
+    if missing:
+        raise ToolMissing(
+            f"real nodes need {', '.join(missing)} on PATH",
+            "install the Debian packages: apt-get install containerd runc iproute2 util-linux",
+        )
+    return {t: Path(p) for t, p in found.items() if p is not None}
+
+
+def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None) -> NodeBinaries:
+    """Return cached real-node programs for the pinned Kubernetes, building them the first time."""
+    containerd = host_tools()["containerd"]
+    root = root or cache_root()
+    final = root / cache_key()
+    if (final / _MARKER).exists():
+        return NodeBinaries(final, containerd)
+    with _locked(root / f"{final.name}.lock"):
+        if (final / _MARKER).exists():
+            return NodeBinaries(final, containerd)
+        v = pinned()
+        go = check_go(find_go(), v.go)
+        staging = root / f"{final.name}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        log = root / f"{final.name}.build.log"
+        log.unlink(missing_ok=True)
+        progress(f"Building kubelet, kube-proxy and CNI plugins {v.kubernetes} into {final}.")
+        started = time.monotonic()
+        argv = [str(go), "build", "-v", "-trimpath", "-ldflags", ldflags(v), "-o", f"{staging}/"]
+        _run_streaming(
+            [*argv, *GO_PACKAGES],
+            cwd=gonode_dir(),
+            env=dict(os.environ, CGO_ENABLED="0"),
+            log=log,
+            what=f"go build (kubelet {v.kubernetes})",
+            progress=progress,
+        )
+        seconds = time.monotonic() - started
+        record = {"kubernetes": v.kubernetes, "build_seconds": round(seconds, 1)}
+        (staging / _MARKER).write_text(json.dumps(record, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        progress(f"Built the real-node programs in {seconds:.0f}s.")
+    return NodeBinaries(final, containerd)
