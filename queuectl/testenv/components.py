@@ -111,8 +111,10 @@ def apiserver_argv(
         f"--api-audiences={SA_ISSUER}",
         f"--service-account-key-file={lay.cert('sa')}",
         f"--service-account-signing-key-file={lay.key('sa')}",
-        # No kube-proxy routes the `kubernetes` Service's loopback endpoint; do not publish one.
-        "--endpoint-reconciler-type=none",
+        # Without real nodes no kube-proxy routes the `kubernetes` Service to a loopback
+        # endpoint, so none is published; with them, kube-proxy on each node routes it to
+        # `node_gateway`, which pods reach.
+        f"--endpoint-reconciler-type={'lease' if real else 'none'}",
         "--profiling=false",
         "--event-ttl=1h",
     ]

@@ -24,6 +24,7 @@ REAL_NODE_LABEL = "testenv.queuectl.io/real-node"
 
 # Bootstrap RBAC defines `system:node` but (since 1.8) binds it to nobody; bind it to the
 # nodes group as kubeadm's Node authorizer setup would allow.
+# kube-proxy acts as `system:kube-proxy`, bound to `system:node-proxier` like kubeadm does.
 NODE_RBAC = """\
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -32,13 +33,23 @@ metadata:
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node"}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: queuectl-testenv:kube-proxy
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-proxier"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kube-proxy"}
 """
+POD_NETWORK = "10.244.0.0/16"  # every real node's pod CIDR is a /24 of it
 
 
 @dataclass(frozen=True)
 class NodeFiles:
     containerd_config: Path
     kubelet_flags: list[str]
+    kube_proxy_flags: list[str]
 
 
 def containerd_config(node: RealNode, cni_bin: Path, cni_conf: Path, pause_image: str) -> str:
@@ -128,6 +139,27 @@ def kubelet_config(node: RealNode) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
+def kube_proxy_config(node: RealNode, kubeconfig: Path) -> str:
+    """iptables mode inside the node's namespace; conntrack sysctls left alone (shared host)."""
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "hostnameOverride": node.name,
+        "clusterCIDR": POD_NETWORK,
+        "bindAddress": node.node_ip,
+        "healthzBindAddress": f"{node.node_ip}:10256",
+        "metricsBindAddress": f"{node.node_ip}:10249",
+        "conntrack": {
+            "maxPerCore": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
 def write(
     node: RealNode,
     binaries: NodeBinaries,
@@ -163,4 +195,10 @@ def write(
         f"--node-labels={REAL_NODE_LABEL}=true",
         "--v=1",
     ]
-    return NodeFiles(config, flags)
+    proxy_identity = ca.issue_client("system:kube-proxy")
+    proxy_kubeconfig = write_kubeconfig(
+        base / "kube-proxy" / "kubeconfig", server, ca.cert_pem, proxy_identity, node.name
+    )
+    proxy_yaml = base / "kube-proxy" / "config.yaml"
+    proxy_yaml.write_text(kube_proxy_config(node, proxy_kubeconfig))
+    return NodeFiles(config, flags, [f"--config={proxy_yaml}"])

@@ -128,11 +128,7 @@ def _cgroup_dirs(node: RealNode) -> list[Path]:
     """The node's cgroup in every mounted hierarchy (cgroup v1 controllers, or v2 alone)."""
     if (CGROUP_ROOT / "cgroup.controllers").exists():
         return [CGROUP_ROOT / node.cgroup]
-    return [
-        d / node.cgroup
-        for d in sorted(CGROUP_ROOT.iterdir())
-        if (d / "cgroup.procs").exists()
-    ]
+    return [d / node.cgroup for d in sorted(CGROUP_ROOT.iterdir()) if (d / "cgroup.procs").exists()]
 
 
 def _make_cgroups(node: RealNode) -> None:
@@ -175,9 +171,20 @@ def _ctr(node: RealNode, *args: str) -> subprocess.CompletedProcess[str]:
     return _run("ctr", "--address", str(node.containerd_socket), "--namespace", "k8s.io", *args)
 
 
-def load_image(node: RealNode, archive: Path) -> None:
-    """Import an OCI or Docker image archive into the node's containerd (what a pull would do)."""
-    _ctr(node, "images", "import", "--no-unpack=false", str(archive))
+def load_image(node: RealNode, archive: Path, base_name: str | None = None) -> None:
+    """Import an OCI or Docker image archive into the node's containerd (what a pull would do).
+
+    An OCI layout whose refs are bare tags (`make image` writes `0.1.0`) needs `base_name`
+    (e.g. `localhost/queuectl/queuectl` gives `localhost/queuectl/queuectl:0.1.0`).
+    """
+    if not archive.is_file():
+        raise ComponentFailed(
+            f"image archive {archive} does not exist",
+            "pass a tar of an OCI layout or a `docker save` archive "
+            "(e.g. `tar -C build/image/oci -cf image.tar .`)",
+        )
+    named = ["--base-name", base_name] if base_name else []
+    _ctr(node, "images", "import", *named, str(archive))
 
 
 def start(plane: ControlPlane, nodes: list[RealNode], binaries: NodeBinaries) -> None:
@@ -203,6 +210,11 @@ def start(plane: ControlPlane, nodes: list[RealNode], binaries: NodeBinaries) ->
             [*enter, str(binaries.path("kubelet")), *files.kubelet_flags],
             ready=http_probe(f"http://{node.node_ip}:10248/healthz"),
             timeout=max(plane.timeout, 120.0),
+        )
+        plane.start_process(
+            f"kube-proxy-{node.name}",
+            [*enter, str(binaries.path("kube-proxy")), *files.kube_proxy_flags],
+            ready=http_probe(f"http://{node.node_ip}:10256/healthz"),
         )
     for node in nodes:
         eventually(

@@ -124,6 +124,27 @@ def test_a_pod_from_a_locally_loaded_image_runs_on_the_real_node_and_is_reached_
     assert plane.kubectl("logs", "web").returncode == 0
 
 
+def test_a_pod_on_the_real_node_reaches_the_api_server_through_the_kubernetes_service(
+    plane: ControlPlane,
+) -> None:
+    """The in-cluster path (KUBERNETES_SERVICE_HOST = 10.96.0.1, kube-proxy on the node, the
+    service-account CA and token) that the controller Deployment of issue 13 item 3 uses."""
+    pod = json.loads(web_pod("incluster"))
+    pod["spec"]["restartPolicy"] = "Never"
+    pod["spec"]["containers"][0]["args"] = ["apiserver", "/api/v1/namespaces/default/pods"]
+    plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    phase = eventually(
+        lambda: pod_phase(plane, "incluster"),
+        lambda p: p in ("Succeeded", "Failed"),
+        timeout=120,
+        what="the in-cluster client pod to finish",
+    )
+    logs = plane.kubectl("logs", "incluster").stdout
+    # TLS verified against the cluster CA and the token authenticated: RBAC then says no,
+    # because the default service account may not list pods.
+    assert (phase, logs) == ("Succeeded", "HTTP 403\n")
+
+
 def test_stopping_the_environment_leaves_nothing_of_the_node_behind(
     plane: ControlPlane,
 ) -> None:
