@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,17 @@ GO_PACKAGES = (
     f"{_CNI}/meta/portmap",
     "./pause",
 )
-HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip")
+# Each host program and the Debian package that ships it.
+HOST_TOOLS = {
+    "containerd": "containerd",
+    "containerd-shim-runc-v2": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    "iptables": "iptables",  # kube-proxy
+    "conntrack": "conntrack",  # kube-proxy's stale-UDP cleanup
+    "nsenter": "util-linux",
+    "ip": "iproute2",
+}
 _MARKER = "VERSIONS.json"
 
 
@@ -67,21 +78,33 @@ def cache_key() -> str:
     return f"node-{v.kubernetes}-{digest.hexdigest()[:12]}"
 
 
-def host_tools() -> dict[str, Path]:
-    """containerd and friends from the host; one clear error naming what to install."""
-    found = {t: shutil.which(t) for t in HOST_TOOLS}
-    missing = [t for t, p in found.items() if p is None]
+def _missing() -> list[str]:
+    return [t for t in HOST_TOOLS if shutil.which(t) is None]
+
+
+def host_tools(progress: Progress = print) -> dict[str, Path]:
+    """containerd and friends from the host's Debian packages, installed when missing (as
+    deploy/image/build.sh does: root with apt-get, e.g. a fresh CI machine); else one clear
+    error naming the packages."""
+    packages = sorted({HOST_TOOLS[t] for t in _missing()})
+    if packages and os.geteuid() == 0 and shutil.which("apt-get"):
+        progress(f"Installing {', '.join(packages)} (Debian packages) for real nodes")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
+            subprocess.run(argv, env=env, capture_output=True, timeout=600, check=False)
+    missing = _missing()
     if missing:
         raise ToolMissing(
             f"real nodes need {', '.join(missing)} on PATH",
-            "install the Debian packages: apt-get install containerd runc iproute2 util-linux",
+            "install the Debian packages: apt-get install "
+            + " ".join(sorted({HOST_TOOLS[t] for t in missing})),
         )
-    return {t: Path(p) for t, p in found.items() if p is not None}
+    return {t: Path(str(shutil.which(t))) for t in HOST_TOOLS}
 
 
 def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None) -> NodeBinaries:
     """Return cached real-node programs for the pinned Kubernetes, building them the first time."""
-    containerd = host_tools()["containerd"]
+    containerd = host_tools(progress)["containerd"]
     root = root or cache_root()
     final = root / cache_key()
     if (final / _MARKER).exists():

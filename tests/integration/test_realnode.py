@@ -22,7 +22,7 @@ from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.ociarchive import single_binary_image
 from queuectl.testenv.realnode import RealNode, load_image, recorded
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 WEB_IMAGE = "localhost/queuectl/web:v1"  # never on any registry: only a local load finds it
 
