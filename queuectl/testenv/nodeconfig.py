@@ -80,6 +80,7 @@ def containerd_config(node: RealNode, cni_bin: Path, cni_conf: Path, pause_image
             '  runtime_type = "io.containerd.runc.v2"',
             f"[{cri}.containerd.runtimes.runc.options]",
             "  SystemdCgroup = false",
+            f'  Root = "{Path(node.dir) / "runc"}"',  # runc's state, not /run/containerd/runc
             f"[{cri}.cni]",
             f'  bin_dir = "{cni_bin}"',
             f'  conf_dir = "{cni_conf}"',

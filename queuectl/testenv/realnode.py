@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 RECORD_FILE = "realnodes.json"
 PAUSE_IMAGE = "localhost/queuectl/pause:v1"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+SHIM_SOCKETS = Path("/run/containerd/s")
 _ROOT_HINT = (
     "real nodes need root on Linux (network namespaces, mounts, cgroups), iproute2 and "
     "nsenter; run as root or leave --real-nodes out"
@@ -249,6 +250,15 @@ def _pids_in(node: RealNode) -> set[int]:
     return pids
 
 
+def _remove_shim_sockets(node: RealNode) -> None:
+    """containerd 1.6 puts each shim's socket in /run/containerd/s/, named by the sha256 of
+    `<containerd address>/<namespace>/<sandbox id>`; a killed shim leaves it there."""
+    state = Path(node.dir) / "runc" / "k8s.io"
+    for entry in state.iterdir() if state.is_dir() else ():
+        key = f"{node.containerd_socket}/k8s.io/{entry.name}"
+        (SHIM_SOCKETS / hashlib.sha256(key.encode()).hexdigest()).unlink(missing_ok=True)
+
+
 def _unmount_under(directory: str) -> None:
     mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
     for target in sorted((m for m in mounts if m.startswith(directory + "/")), reverse=True):
@@ -270,6 +280,7 @@ def teardown(work_dir: Path) -> list[str]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)
+        _remove_shim_sockets(node)
         _unmount_under(node.dir)
         _run("ip", "netns", "delete", node.netns, check=False)
         _run("ip", "link", "delete", node.host_if, check=False)

@@ -8,6 +8,7 @@ process, mount, namespace, route or cgroup behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -85,7 +86,16 @@ def leftovers(plane: ControlPlane, node: RealNode) -> dict[str, object]:
     mounts = Path("/proc/self/mounts").read_text()
     routes = subprocess.run(["ip", "route"], capture_output=True, text=True).stdout
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    state = Path(node.dir) / "runc" / "k8s.io"  # one entry per sandbox and container
+    ids = [e.name for e in state.iterdir()] if state.is_dir() else []
+    sockets = {
+        hashlib.sha256(f"{node.containerd_socket}/k8s.io/{i}".encode()).hexdigest() for i in ids
+    }
+    shim_dir = Path("/run/containerd/s")
     return {
+        "shim sockets": sorted(sockets & {p.name for p in shim_dir.iterdir()})
+        if shim_dir.is_dir()
+        else [],
         "mounts": [m for m in mounts.splitlines() if str(plane.work_dir) in m],
         "route": node.pod_cidr in routes,
         "netns": node.netns in namespaces,
@@ -153,8 +163,15 @@ def test_stopping_the_environment_leaves_nothing_of_the_node_behind(
     eventually(lambda: pod_phase(plane, "web2"), lambda p: p == "Running", timeout=120, what="web2")
     before = leftovers(plane, node)
     assert before["netns"] and before["route"] and before["mounts"], before
+    assert before["shim sockets"], before
 
     plane.stop()
 
-    assert leftovers(plane, node) == {"mounts": [], "route": False, "netns": False, "cgroup": False}
+    assert leftovers(plane, node) == {
+        "shim sockets": [],
+        "mounts": [],
+        "route": False,
+        "netns": False,
+        "cgroup": False,
+    }
     assert recorded(plane.work_dir) == []
