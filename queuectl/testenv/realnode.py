@@ -162,6 +162,9 @@ def prepare(plane: ControlPlane, count: int) -> list[RealNode]:
     plane.work_dir.mkdir(parents=True, exist_ok=True)
     _record(plane.work_dir, nodes)
     for node in nodes:
+        # Names derive from the work dir: a namespace by this name is a crashed run's of this
+        # same environment whose record was wiped; remove it rather than fail on "File exists".
+        _remove(node)
         _network_up(node)
         _make_cgroups(node)
     plane.node_gateway = nodes[0].host_ip
@@ -265,6 +268,27 @@ def _unmount_under(directory: str) -> None:
         _run("umount", "-l", target, check=False)
 
 
+def _remove(node: RealNode) -> None:
+    for _ in range(3):
+        pids = _pids_in(node)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+    _remove_shim_sockets(node)
+    _unmount_under(node.dir)
+    _run("ip", "netns", "delete", node.netns, check=False)
+    _run("ip", "link", "delete", node.host_if, check=False)
+    _run("ip", "route", "delete", node.pod_cidr, check=False)
+    for d in _cgroup_dirs(node):
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), reverse=True):
+            sub.rmdir()
+        if d.exists():
+            d.rmdir()
+
+
 def teardown(work_dir: Path) -> list[str]:
     """Remove what the recorded nodes left: pod processes, mounts, namespaces, cgroups, routes.
 
@@ -272,23 +296,6 @@ def teardown(work_dir: Path) -> list[str]:
     """
     nodes = recorded(work_dir)
     for node in nodes:
-        for _ in range(3):
-            pids = _pids_in(node)
-            if not pids:
-                break
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.5)
-        _remove_shim_sockets(node)
-        _unmount_under(node.dir)
-        _run("ip", "netns", "delete", node.netns, check=False)
-        _run("ip", "link", "delete", node.host_if, check=False)
-        _run("ip", "route", "delete", node.pod_cidr, check=False)
-        for d in _cgroup_dirs(node):
-            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), reverse=True):
-                sub.rmdir()
-            if d.exists():
-                d.rmdir()
+        _remove(node)
     (work_dir / RECORD_FILE).unlink(missing_ok=True)
     return [n.name for n in nodes]
