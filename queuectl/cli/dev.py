@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from queuectl.cli.main import Subparsers
-from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries
+from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, realnode
+from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.nodes import H100
 
 # Processes `dev up` starts after the control plane and the fake nodes. The controller (and
@@ -82,7 +83,11 @@ def up(args: argparse.Namespace) -> int:
         existing.stop()
     _wipe(directory)
     plane = ControlPlane(
-        directory, name=args.name, apiserver_port=args.apiserver_port, progress=_err
+        directory,
+        name=args.name,
+        apiserver_port=args.apiserver_port,
+        progress=_err,
+        real_nodes=args.real_nodes,
     )
     try:
         plane.start()
@@ -99,6 +104,10 @@ def up(args: argparse.Namespace) -> int:
             )
         for start in EXTRA_PROCESSES:
             start(plane)
+        for archive in args.load_image:
+            for node in realnode.recorded(directory):
+                _err(f"Loading {archive} into {node.name}")
+                realnode.load_image(node, Path(archive), args.image_base_name)
     except TestEnvError as exc:
         plane.stop()
         _err(f"queuectl dev up failed: {exc}")
@@ -106,9 +115,10 @@ def up(args: argparse.Namespace) -> int:
     except BaseException:
         plane.stop()
         raise
+    real = f", {args.real_nodes} real node(s)" if args.real_nodes else ""
     print(
         f'queuectl dev environment "{args.name}" is up: {plane.server}, '
-        f"{args.nodes} fake GPU nodes, started in {plane.start_seconds or 0:.1f}s."
+        f"{args.nodes} fake GPU nodes{real}, started in {plane.start_seconds or 0:.1f}s."
     )
     print(_usage(plane))
     return 0
@@ -180,6 +190,13 @@ def build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def add_parser(subparsers: Subparsers) -> None:
     dev = subparsers.add_parser(
         "dev", help="run a local Kubernetes control plane with fake GPU nodes"
@@ -209,6 +226,28 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--racks-per-block", type=int, default=1, help="racks per block (default 1)")
     p.add_argument("--node-prefix", default="gpu", help="node name prefix (default gpu)")
     p.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
+    p.add_argument(
+        "--real-nodes",
+        type=_non_negative,
+        default=0,
+        help="real nodes (kubelet + containerd, root only) beside the fake ones; pods pick them "
+        f"with nodeSelector {REAL_NODE_LABEL}=true (default 0)",
+    )
+    p.add_argument(
+        "--load-image",
+        action="append",
+        default=[],
+        metavar="ARCHIVE",
+        help="an OCI/Docker image archive to load into every real node (repeatable; no "
+        "registry: use imagePullPolicy: Never or IfNotPresent)",
+    )
+    p.add_argument(
+        "--image-base-name",
+        default=None,
+        metavar="NAME",
+        help="name for archive refs that are bare tags, e.g. localhost/queuectl/queuectl "
+        "for `make image`'s OCI layout (tagged 0.1.0)",
+    )
     build_parser = actions.add_parser("build", help="build (or find cached) binaries only")
     build_parser.set_defaults(func=build)
     named("down", down, "stop every process the environment started")

@@ -18,6 +18,7 @@ from queuectl.api import names
 from queuectl.testenv.build import Binaries
 
 SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"  # the first address of SERVICE_CIDR
 POD_CIDR = "10.0.0.1/16"  # kwok hands out pod IPs from here; a /16 holds 65k pods
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 NODE_LEASE_SECONDS = 40
@@ -85,12 +86,20 @@ def etcd_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
     ]
 
 
-def apiserver_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
+def apiserver_argv(
+    b: Binaries, lay: Layout, p: Ports, *, node_gateway: str | None = None
+) -> list[str]:
+    """Loopback only, unless real nodes need it: then on every address (the nodes reach it
+    through `node_gateway`, the host end of their veth) and webhook/aggregated-API calls go to
+    endpoint (pod) IPs directly, which the host routes into the node's namespace."""
+    real = node_gateway is not None
     return [
         str(b.path("kube-apiserver")),
         f"--etcd-servers=http://127.0.0.1:{p.etcd_client}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        f"--bind-address={'0.0.0.0' if real else '127.0.0.1'}",
+        f"--advertise-address={node_gateway or '127.0.0.1'}",
+        f"--enable-aggregator-routing={'true' if real else 'false'}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
         f"--secure-port={p.apiserver}",
         f"--tls-cert-file={lay.cert('apiserver')}",
         f"--tls-private-key-file={lay.key('apiserver')}",
@@ -102,8 +111,10 @@ def apiserver_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
         f"--api-audiences={SA_ISSUER}",
         f"--service-account-key-file={lay.cert('sa')}",
         f"--service-account-signing-key-file={lay.key('sa')}",
-        # No kube-proxy routes the `kubernetes` Service's loopback endpoint; do not publish one.
-        "--endpoint-reconciler-type=none",
+        # Without real nodes no kube-proxy routes the `kubernetes` Service to a loopback
+        # endpoint, so none is published; with them, kube-proxy on each node routes it to
+        # `node_gateway`, which pods reach.
+        f"--endpoint-reconciler-type={'lease' if real else 'none'}",
         "--profiling=false",
         "--event-ttl=1h",
     ]

@@ -19,10 +19,12 @@ from pathlib import Path
 from types import TracebackType
 
 from queuectl.testenv import components as comp
+from queuectl.testenv import realnode
 from queuectl.testenv.build import Binaries, ensure_binaries
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.errors import ComponentFailed
 from queuectl.testenv.kubeconfig import write_kubeconfig
+from queuectl.testenv.nodebuild import ensure_node_binaries
 from queuectl.testenv.pki import CertificateAuthority, service_account_key
 from queuectl.testenv.ports import free_ports, require_free
 from queuectl.testenv.process import ProcessRecord, Supervisor
@@ -53,6 +55,7 @@ class ControlPlane(Cluster):
         timeout: float | None = None,
         progress: Progress = _quiet,
         binaries: Binaries | None = None,
+        real_nodes: int = 0,
     ) -> None:
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="queuectl-testenv-"))
         super().__init__(self.work_dir / "kubeconfig")
@@ -65,6 +68,9 @@ class ControlPlane(Cluster):
         self.supervisor = Supervisor(self.work_dir)
         self.ports: comp.Ports | None = None
         self.start_seconds: float | None = None
+        self.real_nodes = real_nodes
+        # Set by realnode.prepare(): the host address real nodes reach the API server at.
+        self.node_gateway: str | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
     @property
@@ -82,11 +88,17 @@ class ControlPlane(Cluster):
                 "stop it first (`queuectl dev down`) or use another work dir",
             )
         binaries = self.binaries or ensure_binaries(self.progress)
+        node_binaries = ensure_node_binaries(self.progress) if self.real_nodes else None
         started = time.monotonic()
         try:
+            nodes = realnode.prepare(self, self.real_nodes) if self.real_nodes else []
             self._start(binaries)
+            if node_binaries is not None:
+                self.progress(f"Starting {len(nodes)} real node(s) (kubelet + containerd)")
+                realnode.start(self, nodes, node_binaries)
         except BaseException:
             self.supervisor.stop_all()
+            realnode.teardown(self.work_dir)
             raise
         self.start_seconds = time.monotonic() - started
         self._save_state()
@@ -110,7 +122,7 @@ class ControlPlane(Cluster):
         admin_tls = client_tls(lay.cert("ca"), lay.cert("admin"), lay.key("admin"))
         self.start_process(
             "kube-apiserver",
-            comp.apiserver_argv(b, lay, p),
+            comp.apiserver_argv(b, lay, p, node_gateway=self.node_gateway),
             ready=http_probe(f"{self.server}/readyz", admin_tls),
         )
         insecure = insecure_tls()  # these two serve health on a self-signed cert of their own
@@ -137,7 +149,10 @@ class ControlPlane(Cluster):
         ca = CertificateAuthority.create(f"{self.name}-ca")
         ca.as_pair().write(lay.pki, "ca")
         dns = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
-        ca.issue_server("kube-apiserver", dns=dns).write(lay.pki, "apiserver")
+        ips: tuple[str, ...] = ("127.0.0.1",)
+        if self.node_gateway is not None:  # reached by real nodes and, in pods, as the Service
+            ips += (self.node_gateway, comp.KUBERNETES_SERVICE_IP)
+        ca.issue_server("kube-apiserver", ips=ips, dns=dns).write(lay.pki, "apiserver")
         service_account_key().write(lay.pki, "sa")
         for component, (user, groups) in _IDENTITIES.items():
             pair = ca.issue_client(user, groups)
@@ -167,6 +182,7 @@ class ControlPlane(Cluster):
     def stop(self) -> list[str]:
         """Stop every process this environment started; return their names."""
         stopped = self.supervisor.stop_all()
+        realnode.teardown(self.work_dir)  # pods' processes, mounts and namespaces, if any
         (self.work_dir / STATE_FILE).unlink(missing_ok=True)
         return stopped
 

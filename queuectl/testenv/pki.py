@@ -91,6 +91,13 @@ class CertificateAuthority:
         )
         return cls(cert, key)
 
+    @classmethod
+    def load(cls, cert: Path, key: Path) -> CertificateAuthority:
+        """The CA an environment wrote to its pki dir (to issue more identities later)."""
+        loaded = serialization.load_pem_private_key(key.read_bytes(), password=None)
+        assert isinstance(loaded, ec.EllipticCurvePrivateKey)
+        return cls(x509.load_pem_x509_certificate(cert.read_bytes()), loaded)
+
     @property
     def cert_pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)

@@ -16,6 +16,7 @@ loop, so it is not charged to any test's timeout; so is Helm's, when a test uses
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import uuid
@@ -32,6 +33,7 @@ from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
 from queuectl.testenv.errors import TestEnvError
 from queuectl.testenv.helm import ensure_helm
+from queuectl.testenv.nodebuild import ensure_node_binaries
 from queuectl.testenv.nodes import A100, H100, FakeNode
 
 CLUSTER_FIXTURES = frozenset(
@@ -76,6 +78,12 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         _binaries = ensure_binaries(progress)
     except TestEnvError as exc:
         _build_error = exc  # reported by every cluster test as its setup error
+        return
+    if any(item.get_closest_marker("real_node") for item in session.items):
+        # kubelet & co. also build outside any test's timeout; on an error the real-node
+        # fixture calls it again and reports the error as its own.
+        with contextlib.suppress(TestEnvError):
+            ensure_node_binaries(progress)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,139 @@
+"""Build the real-node programs (kubelet, kube-proxy, CNI plugins, pause) into their own cache.
+
+A second Go module (`gonode/`, the same Kubernetes release and replace lines as `gobuild/`
+plus github.com/containernetworking/plugins) so the control-plane cache key never changes
+when real nodes are added; Go's build cache shares every package the two have in common, so
+this build costs ~3 min on 2 cores after the control plane's. containerd, runc and ctr come
+from the host (Debian packages `containerd`, `runc`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from queuectl.testenv.build import (
+    Progress,
+    _locked,
+    _run_streaming,
+    cache_root,
+    check_go,
+    find_go,
+    ldflags,
+)
+from queuectl.testenv.errors import ToolMissing
+from queuectl.testenv.versions import gobuild_dir, pinned
+
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+NODE_PROGRAMS = ("kubelet", "kube-proxy", "pause", *CNI_PLUGINS)
+_CNI = "github.com/containernetworking/plugins/plugins"
+GO_PACKAGES = (
+    "k8s.io/kubernetes/cmd/kubelet",
+    "k8s.io/kubernetes/cmd/kube-proxy",
+    f"{_CNI}/main/bridge",
+    f"{_CNI}/ipam/host-local",
+    f"{_CNI}/main/loopback",
+    f"{_CNI}/meta/portmap",
+    "./pause",
+)
+# Each host program and the Debian package that ships it.
+HOST_TOOLS = {
+    "containerd": "containerd",
+    "containerd-shim-runc-v2": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    "iptables": "iptables",  # kube-proxy
+    "conntrack": "conntrack",  # kube-proxy's stale-UDP cleanup
+    "nsenter": "util-linux",
+    "ip": "iproute2",
+}
+_MARKER = "VERSIONS.json"
+
+
+def gonode_dir() -> Path:
+    return gobuild_dir().parent / "gonode"
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    dir: Path
+    containerd: Path
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+
+def cache_key() -> str:
+    v = pinned()
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum", "tools.go", "pause/main.go"):
+        digest.update((gonode_dir() / name).read_bytes())
+    digest.update(f"ldflags={ldflags(v)};cgo=0".encode())
+    return f"node-{v.kubernetes}-{digest.hexdigest()[:12]}"
+
+
+def _missing() -> list[str]:
+    return [t for t in HOST_TOOLS if shutil.which(t) is None]
+
+
+def host_tools(progress: Progress = print) -> dict[str, Path]:
+    """containerd and friends from the host's Debian packages, installed when missing (as
+    deploy/image/build.sh does: root with apt-get, e.g. a fresh CI machine); else one clear
+    error naming the packages."""
+    packages = sorted({HOST_TOOLS[t] for t in _missing()})
+    if packages and os.geteuid() == 0 and shutil.which("apt-get"):
+        progress(f"Installing {', '.join(packages)} (Debian packages) for real nodes")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
+            subprocess.run(argv, env=env, capture_output=True, timeout=600, check=False)
+    missing = _missing()
+    if missing:
+        raise ToolMissing(
+            f"real nodes need {', '.join(missing)} on PATH",
+            "install the Debian packages: apt-get install "
+            + " ".join(sorted({HOST_TOOLS[t] for t in missing})),
+        )
+    return {t: Path(str(shutil.which(t))) for t in HOST_TOOLS}
+
+
+def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None) -> NodeBinaries:
+    """Return cached real-node programs for the pinned Kubernetes, building them the first time."""
+    containerd = host_tools(progress)["containerd"]
+    root = root or cache_root()
+    final = root / cache_key()
+    if (final / _MARKER).exists():
+        return NodeBinaries(final, containerd)
+    with _locked(root / f"{final.name}.lock"):
+        if (final / _MARKER).exists():
+            return NodeBinaries(final, containerd)
+        v = pinned()
+        go = check_go(find_go(), v.go)
+        staging = root / f"{final.name}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        log = root / f"{final.name}.build.log"
+        log.unlink(missing_ok=True)
+        progress(f"Building kubelet, kube-proxy and CNI plugins {v.kubernetes} into {final}.")
+        started = time.monotonic()
+        argv = [str(go), "build", "-v", "-trimpath", "-ldflags", ldflags(v), "-o", f"{staging}/"]
+        _run_streaming(
+            [*argv, *GO_PACKAGES],
+            cwd=gonode_dir(),
+            env=dict(os.environ, CGO_ENABLED="0"),
+            log=log,
+            what=f"go build (kubelet {v.kubernetes})",
+            progress=progress,
+        )
+        seconds = time.monotonic() - started
+        record = {"kubernetes": v.kubernetes, "build_seconds": round(seconds, 1)}
+        (staging / _MARKER).write_text(json.dumps(record, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        progress(f"Built the real-node programs in {seconds:.0f}s.")
+    return NodeBinaries(final, containerd)
