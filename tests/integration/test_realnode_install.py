@@ -4,16 +4,14 @@
 unchanged but for the image name and a nodeSelector onto the real node, and then: both
 controller replicas run and are Ready there, one holds the Lease, the API server reaches the
 webhooks through their Service (a queued Job is suspended by the mutating webhook), and the
-metrics answer through their Service. The image is built by deploy/image/build.sh (~4 min,
-root) unless QUEUECTL_IMAGE_OCI names an OCI layout already built from this tree.
+metrics answer through their Service. The image comes from `testenv.image.ensure_image` (built
+once by deploy/image/build.sh, ~4 min as root, and cached by the hash of its inputs).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ import pytest
 
 from queuectl.testenv import ControlPlane, eventually
 from queuectl.testenv.build import ensure_binaries
+from queuectl.testenv.image import ensure_image
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.realnode import load_image, recorded
 
@@ -33,21 +32,7 @@ NS = "queuectl-system"
 
 
 def oci_layout(work: Path) -> Path:
-    prebuilt = os.environ.get("QUEUECTL_IMAGE_OCI")
-    if prebuilt:
-        return Path(prebuilt)
-    env = {**os.environ, "WORK": str(work / "image"), "PY": sys.executable}
-    done = subprocess.run(
-        ["bash", str(REPO / "deploy" / "image" / "build.sh")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return work / "image" / "oci"
+    return ensure_image().path
 
 
 def overlay(work: Path, tag: str) -> Path:
