@@ -16,9 +16,9 @@ from typing import Literal
 
 from queuectl.core import reasons
 from queuectl.core.quota import QNode, available, potential
-from queuectl.core.results import PendingInfo
+from queuectl.core.results import PendingInfo, waiting_for_quota
 from queuectl.core.state import Charge, State
-from queuectl.core.topology import NodeUse, charge_of, place, tolerated
+from queuectl.core.topology import NodeUse, add_use, charge_of, place, tolerated, with_use
 from queuectl.core.types import (
     Admission,
     ClusterQueue,
@@ -99,23 +99,9 @@ def place_podset(
     topo = st.topologies.get(flavor.topology_name)
     if topo is None:
         return f"topology {flavor.topology_name} of flavor {flavor.name} not found"
-    used = st.node_used
-    if extra:
-        used = dict(used)
-        for node, use in extra.items():
-            merged = dict(used.get(node, {}))
-            for res, v in use.items():
-                merged[res] = merged.get(res, 0) + v
-            used[node] = merged
+    used = with_use(st.node_used, extra)
     nodes = st.nodes_for(flavor, ps)
     return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, ps.requests)
-
-
-def _merge(into: NodeUse, more: NodeUse) -> None:
-    for node, use in more.items():
-        dst = into.setdefault(node, {})
-        for res, v in use.items():
-            dst[res] = dst.get(res, 0) + v
 
 
 class _Fail(Exception):
@@ -181,7 +167,7 @@ def _choose(
                     possible = False
                 elif short is None:
                     short = (fr, n, a)
-            if node.usage.get(fr, 0) + n > node.subtree.get(fr, 0):
+            if node.borrows(fr, n):
                 borrows = True
         if fits:
             topo = place_podset(st, flavor, ps, extra)
@@ -202,19 +188,7 @@ def _choose(
         (f, r), n, a = short
         if possible:
             notes.shorts.append(((f, r), n - max(a, 0)))
-            note(
-                PendingInfo(
-                    w.key,
-                    reasons.WAITING_FOR_QUOTA,
-                    f"insufficient {r} in flavor {f}: pod set {ps.name} needs {n}, "
-                    f"{max(a, 0)} available to ClusterQueue {name} (short by {n - max(a, 0)})",
-                    resource=r,
-                    flavor=f,
-                    requested=n,
-                    available=max(a, 0),
-                    shortfall=n - max(a, 0),
-                )
-            )
+            note(waiting_for_quota(w.key, name, (f, r), n, a, podset=ps.name))
             if cq.preemption.any:
                 if cq.flavor_fungibility.when_can_preempt == "Preempt" and borrow_choice is None:
                     return _Choice(flavor.name, "preempt")
@@ -302,7 +276,7 @@ def assign(st: State, w: Workload, now: float) -> Decision:
                     borrows = True
                 if choice.topology is not None and topo is None:
                     topo = choice.topology
-                    _merge(extra, charge_of(topo, ps.requests))
+                    add_use(extra, charge_of(topo, ps.requests))
             chosen.append(flavors)
             picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
     except _Fail as fail:
@@ -349,7 +323,7 @@ def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[]
             topo = place_podset(st, flavor, ps, extra)
             if topo is None or isinstance(topo, str):
                 return False
-            _merge(extra, charge_of(topo, ps.requests))
+            add_use(extra, charge_of(topo, ps.requests))
         return True
 
     return check

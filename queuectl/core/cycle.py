@@ -26,14 +26,16 @@ from queuectl.core.assign import Decision, assign
 from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
-from queuectl.core.results import (
-    CycleResult,
-    Eviction,
-    PendingInfo,
-)
+from queuectl.core.results import CycleResult, Eviction, PendingInfo, waiting_for_quota
 
 if TYPE_CHECKING:
     from queuectl.core.scheduler import Scheduler
+
+WAITED = (
+    "it fitted when this cycle began, so it is tried again next cycle before anything is "
+    "preempted for it"
+)
+"""Why a head that would preempt waits instead (its WaitingForQuota message ends so)."""
 
 MAX_WAITS = 8
 """Cycles in a row a preemptor may wait because work admitted (or quota held for a preemptor)
@@ -306,20 +308,8 @@ def _wait_instead_of_preempting(
     q = s.pq[name]
     node = s.st.tree.queues[name]
     short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
-    (flavor, res), n, a = next((x for x in short if x[1] > x[2]), short[0])
-    a = max(0, a)
-    info = PendingInfo(
-        "",
-        reasons.WAITING_FOR_QUOTA,
-        f"insufficient {res} in flavor {flavor}: needs {n}, {a} available to ClusterQueue "
-        f"{name} (short by {n - a}); it fitted when this cycle began, so it is tried again "
-        "next cycle before anything is preempted for it",
-        resource=res,
-        flavor=flavor,
-        requested=n,
-        available=a,
-        shortfall=n - a,
-    )
+    fr, n, a = next((x for x in short if x[1] > x[2]), short[0])
+    info = waiting_for_quota("", name, fr, n, a, why=WAITED)
     # Parked with nothing that wakes it but the next cycle (see `_wake_waiting_preemptors`).
     bucket.wake, bucket.avail_at, bucket.need = [], None, None
     bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False

@@ -122,12 +122,10 @@ def _must_borrow(s: Scheduler, cq: str, podset: Hashable) -> bool:
     node, spec, covering = st.tree.queues[cq], st.queues[cq], st.tree.covering[cq]
     count, requests = podset[0], podset[1]  # type: ignore[index]
     totals = {r: v * count for r, v in requests if v > 0}
-    usage, quota = node.usage, node.subtree
     for gi, group in enumerate(spec.resource_groups):
         rs = [r for r in totals if covering.get(r) == gi]
         if rs and all(
-            any(usage.get((fq.name, r), 0) + totals[r] > quota.get((fq.name, r), 0) for r in rs)
-            for fq in group.flavors
+            any(node.borrows((fq.name, r), totals[r]) for r in rs) for fq in group.flavors
         ):
             return True
     return False

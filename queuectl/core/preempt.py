@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from queuectl.core import reasons
 from queuectl.core.quota import QNode, available, share
-from queuectl.core.results import PendingInfo
-from queuectl.core.state import Charge, Pool, Rank, State
+from queuectl.core.results import PendingInfo, waiting_for_quota
+from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
 from queuectl.core.types import ClusterQueue, FlavorResource, Workload
 
 if TYPE_CHECKING:
@@ -56,9 +56,8 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
 def _borrowing(st: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
     """Is the queue's own running work over its quota (quota held for others aside)?"""
     held = st.held.get(node.name)
-    usage, quota = node.usage, node.subtree
     for fr in frs:  # noqa: SIM110 (a plain loop: this runs ~50 times per victim search)
-        if usage.get(fr, 0) - (held.get(fr, 0) if held else 0) > quota.get(fr, 0):
+        if node.borrows(fr, -held.get(fr, 0) if held else 0):
             return True
     return False
 
@@ -107,9 +106,7 @@ def search(
     # Only victims holding something the preemptor is short of can help it.
     frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     policy = cq.preemption
-    would_borrow = any(
-        node.usage.get(fr, 0) + n > node.subtree.get(fr, 0) for fr, n in need.items()
-    )
+    would_borrow = any(node.borrows(fr, n) for fr, n in need.items())
     retry: float | None = None
     own: list[tuple[Rank, Charge]] = []
     groups: list[_Group] = []
@@ -128,7 +125,7 @@ def search(
                 and c.created > w.created
             )
             if lower:
-                own.append(((c.priority, -c.admitted_at, -c.created, c.key), c))
+                own.append((victim_rank(c), c))
                 for fr in frs:
                     held[fr] = held.get(fr, 0) + c.usage.get(fr, 0)
     bw = policy.borrow_within_cohort
@@ -257,21 +254,10 @@ def _no_victims(
     any_cands: bool,
 ) -> PendingInfo:
     for fr, n in sorted(need.items()):
-        a = max(0, available(node, fr))
-        if n > a:
-            flavor, res = fr
+        a = available(node, fr)
+        if n > max(0, a):
             why = "no preemption would make it fit" if any_cands else "no workload may be preempted"
-            return PendingInfo(
-                w.key,
-                reasons.WAITING_FOR_QUOTA,
-                f"insufficient {res} in flavor {flavor}: needs {n}, {a} available to "
-                f"ClusterQueue {cq.name} (short by {n - a}); {why}",
-                resource=res,
-                flavor=flavor,
-                requested=n,
-                available=a,
-                shortfall=n - a,
-            )
+            return waiting_for_quota(w.key, cq.name, fr, n, a, why=why)
     return PendingInfo(
         w.key,
         reasons.TOPOLOGY_PLACEMENT_FAILED,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from queuectl.core.reasons import WAITING_FOR_QUOTA
 from queuectl.core.types import Admission, FlavorResource
 
 
@@ -55,6 +56,34 @@ class PendingInfo:
     holders: tuple[QueueHolding, ...] = ()
     victims: tuple[str, ...] = ()
     """For WaitingForPreemptedWorkloads: the victims still draining."""
+
+
+def waiting_for_quota(
+    key: str,
+    cluster_queue: str,
+    fr: FlavorResource,
+    requested: int,
+    available: int,
+    podset: str | None = None,
+    why: str | None = None,
+) -> PendingInfo:
+    """The one WaitingForQuota reason: what is short, by how much, for which queue (a negative
+    `available` reads as 0); `why` says what else was tried."""
+    flavor, res = fr
+    a = max(0, available)
+    part = f"pod set {podset} " if podset is not None else ""
+    tail = f"; {why}" if why else ""
+    return PendingInfo(
+        key,
+        WAITING_FOR_QUOTA,
+        f"insufficient {res} in flavor {flavor}: {part}needs {requested}, {a} available to "
+        f"ClusterQueue {cluster_queue} (short by {requested - a}){tail}",
+        resource=res,
+        flavor=flavor,
+        requested=requested,
+        available=a,
+        shortfall=requested - a,
+    )
 
 
 @dataclass(frozen=True, slots=True)

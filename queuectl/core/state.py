@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from queuectl.core.quota import QNode, add_usage, available_then
-from queuectl.core.topology import NodeUse, charge_of, node_capacity, tolerated
+from queuectl.core.topology import NodeUse, add_use, charge_of, node_capacity, tolerated
 from queuectl.core.tree import Tree, build
 from queuectl.core.types import (
     Admission,
@@ -52,10 +52,7 @@ def charge_for(w: Workload, admission: Admission, admitted_at: float) -> Charge:
             fr = (flavor, res)
             usage[fr] = usage.get(fr, 0) + amount
         if psa.topology is not None:
-            for node, use in charge_of(psa.topology, per_pod.get(psa.name, {})).items():
-                into = nodes.setdefault(node, {})
-                for res, v in use.items():
-                    into[res] = into.get(res, 0) + v
+            add_use(nodes, charge_of(psa.topology, per_pod.get(psa.name, {})))
     return Charge(
         key=w.key,
         cq=admission.cluster_queue,
@@ -70,7 +67,19 @@ def charge_for(w: Workload, admission: Admission, admitted_at: float) -> Charge:
 
 
 Rank = tuple[int, float, float, str]
-"""Victim order inside one queue: lowest priority, newest admitted, newest created, key."""
+"""Victim order inside one queue (see `victim_rank`)."""
+
+
+def victim_rank(c: Charge) -> Rank:
+    """Where admitted work stands as a victim inside its queue: the lowest rank goes first.
+
+    1. lower priority first;
+    2. then the most recently admitted (it has lost the least work);
+    3. then the most recently created;
+    4. then by key, so that the order is total and decisions are deterministic.
+    (Across queues, `preempt` puts other queues first, the largest fair share first.)
+    """
+    return (c.priority, -c.admitted_at, -c.created, c.key)
 
 
 @dataclass(slots=True, eq=False)
@@ -90,9 +99,7 @@ class Pool:
 
     def rank(self, frs: frozenset[FlavorResource]) -> list[tuple[Rank, Charge]]:
         if self.ranked is None:
-            self.ranked = sorted(
-                ((c.priority, -c.admitted_at, -c.created, c.key), c) for c in self.usable
-            )
+            self.ranked = sorted((victim_rank(c), c) for c in self.usable)
             self.prios = [c.priority for _, c in self.ranked]
             for fr in frs:
                 acc, total = [0], 0
@@ -203,7 +210,7 @@ class State:
         root = node.root
         by_fr = self.borrowers.setdefault(root, {})
         for fr in charge.usage:
-            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
+            if node.borrows(fr):
                 names = by_fr.setdefault(fr, set())
                 if mark and node.name not in names:
                     self.borrow_epoch[root] = self.borrow_epoch.get(root, 0) + 1
@@ -216,9 +223,8 @@ class State:
             self.grown.setdefault(root, set()).update(charge.usage)
             held = self.held.get(node.name)
             for fr, v in charge.usage.items():
-                own = node.usage.get(fr, 0) - (held.get(fr, 0) if held else 0)
-                quota = node.subtree.get(fr, 0)
-                if own > quota >= own - v:
+                aside = held.get(fr, 0) if held else 0
+                if node.borrows(fr, -aside) and not node.borrows(fr, -aside - v):
                     self.cross_epoch[root] = self.cross_epoch.get(root, 0) + 1
                     break
             self.note_new_work(node, charge)
@@ -237,7 +243,7 @@ class State:
         if low is None or charge.priority < low:
             self.admitted_low[node.name] = charge.priority
         for fr in charge.usage:
-            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
+            if node.borrows(fr):
                 self.borrowed.setdefault(node.root, set()).add(fr)
 
     def root_of(self, cq: str) -> QNode | None:
@@ -252,10 +258,7 @@ class State:
         are looked at again; simulations pass `mark=False` since they put it back.
         """
         self._tree_usage(charge, sign, mark)
-        for node, use in charge.nodes.items():
-            into = self.node_used.setdefault(node, {})
-            for res, v in use.items():
-                into[res] = into.get(res, 0) + sign * v
+        add_use(self.node_used, charge.nodes, sign)
         if sign < 0 and charge.nodes and mark:
             self.nodes_dirty = True
 
