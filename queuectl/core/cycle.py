@@ -19,17 +19,15 @@ Order of work, each step cheap when nothing happened:
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
 
 from queuectl.core import parking, reasons
-from queuectl.core.assign import Decision, assign
+from queuectl.core.assign import assign
+from queuectl.core.book import Book
+from queuectl.core.decision import Decision
 from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
 from queuectl.core.results import CycleResult, Eviction, PendingInfo, waiting_for_quota
-
-if TYPE_CHECKING:
-    from queuectl.core.scheduler import Scheduler
 
 WAITED = (
     "it fitted when this cycle began, so it is tried again next cycle before anything is "
@@ -42,7 +40,7 @@ MAX_WAITS = 8
 before it in the cycle took the fit it had when the cycle began (`_wait_instead_of_preempting`)."""
 
 
-def run_cycle(s: Scheduler, now: float) -> CycleResult:
+def run_cycle(s: Book, now: float) -> CycleResult:
     s.now = now
     s.st.ensure_tree()
     out = Out()
@@ -67,7 +65,7 @@ def run_cycle(s: Scheduler, now: float) -> CycleResult:
     )
 
 
-def _timers(s: Scheduler, now: float, out: Out) -> None:
+def _timers(s: Book, now: float, out: Out) -> None:
     st = s.st
     while s.waiting and s.waiting[0][0] <= now:
         t, key = heapq.heappop(s.waiting)
@@ -116,56 +114,38 @@ def _timers(s: Scheduler, now: float, out: Out) -> None:
                 )
 
 
-def _settle_nominations(s: Scheduler, now: float, out: Out) -> None:
+def _settle_nominations(s: Book, now: float, out: Out) -> None:
     """A preemptor whose victims are all gone takes the quota they held, first."""
     st = s.st
     ready = [p for p, victims in s.nominations.items() if not any(v in st.charges for v in victims)]
     for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
         w = st.workloads[key]
-        s._cancel_nomination(key)
-        if _idle_reason(s, w.cluster_queue) is None:
+        s.cancel_nomination(key)
+        if s.idle_reason(w.cluster_queue) is None:
             out.evaluated += 1
             d = assign(st, w, now)
             if d.kind == "fit" and d.admission is not None:
                 admit(s, w, d.admission, now, out)
                 continue
-        s._enqueue(w)
+        s.enqueue(w)
 
 
-def _idle_reason(s: Scheduler, cq: str) -> PendingInfo | None:
-    """Why a queue admits nothing at all (None when it is active)."""
-    st = s.st
-    spec = st.queues.get(cq)
-    if spec is None:
-        return PendingInfo("", reasons.CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue {cq} not found")
-    why = st.tree.inactive.get(cq)
-    if why is not None:
-        return PendingInfo(
-            "", reasons.CLUSTER_QUEUE_INACTIVE, f"ClusterQueue {cq} is inactive: {why}"
-        )
-    if spec.stop_policy != "None":
-        return PendingInfo(
-            "", reasons.CLUSTER_QUEUE_STOPPED, f"ClusterQueue {cq} is stopped ({spec.stop_policy})"
-        )
-    return None
-
-
-def _idle_queues(s: Scheduler, out: Out) -> None:
+def _idle_queues(s: Book, out: Out) -> None:
     for name in sorted(s.pq):
         q = s.pq[name]
         if not q.entries:
             continue
-        info = _idle_reason(s, name)
+        info = s.idle_reason(name)
         if info is not None:
             for bucket in list(q.buckets.values()):
                 report(s, q, bucket, info, out)
 
 
-def _order(s: Scheduler, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
+def _order(s: Book, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
     return share_path(s.st.tree.queues[cq]), head
 
 
-def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
+def _admission_loop(s: Book, now: float, out: Out) -> None:
     """Two passes: first what fits in queues' own quota, then borrowers by fair share.
 
     A bucket whose best member would borrow (or preempt while borrowing) waits for the second
@@ -176,7 +156,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
     active = [
         name
         for name, q in s.pq.items()
-        if q.blocked_at is None and q.entries and _idle_reason(s, name) is None
+        if q.blocked_at is None and q.entries and s.idle_reason(name) is None
     ]
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
     s.st.no_cross.clear()
@@ -202,7 +182,7 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
 
 
 def _pass(
-    s: Scheduler,
+    s: Book,
     names: list[str],
     now: float,
     out: Out,
@@ -295,7 +275,7 @@ def _pass(
 
 
 def _wait_instead_of_preempting(
-    s: Scheduler, name: str, bucket: Bucket, key: str, d: Decision, out: Out
+    s: Book, name: str, bucket: Bucket, key: str, d: Decision, out: Out
 ) -> None:
     """A preemptor whose need fitted in what was free when this cycle began (work admitted, or
     quota held for a preemptor, earlier in the cycle took it) waits for the next cycle instead
@@ -319,7 +299,7 @@ def _wait_instead_of_preempting(
     s.waiting_preemptors[name] = (bucket, key)
 
 
-def _wake_waiting_preemptors(s: Scheduler) -> None:
+def _wake_waiting_preemptors(s: Book) -> None:
     before, s.waits = s.waits, {}
     for name, (bucket, key) in s.waiting_preemptors.items():
         s.waits[key] = before.get(key, 0) + 1
@@ -330,7 +310,7 @@ def _wake_waiting_preemptors(s: Scheduler) -> None:
 
 
 def _push_head(
-    s: Scheduler, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
+    s: Book, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
 ) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
     q = s.pq[name]
@@ -339,7 +319,7 @@ def _push_head(
         heapq.heappush(heap, (_order(s, name, nxt[0]), name))
 
 
-def _next_wakeup(s: Scheduler) -> float | None:
+def _next_wakeup(s: Book) -> float | None:
     times = []
     while s.waiting and s.waiting_at.get(s.waiting[0][1]) != s.waiting[0][0]:
         heapq.heappop(s.waiting)

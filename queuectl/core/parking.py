@@ -9,17 +9,14 @@ a woken one-pod-set bucket without a full evaluation.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
 
-from queuectl.core.assign import Decision
+from queuectl.core.book import Book
+from queuectl.core.decision import Decision
 from queuectl.core.queues import Bucket, SortKey, woken_by_growth
 from queuectl.core.quota import available
 
-if TYPE_CHECKING:
-    from queuectl.core.scheduler import Scheduler
 
-
-def wake(s: Scheduler) -> None:
+def wake(s: Book) -> None:
     st = s.st
     if st.all_dirty:
         for q in s.pq.values():
@@ -55,7 +52,7 @@ def wake(s: Scheduler) -> None:
     st.admitted_low.clear()
 
 
-def carry_over(s: Scheduler, admitted: list[str]) -> None:
+def carry_over(s: Book, admitted: list[str]) -> None:
     """Work admitted before `wake` in this cycle becomes a preemption candidate only in the next
     one: mark it again so that the next `wake` looks at the buckets it may help."""
     st = s.st
@@ -66,7 +63,7 @@ def carry_over(s: Scheduler, admitted: list[str]) -> None:
             st.note_new_work(node, charge)
 
 
-def borrowers_to_recheck(s: Scheduler, strict: set[str]) -> list[str]:
+def borrowers_to_recheck(s: Book, strict: set[str]) -> list[str]:
     """Before the borrowing pass: parked buckets that would borrow and whose answer borrowing
     in this cycle may change (new victims, or a flavor taken from them) get the cheap re-check
     there, as if evaluated again in the first pass; returns their queues."""
@@ -84,7 +81,7 @@ def borrowers_to_recheck(s: Scheduler, strict: set[str]) -> list[str]:
     return names
 
 
-def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
+def set_wake(s: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
     """Remember what must happen before this bucket is worth another look."""
     st = s.st
     bucket.topology = d.topology
@@ -115,7 +112,7 @@ def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) 
         bucket.must_borrow = _must_borrow(s, cq, bucket.shape[0])
 
 
-def _must_borrow(s: Scheduler, cq: str, podset: Hashable) -> bool:
+def _must_borrow(s: Book, cq: str, podset: Hashable) -> bool:
     """Would every flavor of some resource group take it beyond its queue's own quota? That
     stays true while the queue frees nothing (its usage only grows) and no spec changes."""
     st = s.st
@@ -131,13 +128,13 @@ def _must_borrow(s: Scheduler, cq: str, podset: Hashable) -> bool:
     return False
 
 
-def certainly_borrows(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+def certainly_borrows(s: Book, cq: str, bucket: Bucket) -> bool:
     """A woken bucket whose admission would borrow for sure: the first pass need not evaluate
     it, it waits for the borrowing pass (with its cheap re-check still owed)."""
     return bucket.must_borrow and s.st.released.get(cq, 0) == bucket.released_at
 
 
-def still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
     """Is the parked answer certainly unchanged? (Then it needs no full evaluation.)
 
     Every flavor it tried is still short of its recorded (flavor, resource), nothing of its own

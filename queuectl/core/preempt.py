@@ -17,16 +17,13 @@ import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING
 
 from queuectl.core import reasons
+from queuectl.core.decision import Decision
 from queuectl.core.quota import QNode, available, share
 from queuectl.core.results import PendingInfo, waiting_for_quota
 from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
 from queuectl.core.types import ClusterQueue, FlavorResource, Workload
-
-if TYPE_CHECKING:
-    from queuectl.core.assign import Decision
 
 
 def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
@@ -101,8 +98,6 @@ def search(
     placeable: Callable[[], bool],
     now: float,
 ) -> Decision:
-    from queuectl.core.assign import Decision
-
     # Only victims holding something the preemptor is short of can help it.
     frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     policy = cq.preemption
