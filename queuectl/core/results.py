@@ -122,6 +122,16 @@ class Explanation:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """What an admitted workload holds, as the core counts it (`Scheduler.held_quota`)."""
+
+    key: str
+    cluster_queue: str
+    usage: Mapping[FlavorResource, int]
+    admitted_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStatus:
     name: str
     active: bool

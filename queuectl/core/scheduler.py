@@ -8,7 +8,9 @@ read the book, and neither imports this module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from queuectl.core.book import Book
 from queuectl.core.cycle import run_cycle
@@ -22,6 +24,7 @@ from queuectl.core.results import (
     Problem,
     QueueHolding,
     QueueStatus,
+    QuotaHold,
 )
 from queuectl.core.state import charge_for
 from queuectl.core.types import (
@@ -198,6 +201,43 @@ class Scheduler:
     ) -> tuple[QueueHolding, ...]:
         """Queues of `cq`'s cohort tree that hold the (flavor, resource), most first."""
         return self.book.holders(cq, flavor, resource, limit)
+
+    # --- read methods: what callers outside the core may look at (read-only views) --------------
+    def workload(self, key: str) -> Workload | None:
+        """The workload as the core last heard it (None when unknown or deleted)."""
+        return self.st.workloads.get(key)
+
+    def workloads(self) -> Mapping[str, Workload]:
+        return MappingProxyType(self.st.workloads)
+
+    def cluster_queues(self) -> Mapping[str, ClusterQueue]:
+        return MappingProxyType(self.st.queues)
+
+    def cohorts(self) -> Mapping[str, Cohort]:
+        """Cohort objects upserted (see `cohort_names` for implicit ones too)."""
+        return MappingProxyType(self.st.cohorts)
+
+    def cohort_names(self) -> tuple[str, ...]:
+        """Every cohort of the quota tree, sorted: upserted or only named by a queue or child."""
+        self.st.ensure_tree()
+        return tuple(sorted(self.st.tree.cohorts))
+
+    def flavors(self) -> Mapping[str, Flavor]:
+        return MappingProxyType(self.st.flavors)
+
+    def nodes(self) -> Mapping[str, Node]:
+        return MappingProxyType(self.st.nodes)
+
+    def is_admitted(self, key: str) -> bool:
+        """Does the core count the workload's quota (admitted, or preempted and draining)?"""
+        return key in self.st.charges
+
+    def held_quota(self, key: str) -> QuotaHold | None:
+        """What an admitted workload holds, since when (None when it holds nothing)."""
+        charge = self.st.charges.get(key)
+        if charge is None:
+            return None
+        return QuotaHold(key, charge.cq, dict(charge.usage), charge.admitted_at)
 
     def cluster_queue_status(self, name: str) -> QueueStatus | None:
         st, book = self.st, self.book

@@ -170,14 +170,14 @@ def nobody_starves(world: World) -> None:
     s, run, now = settled(world)
     strict = {q.name for q in world.queues if q.queueing_strategy == "StrictFIFO"}
     heads: dict[str, tuple[tuple[int, float, str], str]] = {}
-    pending = [k for k in s.st.workloads if k not in run.running]
+    pending = [k for k in s.workloads() if k not in run.running]
     for key in pending:
-        w = s.st.workloads[key]
+        w = s.workloads()[key]
         rank = (-w.priority, w.created, key)
         if w.cluster_queue not in heads or rank < heads[w.cluster_queue][0]:
             heads[w.cluster_queue] = (rank, key)
     for key in sorted(pending):
-        w = s.st.workloads[key]
+        w = s.workloads()[key]
         if w.cluster_queue in strict and heads[w.cluster_queue][1] != key:
             continue
         e = s.explain(key, now)
@@ -204,7 +204,7 @@ def owners_get_their_quota_back(world: World) -> None:
             if a.cluster_queue == q.name
             for psa in a.podsets
         )
-        for key, w in s.st.workloads.items():
+        for key, w in s.workloads().items():
             if key in run.running or w.cluster_queue != q.name:
                 continue
             need = sum(ps.count * ps.requests[GPU] for ps in w.podsets)
