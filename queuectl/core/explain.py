@@ -82,6 +82,22 @@ def explain(s: Book, key: str, now: float) -> Explanation:
         )
     if d.kind == "preempt":
         victims = tuple(sorted(c.key for c, _ in d.victims))
+        waits = s.waiting_preemptors.get(w.cluster_queue)
+        if waits is not None and waits[1] == key and info is not None:
+            # The cycle let it wait instead of preempting (`cycle.MAX_WAITS`): say so, and what
+            # the next cycle does if the quota it waits for is still taken then.
+            return Explanation(
+                key,
+                "pending",
+                pending=replace(
+                    info,
+                    message=f"{info.message}; if it still does not fit then, it preempts "
+                    f"{len(victims)} workload(s): {', '.join(victims)}",
+                    victims=victims,
+                ),
+                preemption_possible=True,
+                would_evict=victims,
+            )
         return Explanation(
             key,
             "pending",

@@ -60,6 +60,19 @@ def test_a_preemptor_whose_fit_was_taken_this_cycle_waits_and_gets_in_without_pr
     assert admitted(r) == ["big/high"] and r.preemptions == ()  # big/low keeps running
 
 
+def test_explain_says_that_a_waiting_preemptor_waits_and_what_it_preempts_if_it_must() -> None:
+    s = lost_fit()
+    owner_turnover(s, 0)
+    s.run_cycle(2.0)
+    status = s.pending_info("big/high")
+    e = s.explain("big/high", 2.0)
+    assert e.pending is not None and status is not None
+    assert e.pending.reason == status.reason == "WaitingForQuota"
+    assert WAITS in e.pending.message and "fits by preempting" not in e.pending.message
+    assert "if it still does not fit then, it preempts 1 workload(s): big/low" in e.pending.message
+    assert e.would_evict == ("big/low",) and e.preemption_possible
+
+
 def test_the_waiting_preemptors_queue_admits_nothing_else_meanwhile() -> None:
     s = lost_fit()
     s.upsert_workload(job("big/small", "big", 1, priority=5, created=6))
