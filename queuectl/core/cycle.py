@@ -159,10 +159,7 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
         if q.blocked_at is None and q.entries and s.idle_reason(name) is None
     ]
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
-    s.st.no_cross.clear()
-    s.st.usable_memo.clear()
-    s.st.usage_at_loop_start.clear()
-    s.st.in_cycle = True
+    s.st.begin_loop()
     try:
         aside: dict[Bucket, PendingInfo] = {}
         deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
@@ -175,10 +172,7 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
             second[name] = None
         _pass(s, list(second), now, out, strict, aside, borrowing=True)
     finally:
-        s.st.in_cycle = False
-        s.st.no_cross.clear()
-        s.st.usable_memo.clear()
-        s.st.usage_at_loop_start.clear()
+        s.st.end_loop()
 
 
 def _pass(

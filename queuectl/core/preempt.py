@@ -30,7 +30,7 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
     work = st.preemptible(queue, now)
-    memo = st.usable_memo.get(queue) if st.in_cycle else None
+    memo = st.cache.usable_memo.get(queue) if st.in_cycle else None
     hit = memo.get(frs) if memo is not None else None
     if hit is not None and hit.work is work:
         return hit
@@ -46,7 +46,7 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     ]
     pool = Pool(work, usable, end)
     if st.in_cycle:
-        st.usable_memo.setdefault(queue, {})[frs] = pool
+        st.cache.usable_memo.setdefault(queue, {})[frs] = pool
     return pool
 
 
@@ -140,8 +140,8 @@ def search(
             below = None if policy.reclaim_within_cohort == "Any" else w.priority
         root = node.root
         ckey = (root, frs)
-        epoch = st.cross_epoch.get(root, 0)
-        hit = st.no_cross.get(ckey) if st.in_cycle else None
+        epoch = st.cache.cross_epoch.get(root, 0)
+        hit = st.cache.no_cross.get(ckey) if st.in_cycle else None
         if hit is not None and hit[0] == epoch and hit[1] <= {node.name}:
             # Nobody else of the tree had anything to take when last looked, and no queue has
             # started borrowing since: the same (empty) answer, without visiting every borrower.
@@ -178,7 +178,7 @@ def search(
                     for fr in frs:
                         held[fr] = held.get(fr, 0) + pool.cum[fr][k]
             if st.in_cycle:
-                st.no_cross[ckey] = (epoch, found_in, ends)
+                st.cache.no_cross[ckey] = (epoch, found_in, ends)
     any_cands = bool(own or groups)
     if not _enough(node, need, held):
         return Decision(

@@ -74,11 +74,11 @@ class Scheduler:
     def upsert_topology(self, topology: Topology) -> None:
         if self.st.topologies.get(topology.name) != topology:
             self.st.topologies[topology.name] = topology
-            self.st.all_dirty = True
+            self.st.wake.all_dirty = True
 
     def delete_topology(self, name: str) -> None:
         if self.st.topologies.pop(name, None) is not None:
-            self.st.all_dirty = True
+            self.st.wake.all_dirty = True
 
     def upsert_cohort(self, cohort: Cohort) -> None:
         if self.st.cohorts.get(cohort.name) != cohort:
@@ -108,7 +108,7 @@ class Scheduler:
 
     def _specs_changed(self) -> None:
         self.st.stale_tree = True
-        self.st.flavor_nodes.clear()
+        self.st.cache.flavor_nodes.clear()
         for q in self.book.pq.values():
             for bucket in q.buckets.values():
                 bucket.signature = None  # the reason may read differently now: tell it again
@@ -127,7 +127,7 @@ class Scheduler:
             else:
                 charge.priority = w.priority
                 charge.min_runtime = w.minimum_runtime_seconds
-                st.old_work.pop(charge.cq, None)
+                st.cache.old_work.pop(charge.cq, None)
             self.book.track_deadline(w.key)
             return
         if w.admission is not None:
