@@ -108,7 +108,7 @@ def pending_table(
     for i, w in enumerate(ordered[:LIMIT], 1):
         k = wlv.key(w)
         pos = str(positions[k]) if k in positions else "-"
-        expl = snap.explain(k) if k in snap.sched.st.workloads else None
+        expl = snap.explain(k) if snap.sched.workload(k) is not None else None
         row: list[Cell] = [
             pos,
             k,

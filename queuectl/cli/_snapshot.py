@@ -169,7 +169,7 @@ class Snapshot:
     def positions(self) -> dict[str, int]:
         """Workload key -> 1-based position in its ClusterQueue's line (pending, in line only)."""
         out: dict[str, int] = {}
-        for cq in sorted({w.cluster_queue for w in self.sched.st.workloads.values()}):
+        for cq in sorted({w.cluster_queue for w in self.sched.workloads().values()}):
             for i, key in enumerate(self.order(cq), 1):
                 out[key] = i
         return out

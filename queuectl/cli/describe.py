@@ -104,7 +104,7 @@ def describe(snap: Snapshot, kind: str, name: str, ns: str, term: Term) -> str:
 # --- ClusterQueue -----------------------------------------------------------------------------
 def _active(snap: Snapshot, name: str) -> tuple[str, str]:
     """(word, style) of the queue's state as the core sees it."""
-    spec = snap.sched.st.queues.get(name)
+    spec = snap.sched.cluster_queues().get(name)
     qs = snap.sched.cluster_queue_status(name)
     if spec is not None and spec.stop_policy != "None":
         return f"Stopped ({spec.stop_policy})", "yellow"
@@ -120,14 +120,14 @@ def _cohort_path(snap: Snapshot, cohort_name: str | None) -> str:
     cur = cohort_name
     while cur and cur not in chain:
         chain.append(cur)
-        spec = snap.sched.st.cohorts.get(cur)
+        spec = snap.sched.cohorts().get(cur)
         cur = spec.parent if spec is not None else None
     return " < ".join(chain) if chain else "-"
 
 
 def cluster_queue(snap: Snapshot, name: str, term: Term) -> str:
     obj = snap.get(kube.CLUSTER_QUEUE, name)
-    spec = snap.sched.st.queues.get(name)
+    spec = snap.sched.cluster_queues().get(name)
     if obj is None or spec is None:
         raise CliError(f'ClusterQueue "{name}" not found')
     state, style = _active(snap, name)
@@ -181,7 +181,8 @@ def local_queue(snap: Snapshot, name: str, ns: str, term: Term) -> str:
     spec = obj.get("spec") or {}
     cq = str(spec.get("clusterQueue") or "")
     stop = str(spec.get("stopPolicy") or "None")
-    cq_state, style = _active(snap, cq) if cq in snap.sched.st.queues else ("not found", "red")
+    known = cq in snap.sched.cluster_queues()
+    cq_state, style = _active(snap, cq) if known else ("not found", "red")
     workloads = sec.in_queue(snap, cq, local=(ns, name))
     n_pending = sum(1 for w in workloads if wlv.status(w) == "pending")
     n_admitted = sum(1 for w in workloads if wlv.status(w) == "admitted")
@@ -229,7 +230,7 @@ def cohort(snap: Snapshot, name: str, term: Term) -> str:
     members = fleet.cohort_members(snap.sched, name)
     if members is None:
         raise CliError(f'Cohort "{name}" not found (no Cohort object and no queue names it)')
-    spec = snap.sched.st.cohorts.get(name)
+    spec = snap.sched.cohorts().get(name)
     sub_cohorts, queues = members
     head = sec.fields(
         [
@@ -313,7 +314,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         pairs.append(("Max runtime", duration(float(maxexec))))
     parts = [sec.fields(pairs, term), "", sec.heading("Pod sets", term), _podsets(obj, term)]
     if st == "pending":
-        expl = snap.explain(key) if key in snap.sched.st.workloads else None
+        expl = snap.explain(key) if snap.sched.workload(key) is not None else None
         parts += ["", sec.heading("Why pending (the scheduler's own reasoning, now)", term)]
         parts += explain_lines(expl, snap.withheld(key), term)
     cond = wlv.condition_message(obj)

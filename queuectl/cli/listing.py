@@ -110,7 +110,7 @@ def workloads(
         key = wlv.key(wl)
         reason = ""
         if st == "pending":
-            expl = snap.explain(key) if key in snap.sched.st.workloads else None
+            expl = snap.explain(key) if snap.sched.workload(key) is not None else None
             reason = one_line(expl, snap.withheld(key))
         created = wlv.created(wl)
         out.append(
@@ -186,8 +186,9 @@ def _gpu_sum(rows: Sequence[fleet.QuotaRow], attr: str) -> int:
 
 def cluster_queues(snap: Snapshot) -> list[Record]:
     out = []
-    for name in sorted(snap.sched.st.queues):
-        spec = snap.sched.st.queues[name]
+    specs = snap.sched.cluster_queues()
+    for name in sorted(specs):
+        spec = specs[name]
         qs = snap.sched.cluster_queue_status(name)
         rows = fleet.quota_table(snap.sched, name) or ()
         if spec.stop_policy != "None":
@@ -215,11 +216,10 @@ def cluster_queues(snap: Snapshot) -> list[Record]:
 
 
 def cohorts(snap: Snapshot) -> list[Record]:
-    st = snap.sched.st
-    st.ensure_tree()
+    specs = snap.sched.cohorts()
     out = []
-    for name in sorted(st.tree.cohorts):
-        spec = st.cohorts.get(name)
+    for name in snap.sched.cohort_names():
+        spec = specs.get(name)
         sub, queues = fleet.cohort_members(snap.sched, name) or ((), ())
         rows = fleet.quota_table(snap.sched, name, cohort=True) or ()
         out.append(
@@ -237,14 +237,14 @@ def cohorts(snap: Snapshot) -> list[Record]:
 
 
 def flavors(snap: Snapshot) -> list[Record]:
-    st = snap.sched.st
+    specs, all_nodes = snap.sched.flavors(), snap.sched.nodes()
     alloc = {f.flavor: f for f in fleet.gpu_allocation(snap.sched)}
     out = []
-    for name in sorted(st.flavors):
-        spec = st.flavors[name]
+    for name in sorted(specs):
+        spec = specs[name]
         nodes = [
             n
-            for n in st.nodes.values()
+            for n in all_nodes.values()
             if all(n.labels.get(k) == v for k, v in spec.node_labels.items())
         ]
         f = alloc.get(name)

@@ -159,7 +159,7 @@ class Observer:
 
     def _settle_at(self, key: str, now: float) -> None:
         last = self.meter.last
-        charge = self.sched.st.charges.get(key)
+        charge = self.sched.held_quota(key)
         if last is None or charge is None:
             return
         start = max(last, charge.admitted_at)
@@ -168,7 +168,7 @@ class Observer:
         namespace = key.split("/", 1)[0]
         for (flavor, res), amount in charge.usage.items():
             if res == GPU and amount > 0:
-                metrics.CONTROLLER_GPU_SECONDS.labels(namespace, charge.cq, flavor).inc(
+                metrics.CONTROLLER_GPU_SECONDS.labels(namespace, charge.cluster_queue, flavor).inc(
                     amount * (now - start)
                 )
 

@@ -14,6 +14,7 @@ from queuectl.core.results import (
     Problem,
     QueueHolding,
     QueueStatus,
+    QuotaHold,
 )
 from queuectl.core.scheduler import Scheduler, backoff_seconds
 from queuectl.core.types import (
@@ -65,6 +66,7 @@ __all__ = [
     "Problem",
     "QueueHolding",
     "QueueStatus",
+    "QuotaHold",
     "ResourceGroup",
     "ResourceQuota",
     "Scheduler",

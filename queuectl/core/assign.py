@@ -15,10 +15,12 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from queuectl.core import reasons
+from queuectl.core.decision import Decision
+from queuectl.core.preempt import search
 from queuectl.core.quota import QNode, available, potential
-from queuectl.core.results import PendingInfo
-from queuectl.core.state import Charge, State
-from queuectl.core.topology import NodeUse, charge_of, place, tolerated
+from queuectl.core.results import PendingInfo, waiting_for_quota
+from queuectl.core.state import State
+from queuectl.core.topology import NodeUse, add_use, charge_of, place, tolerated, with_use
 from queuectl.core.types import (
     Admission,
     ClusterQueue,
@@ -39,38 +41,6 @@ _RANK = {
     reasons.EXCEEDS_MAX_QUOTA: 2,
     reasons.NO_MATCHING_FLAVOR: 3,
 }
-
-
-@dataclass(slots=True)
-class Decision:
-    kind: Literal["fit", "preempt", "fail"]
-    admission: Admission | None = None
-    victims: list[tuple[Charge, str]] = field(default_factory=list)
-    need: dict[FlavorResource, int] = field(default_factory=dict)
-    """What the whole workload needs, per (flavor, resource), for a preemption."""
-    info: PendingInfo | None = None
-    retry_at: float | None = None
-    """A protected victim comes of age then: preemption may succeed without any event."""
-    topology: bool = False
-    borrows: bool = False
-    """Admitting it takes quota beyond its queue's own: it waits for the second pass (a failed
-    victim search too: queues that start borrowing there may be its victims)."""
-    shorts: list[tuple[FlavorResource, int]] = field(default_factory=list)
-    """For a failure: (flavor, resource) and how much more of it some flavor would need; the
-    workload cannot fit until at least that much is freed in its cohort tree."""
-    hopeless: bool = False
-    """For a failure: no victim was even a candidate (or no preemption applies), so more free
-    quota that still falls short cannot change the answer."""
-    depends: list[FlavorResource] = field(default_factory=list)
-    """For a failure: (flavor, resource)s chosen for a part while another flavor was possible.
-    Less of one of them (someone else's admission) may send that part to another flavor and
-    change the answer, so that wakes it too."""
-    reclaim_within: bool = False
-    """For a failed victim search while it would borrow: within its own quota it could reclaim
-    from borrowers, so its own queue freeing quota may change the answer."""
-    cross: bool = False
-    """For a failed victim search: it looked at other queues' borrowed work (new borrowing in
-    the tree may give it candidates)."""
 
 
 @dataclass(slots=True)
@@ -99,23 +69,9 @@ def place_podset(
     topo = st.topologies.get(flavor.topology_name)
     if topo is None:
         return f"topology {flavor.topology_name} of flavor {flavor.name} not found"
-    used = st.node_used
-    if extra:
-        used = dict(used)
-        for node, use in extra.items():
-            merged = dict(used.get(node, {}))
-            for res, v in use.items():
-                merged[res] = merged.get(res, 0) + v
-            used[node] = merged
+    used = with_use(st.node_used, extra)
     nodes = st.nodes_for(flavor, ps)
     return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, ps.requests)
-
-
-def _merge(into: NodeUse, more: NodeUse) -> None:
-    for node, use in more.items():
-        dst = into.setdefault(node, {})
-        for res, v in use.items():
-            dst[res] = dst.get(res, 0) + v
 
 
 class _Fail(Exception):
@@ -181,7 +137,7 @@ def _choose(
                     possible = False
                 elif short is None:
                     short = (fr, n, a)
-            if node.usage.get(fr, 0) + n > node.subtree.get(fr, 0):
+            if node.borrows(fr, n):
                 borrows = True
         if fits:
             topo = place_podset(st, flavor, ps, extra)
@@ -202,19 +158,7 @@ def _choose(
         (f, r), n, a = short
         if possible:
             notes.shorts.append(((f, r), n - max(a, 0)))
-            note(
-                PendingInfo(
-                    w.key,
-                    reasons.WAITING_FOR_QUOTA,
-                    f"insufficient {r} in flavor {f}: pod set {ps.name} needs {n}, "
-                    f"{max(a, 0)} available to ClusterQueue {name} (short by {n - max(a, 0)})",
-                    resource=r,
-                    flavor=f,
-                    requested=n,
-                    available=max(a, 0),
-                    shortfall=n - max(a, 0),
-                )
-            )
+            note(waiting_for_quota(w.key, name, (f, r), n, a, podset=ps.name))
             if cq.preemption.any:
                 if cq.flavor_fungibility.when_can_preempt == "Preempt" and borrow_choice is None:
                     return _Choice(flavor.name, "preempt")
@@ -249,8 +193,6 @@ def _choose(
 
 def assign(st: State, w: Workload, now: float) -> Decision:
     """Decide for one pending workload whose ClusterQueue is active."""
-    from queuectl.core.preempt import search
-
     name = w.cluster_queue
     cq = st.queues[name]
     node = st.tree.queues[name]
@@ -302,7 +244,7 @@ def assign(st: State, w: Workload, now: float) -> Decision:
                     borrows = True
                 if choice.topology is not None and topo is None:
                     topo = choice.topology
-                    _merge(extra, charge_of(topo, ps.requests))
+                    add_use(extra, charge_of(topo, ps.requests))
             chosen.append(flavors)
             picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
     except _Fail as fail:
@@ -349,7 +291,7 @@ def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[]
             topo = place_podset(st, flavor, ps, extra)
             if topo is None or isinstance(topo, str):
                 return False
-            _merge(extra, charge_of(topo, ps.requests))
+            add_use(extra, charge_of(topo, ps.requests))
         return True
 
     return check

@@ -19,28 +19,28 @@ Order of work, each step cheap when nothing happened:
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
 
 from queuectl.core import parking, reasons
-from queuectl.core.assign import Decision, assign
+from queuectl.core.assign import assign
+from queuectl.core.book import Book
+from queuectl.core.decision import Decision
 from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
-from queuectl.core.results import (
-    CycleResult,
-    Eviction,
-    PendingInfo,
-)
+from queuectl.core.results import CycleResult, Eviction, PendingInfo, waiting_for_quota
 
-if TYPE_CHECKING:
-    from queuectl.core.scheduler import Scheduler
+WAITED = (
+    "it fitted when this cycle began, so it is tried again next cycle before anything is "
+    "preempted for it"
+)
+"""Why a head that would preempt waits instead (its WaitingForQuota message ends so)."""
 
 MAX_WAITS = 8
 """Cycles in a row a preemptor may wait because work admitted (or quota held for a preemptor)
 before it in the cycle took the fit it had when the cycle began (`_wait_instead_of_preempting`)."""
 
 
-def run_cycle(s: Scheduler, now: float) -> CycleResult:
+def run_cycle(s: Book, now: float) -> CycleResult:
     s.now = now
     s.st.ensure_tree()
     out = Out()
@@ -65,7 +65,7 @@ def run_cycle(s: Scheduler, now: float) -> CycleResult:
     )
 
 
-def _timers(s: Scheduler, now: float, out: Out) -> None:
+def _timers(s: Book, now: float, out: Out) -> None:
     st = s.st
     while s.waiting and s.waiting[0][0] <= now:
         t, key = heapq.heappop(s.waiting)
@@ -114,56 +114,38 @@ def _timers(s: Scheduler, now: float, out: Out) -> None:
                 )
 
 
-def _settle_nominations(s: Scheduler, now: float, out: Out) -> None:
+def _settle_nominations(s: Book, now: float, out: Out) -> None:
     """A preemptor whose victims are all gone takes the quota they held, first."""
     st = s.st
     ready = [p for p, victims in s.nominations.items() if not any(v in st.charges for v in victims)]
     for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
         w = st.workloads[key]
-        s._cancel_nomination(key)
-        if _idle_reason(s, w.cluster_queue) is None:
+        s.cancel_nomination(key)
+        if s.idle_reason(w.cluster_queue) is None:
             out.evaluated += 1
             d = assign(st, w, now)
             if d.kind == "fit" and d.admission is not None:
                 admit(s, w, d.admission, now, out)
                 continue
-        s._enqueue(w)
+        s.enqueue(w)
 
 
-def _idle_reason(s: Scheduler, cq: str) -> PendingInfo | None:
-    """Why a queue admits nothing at all (None when it is active)."""
-    st = s.st
-    spec = st.queues.get(cq)
-    if spec is None:
-        return PendingInfo("", reasons.CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue {cq} not found")
-    why = st.tree.inactive.get(cq)
-    if why is not None:
-        return PendingInfo(
-            "", reasons.CLUSTER_QUEUE_INACTIVE, f"ClusterQueue {cq} is inactive: {why}"
-        )
-    if spec.stop_policy != "None":
-        return PendingInfo(
-            "", reasons.CLUSTER_QUEUE_STOPPED, f"ClusterQueue {cq} is stopped ({spec.stop_policy})"
-        )
-    return None
-
-
-def _idle_queues(s: Scheduler, out: Out) -> None:
+def _idle_queues(s: Book, out: Out) -> None:
     for name in sorted(s.pq):
         q = s.pq[name]
         if not q.entries:
             continue
-        info = _idle_reason(s, name)
+        info = s.idle_reason(name)
         if info is not None:
             for bucket in list(q.buckets.values()):
                 report(s, q, bucket, info, out)
 
 
-def _order(s: Scheduler, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
+def _order(s: Book, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
     return share_path(s.st.tree.queues[cq]), head
 
 
-def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
+def _admission_loop(s: Book, now: float, out: Out) -> None:
     """Two passes: first what fits in queues' own quota, then borrowers by fair share.
 
     A bucket whose best member would borrow (or preempt while borrowing) waits for the second
@@ -174,13 +156,10 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
     active = [
         name
         for name, q in s.pq.items()
-        if q.blocked_at is None and q.entries and _idle_reason(s, name) is None
+        if q.blocked_at is None and q.entries and s.idle_reason(name) is None
     ]
     strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
-    s.st.no_cross.clear()
-    s.st.usable_memo.clear()
-    s.st.usage_at_loop_start.clear()
-    s.st.in_cycle = True
+    s.st.begin_loop()
     try:
         aside: dict[Bucket, PendingInfo] = {}
         deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
@@ -193,14 +172,11 @@ def _admission_loop(s: Scheduler, now: float, out: Out) -> None:
             second[name] = None
         _pass(s, list(second), now, out, strict, aside, borrowing=True)
     finally:
-        s.st.in_cycle = False
-        s.st.no_cross.clear()
-        s.st.usable_memo.clear()
-        s.st.usage_at_loop_start.clear()
+        s.st.end_loop()
 
 
 def _pass(
-    s: Scheduler,
+    s: Book,
     names: list[str],
     now: float,
     out: Out,
@@ -293,7 +269,7 @@ def _pass(
 
 
 def _wait_instead_of_preempting(
-    s: Scheduler, name: str, bucket: Bucket, key: str, d: Decision, out: Out
+    s: Book, name: str, bucket: Bucket, key: str, d: Decision, out: Out
 ) -> None:
     """A preemptor whose need fitted in what was free when this cycle began (work admitted, or
     quota held for a preemptor, earlier in the cycle took it) waits for the next cycle instead
@@ -306,20 +282,8 @@ def _wait_instead_of_preempting(
     q = s.pq[name]
     node = s.st.tree.queues[name]
     short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
-    (flavor, res), n, a = next((x for x in short if x[1] > x[2]), short[0])
-    a = max(0, a)
-    info = PendingInfo(
-        "",
-        reasons.WAITING_FOR_QUOTA,
-        f"insufficient {res} in flavor {flavor}: needs {n}, {a} available to ClusterQueue "
-        f"{name} (short by {n - a}); it fitted when this cycle began, so it is tried again "
-        "next cycle before anything is preempted for it",
-        resource=res,
-        flavor=flavor,
-        requested=n,
-        available=a,
-        shortfall=n - a,
-    )
+    fr, n, a = next((x for x in short if x[1] > x[2]), short[0])
+    info = waiting_for_quota("", name, fr, n, a, why=WAITED)
     # Parked with nothing that wakes it but the next cycle (see `_wake_waiting_preemptors`).
     bucket.wake, bucket.avail_at, bucket.need = [], None, None
     bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False
@@ -329,7 +293,7 @@ def _wait_instead_of_preempting(
     s.waiting_preemptors[name] = (bucket, key)
 
 
-def _wake_waiting_preemptors(s: Scheduler) -> None:
+def _wake_waiting_preemptors(s: Book) -> None:
     before, s.waits = s.waits, {}
     for name, (bucket, key) in s.waiting_preemptors.items():
         s.waits[key] = before.get(key, 0) + 1
@@ -340,7 +304,7 @@ def _wake_waiting_preemptors(s: Scheduler) -> None:
 
 
 def _push_head(
-    s: Scheduler, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
+    s: Book, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
 ) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
     q = s.pq[name]
@@ -349,7 +313,7 @@ def _push_head(
         heapq.heappush(heap, (_order(s, name, nxt[0]), name))
 
 
-def _next_wakeup(s: Scheduler) -> float | None:
+def _next_wakeup(s: Book) -> float | None:
     times = []
     while s.waiting and s.waiting_at.get(s.waiting[0][1]) != s.waiting[0][0]:
         heapq.heappop(s.waiting)

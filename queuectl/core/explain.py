@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from queuectl.core import reasons
 from queuectl.core.assign import assign
+from queuectl.core.book import Book
 from queuectl.core.results import Explanation, PendingInfo
 
-if TYPE_CHECKING:
-    from queuectl.core.scheduler import Scheduler
 
-
-def pending_info(s: Scheduler, key: str) -> PendingInfo | None:
+def pending_info(s: Book, key: str) -> PendingInfo | None:
     """The last reason known for a pending workload (None if admitted or unknown)."""
-    from queuectl.core.cycle import _idle_reason
-
     st = s.st
     w = st.workloads.get(key)
     if w is None or key in st.charges:
@@ -31,7 +26,7 @@ def pending_info(s: Scheduler, key: str) -> PendingInfo | None:
         return PendingInfo(
             key, reasons.PENDING, f"requeued; backing off until {s.waiting_at[key]:.3f}"
         )
-    idle = _idle_reason(s, w.cluster_queue)
+    idle = s.idle_reason(w.cluster_queue)
     if idle is not None:
         return replace(idle, key=key)
     q = s.pq.get(w.cluster_queue)
@@ -43,7 +38,7 @@ def pending_info(s: Scheduler, key: str) -> PendingInfo | None:
     return PendingInfo(key, reasons.PENDING, "not evaluated yet")
 
 
-def explain(s: Scheduler, key: str, now: float) -> Explanation:
+def explain(s: Book, key: str, now: float) -> Explanation:
     st = s.st
     st.ensure_tree()
     w = st.workloads.get(key)
@@ -87,6 +82,22 @@ def explain(s: Scheduler, key: str, now: float) -> Explanation:
         )
     if d.kind == "preempt":
         victims = tuple(sorted(c.key for c, _ in d.victims))
+        waits = s.waiting_preemptors.get(w.cluster_queue)
+        if waits is not None and waits[1] == key and info is not None:
+            # The cycle let it wait instead of preempting (`cycle.MAX_WAITS`): say so, and what
+            # the next cycle does if the quota it waits for is still taken then.
+            return Explanation(
+                key,
+                "pending",
+                pending=replace(
+                    info,
+                    message=f"{info.message}; if it still does not fit then, it preempts "
+                    f"{len(victims)} workload(s): {', '.join(victims)}",
+                    victims=victims,
+                ),
+                preemption_possible=True,
+                would_evict=victims,
+            )
         return Explanation(
             key,
             "pending",

@@ -123,7 +123,7 @@ def pending_order(s: Scheduler, cluster_queue: str) -> tuple[str, ...]:
     """Keys of the workloads queued in a ClusterQueue, in the order the cycle tries them:
     the core's own sort key (priority, requeued-at-front, age). Workloads backing off,
     inactive or nominated are not in line and are not listed."""
-    q = s.pq.get(cluster_queue)
+    q = s.book.pq.get(cluster_queue)
     if q is None:
         return ()
     return tuple(key for key, _ in sorted(q.entries.items(), key=lambda kv: kv[1][0]))

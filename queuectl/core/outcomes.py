@@ -4,18 +4,15 @@ and nominating a preemptor (holding its quota, telling its victims)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from queuectl.core import reasons
-from queuectl.core.assign import Decision
+from queuectl.core.book import Book
+from queuectl.core.decision import Decision
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import available
 from queuectl.core.results import Admitted, Eviction, PendingInfo, Preemption
 from queuectl.core.state import Charge, charge_for
 from queuectl.core.types import Admission, Workload
-
-if TYPE_CHECKING:
-    from queuectl.core.scheduler import Scheduler
 
 
 @dataclass(slots=True)
@@ -27,7 +24,7 @@ class Out:
     evaluated: int = 0
 
 
-def report(s: Scheduler, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out) -> None:
+def report(s: Book, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out) -> None:
     """Tell every member of the bucket whose reason changed (or who never heard it)."""
     sig = (info.reason, info.flavor, info.resource)
     if sig != bucket.signature:
@@ -58,14 +55,14 @@ def report(s: Scheduler, q: PendingQueue, bucket: Bucket, info: PendingInfo, out
     )
 
 
-def admit(s: Scheduler, w: Workload, admission: Admission, now: float, out: Out) -> None:
+def admit(s: Book, w: Workload, admission: Admission, now: float, out: Out) -> None:
     s.st.admit(charge_for(w, admission, now))
     s.st.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
-    s._track_deadline(w.key)
+    s.track_deadline(w.key)
     out.admitted.append(Admitted(w.key, admission))
 
 
-def nominate(s: Scheduler, w: Workload, d: Decision, now: float, out: Out) -> None:
+def nominate(s: Book, w: Workload, d: Decision, now: float, out: Out) -> None:
     """Tell the victims, and hold for the preemptor the free part of what it needs.
 
     The victims' part is held by keeping them counted (then as ghosts) until the preemptor is

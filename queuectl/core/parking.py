@@ -9,53 +9,47 @@ a woken one-pod-set bucket without a full evaluation.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
 
-from queuectl.core.assign import Decision
+from queuectl.core.book import Book
+from queuectl.core.decision import Decision
 from queuectl.core.queues import Bucket, SortKey, woken_by_growth
 from queuectl.core.quota import available
 
-if TYPE_CHECKING:
-    from queuectl.core.scheduler import Scheduler
 
-
-def wake(s: Scheduler) -> None:
+def wake(s: Book) -> None:
+    """Unpark the buckets that what changed since the last wake (`State.wake`) could help."""
     st = s.st
-    if st.all_dirty:
+    notes = st.wake
+    if notes.all_dirty:
         for q in s.pq.values():
             q.unpark_all()
     else:
-        roots = st.dirty_roots | st.borrowed.keys()
-        for name in st.admitted_low:
+        roots = notes.dirty_roots | notes.borrowed.keys()
+        for name in notes.admitted_low:
             root = st.root_of(name)
             if root is not None:
                 roots.add(root)
         for root in roots:
-            freed = st.freed.get(root, {})
-            borrowed = st.borrowed.get(root, set())
-            grown = st.grown.get(root, set())
+            freed = notes.freed.get(root, {})
+            borrowed = notes.borrowed.get(root, set())
+            grown = notes.grown.get(root, set())
             for leaf in st.tree.leaves.get(root, ()):
                 lq = s.pq.get(leaf.name)
                 if lq is not None:
                     lq.unpark_freed(
                         freed,
                         borrowed,
-                        st.admitted_low.get(leaf.name),
+                        notes.admitted_low.get(leaf.name),
                         grown,
-                        leaf.name in st.released_since,
+                        leaf.name in notes.released_since,
                     )
-        if st.nodes_dirty:
+        if notes.nodes_dirty:
             for q in s.pq.values():
                 q.unpark_all(topology_only=True)
-    st.all_dirty = st.nodes_dirty = False
-    st.dirty_roots.clear()
-    st.borrowed.clear()
-    st.grown.clear()
-    st.released_since.clear()
-    st.admitted_low.clear()
+    notes.woken()
 
 
-def carry_over(s: Scheduler, admitted: list[str]) -> None:
+def carry_over(s: Book, admitted: list[str]) -> None:
     """Work admitted before `wake` in this cycle becomes a preemption candidate only in the next
     one: mark it again so that the next `wake` looks at the buckets it may help."""
     st = s.st
@@ -66,7 +60,7 @@ def carry_over(s: Scheduler, admitted: list[str]) -> None:
             st.note_new_work(node, charge)
 
 
-def borrowers_to_recheck(s: Scheduler, strict: set[str]) -> list[str]:
+def borrowers_to_recheck(s: Book, strict: set[str]) -> list[str]:
     """Before the borrowing pass: parked buckets that would borrow and whose answer borrowing
     in this cycle may change (new victims, or a flavor taken from them) get the cheap re-check
     there, as if evaluated again in the first pass; returns their queues."""
@@ -84,13 +78,13 @@ def borrowers_to_recheck(s: Scheduler, strict: set[str]) -> list[str]:
     return names
 
 
-def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
+def set_wake(s: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
     """Remember what must happen before this bucket is worth another look."""
     st = s.st
     bucket.topology = d.topology
     node = st.tree.queues[cq]
     root = node.root
-    freed = st.freed.get(root, {})
+    freed = st.wake.freed.get(root, {})
     # With candidates to preempt, any freed amount of a short (flavor, resource) may be enough
     # together with them; without, only the whole shortfall is.
     bucket.wake = [(fr, freed.get(fr, 0) + (short if d.hopeless else 1)) for fr, short in d.shorts]
@@ -110,36 +104,34 @@ def set_wake(s: Scheduler, cq: str, bucket: Bucket, d: Decision, head: SortKey) 
         bucket.avail_at = {fr: available(node, fr) for fr, _ in d.shorts}
         bucket.need = {fr: short + max(0, bucket.avail_at[fr]) for fr, short in d.shorts}
         bucket.hopeless = d.hopeless
-        bucket.epoch_at = st.borrow_epoch.get(root, 0)
-        bucket.released_at = st.released.get(cq, 0)
+        bucket.epoch_at = st.wake.borrow_epoch.get(root, 0)
+        bucket.released_at = st.wake.released.get(cq, 0)
         bucket.must_borrow = _must_borrow(s, cq, bucket.shape[0])
 
 
-def _must_borrow(s: Scheduler, cq: str, podset: Hashable) -> bool:
+def _must_borrow(s: Book, cq: str, podset: Hashable) -> bool:
     """Would every flavor of some resource group take it beyond its queue's own quota? That
     stays true while the queue frees nothing (its usage only grows) and no spec changes."""
     st = s.st
     node, spec, covering = st.tree.queues[cq], st.queues[cq], st.tree.covering[cq]
     count, requests = podset[0], podset[1]  # type: ignore[index]
     totals = {r: v * count for r, v in requests if v > 0}
-    usage, quota = node.usage, node.subtree
     for gi, group in enumerate(spec.resource_groups):
         rs = [r for r in totals if covering.get(r) == gi]
         if rs and all(
-            any(usage.get((fq.name, r), 0) + totals[r] > quota.get((fq.name, r), 0) for r in rs)
-            for fq in group.flavors
+            any(node.borrows((fq.name, r), totals[r]) for r in rs) for fq in group.flavors
         ):
             return True
     return False
 
 
-def certainly_borrows(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+def certainly_borrows(s: Book, cq: str, bucket: Bucket) -> bool:
     """A woken bucket whose admission would borrow for sure: the first pass need not evaluate
     it, it waits for the borrowing pass (with its cheap re-check still owed)."""
-    return bucket.must_borrow and s.st.released.get(cq, 0) == bucket.released_at
+    return bucket.must_borrow and s.st.wake.released.get(cq, 0) == bucket.released_at
 
 
-def still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
+def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
     """Is the parked answer certainly unchanged? (Then it needs no full evaluation.)
 
     Every flavor it tried is still short of its recorded (flavor, resource), nothing of its own
@@ -149,16 +141,16 @@ def still_short(s: Scheduler, cq: str, bucket: Bucket) -> bool:
     """
     st = s.st
     avail_at, need = bucket.avail_at, bucket.need
-    if avail_at is None or need is None or st.released.get(cq, 0) != bucket.released_at:
+    if avail_at is None or need is None or st.wake.released.get(cq, 0) != bucket.released_at:
         return False
     node = st.tree.queues[cq]
     # What `wake` would have woken it for, had it happened before this cycle's wake: a queue
     # that newly borrows what it is short of (its older work may be reclaimed now; work
     # admitted in this cycle is nobody's victim before the next one), or a flavor it chose
     # for one part that someone else now uses.
-    if woken_by_growth(bucket, st.borrowed.get(node.root), st.grown.get(node.root)):
+    if woken_by_growth(bucket, st.wake.borrowed.get(node.root), st.wake.grown.get(node.root)):
         return False
-    hopeless = bucket.hopeless and st.borrow_epoch.get(node.root, 0) == bucket.epoch_at
+    hopeless = bucket.hopeless and st.wake.borrow_epoch.get(node.root, 0) == bucket.epoch_at
     for fr, a in avail_at.items():
         now = available(node, fr)
         if now >= need[fr] or (now > a and not hopeless):

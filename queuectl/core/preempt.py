@@ -17,23 +17,20 @@ import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING
 
 from queuectl.core import reasons
+from queuectl.core.decision import Decision
 from queuectl.core.quota import QNode, available, share
-from queuectl.core.results import PendingInfo
-from queuectl.core.state import Charge, Pool, Rank, State
+from queuectl.core.results import PendingInfo, waiting_for_quota
+from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
 from queuectl.core.types import ClusterQueue, FlavorResource, Workload
-
-if TYPE_CHECKING:
-    from queuectl.core.assign import Decision
 
 
 def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
     work = st.preemptible(queue, now)
-    memo = st.usable_memo.get(queue) if st.in_cycle else None
+    memo = st.cache.usable_memo.get(queue) if st.in_cycle else None
     hit = memo.get(frs) if memo is not None else None
     if hit is not None and hit.work is work:
         return hit
@@ -49,16 +46,15 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     ]
     pool = Pool(work, usable, end)
     if st.in_cycle:
-        st.usable_memo.setdefault(queue, {})[frs] = pool
+        st.cache.usable_memo.setdefault(queue, {})[frs] = pool
     return pool
 
 
 def _borrowing(st: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
     """Is the queue's own running work over its quota (quota held for others aside)?"""
     held = st.held.get(node.name)
-    usage, quota = node.usage, node.subtree
     for fr in frs:  # noqa: SIM110 (a plain loop: this runs ~50 times per victim search)
-        if usage.get(fr, 0) - (held.get(fr, 0) if held else 0) > quota.get(fr, 0):
+        if node.borrows(fr, -held.get(fr, 0) if held else 0):
             return True
     return False
 
@@ -102,14 +98,10 @@ def search(
     placeable: Callable[[], bool],
     now: float,
 ) -> Decision:
-    from queuectl.core.assign import Decision
-
     # Only victims holding something the preemptor is short of can help it.
     frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     policy = cq.preemption
-    would_borrow = any(
-        node.usage.get(fr, 0) + n > node.subtree.get(fr, 0) for fr, n in need.items()
-    )
+    would_borrow = any(node.borrows(fr, n) for fr, n in need.items())
     retry: float | None = None
     own: list[tuple[Rank, Charge]] = []
     groups: list[_Group] = []
@@ -128,7 +120,7 @@ def search(
                 and c.created > w.created
             )
             if lower:
-                own.append(((c.priority, -c.admitted_at, -c.created, c.key), c))
+                own.append((victim_rank(c), c))
                 for fr in frs:
                     held[fr] = held.get(fr, 0) + c.usage.get(fr, 0)
     bw = policy.borrow_within_cohort
@@ -148,8 +140,8 @@ def search(
             below = None if policy.reclaim_within_cohort == "Any" else w.priority
         root = node.root
         ckey = (root, frs)
-        epoch = st.cross_epoch.get(root, 0)
-        hit = st.no_cross.get(ckey) if st.in_cycle else None
+        epoch = st.cache.cross_epoch.get(root, 0)
+        hit = st.cache.no_cross.get(ckey) if st.in_cycle else None
         if hit is not None and hit[0] == epoch and hit[1] <= {node.name}:
             # Nobody else of the tree had anything to take when last looked, and no queue has
             # started borrowing since: the same (empty) answer, without visiting every borrower.
@@ -186,7 +178,7 @@ def search(
                     for fr in frs:
                         held[fr] = held.get(fr, 0) + pool.cum[fr][k]
             if st.in_cycle:
-                st.no_cross[ckey] = (epoch, found_in, ends)
+                st.cache.no_cross[ckey] = (epoch, found_in, ends)
     any_cands = bool(own or groups)
     if not _enough(node, need, held):
         return Decision(
@@ -257,21 +249,10 @@ def _no_victims(
     any_cands: bool,
 ) -> PendingInfo:
     for fr, n in sorted(need.items()):
-        a = max(0, available(node, fr))
-        if n > a:
-            flavor, res = fr
+        a = available(node, fr)
+        if n > max(0, a):
             why = "no preemption would make it fit" if any_cands else "no workload may be preempted"
-            return PendingInfo(
-                w.key,
-                reasons.WAITING_FOR_QUOTA,
-                f"insufficient {res} in flavor {flavor}: needs {n}, {a} available to "
-                f"ClusterQueue {cq.name} (short by {n - a}); {why}",
-                resource=res,
-                flavor=flavor,
-                requested=n,
-                available=a,
-                shortfall=n - a,
-            )
+            return waiting_for_quota(w.key, cq.name, fr, n, a, why=why)
     return PendingInfo(
         w.key,
         reasons.TOPOLOGY_PLACEMENT_FAILED,

@@ -74,6 +74,12 @@ class QNode:
         """What this node uses beyond its own subtree quota."""
         return max(0, self.usage.get(fr, 0) - self.subtree.get(fr, 0))
 
+    def borrows(self, fr: FlavorResource, more: int = 0) -> bool:
+        """Would this node use more than its own subtree quota of `fr` with `more` added to its
+        usage? The one home of "is this queue borrowing": `more=0` asks about now, a need asks
+        about admitting it, minus held quota asks about the queue's own running work."""
+        return self.usage.get(fr, 0) + more > self.subtree.get(fr, 0)
+
 
 def compute_subtree(node: QNode) -> None:
     """Fill `subtree` and `guaranteed` bottom-up from nominal quotas and lending limits."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from queuectl.core.reasons import WAITING_FOR_QUOTA
 from queuectl.core.types import Admission, FlavorResource
 
 
@@ -57,6 +58,34 @@ class PendingInfo:
     """For WaitingForPreemptedWorkloads: the victims still draining."""
 
 
+def waiting_for_quota(
+    key: str,
+    cluster_queue: str,
+    fr: FlavorResource,
+    requested: int,
+    available: int,
+    podset: str | None = None,
+    why: str | None = None,
+) -> PendingInfo:
+    """The one WaitingForQuota reason: what is short, by how much, for which queue (a negative
+    `available` reads as 0); `why` says what else was tried."""
+    flavor, res = fr
+    a = max(0, available)
+    part = f"pod set {podset} " if podset is not None else ""
+    tail = f"; {why}" if why else ""
+    return PendingInfo(
+        key,
+        WAITING_FOR_QUOTA,
+        f"insufficient {res} in flavor {flavor}: {part}needs {requested}, {a} available to "
+        f"ClusterQueue {cluster_queue} (short by {requested - a}){tail}",
+        resource=res,
+        flavor=flavor,
+        requested=requested,
+        available=a,
+        shortfall=requested - a,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     kind: str
@@ -90,6 +119,16 @@ class Explanation:
     admission: Admission | None = None
     preemption_possible: bool = False
     would_evict: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """What an admitted workload holds, as the core counts it (`Scheduler.held_quota`)."""
+
+    key: str
+    cluster_queue: str
+    usage: Mapping[FlavorResource, int]
+    admitted_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,18 +1,22 @@
 """The public face of the core: feed it objects, run a cycle, read decisions.
 
-`Scheduler` keeps where every workload is (pending in a queue, waiting out a back-off, inactive,
-nominated as a preemptor, or admitted) and the bookkeeping that lets a cycle skip what cannot have
-changed. The cycle itself lives in `queuectl.core.cycle`.
+`Scheduler` turns events into changes of its `Book` (where every workload is, and the
+bookkeeping that lets a cycle skip what cannot have changed) and of the `State` the book holds.
+The cycle itself lives in `queuectl.core.cycle`, explanations in `queuectl.core.explain`; both
+read the book, and neither imports this module.
 """
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
-from queuectl.core import reasons
-from queuectl.core.queues import Bucket, PendingQueue, shape_of
-from queuectl.core.quota import QNode
+from queuectl.core.book import Book
+from queuectl.core.cycle import run_cycle
+from queuectl.core.explain import explain, pending_info
+from queuectl.core.queues import shape_of
+from queuectl.core.quota import share
 from queuectl.core.results import (
     CycleResult,
     Explanation,
@@ -20,13 +24,13 @@ from queuectl.core.results import (
     Problem,
     QueueHolding,
     QueueStatus,
+    QuotaHold,
 )
-from queuectl.core.state import State, charge_for
+from queuectl.core.state import charge_for
 from queuectl.core.types import (
     ClusterQueue,
     Cohort,
     Flavor,
-    FlavorResource,
     Node,
     Topology,
     Workload,
@@ -44,26 +48,18 @@ class Scheduler:
     """State built from watch events plus one admission cycle at a time. Not thread-safe."""
 
     def __init__(self) -> None:
-        self.st = State()
-        self.pq: dict[str, PendingQueue] = {}
-        self.waiting: list[tuple[float, str]] = []
-        self.waiting_at: dict[str, float] = {}
-        self.inactive: set[str] = set()
-        self.nominations: dict[str, set[str]] = {}
-        self.nominated_info: dict[str, PendingInfo] = {}
-        self.retries: list[tuple[float, str]] = []
-        self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
-        """queue -> (its head bucket, the head) that would have preempted for quota that work
-        admitted in the same cycle took: woken by the next cycle, its queue held back till then"""
-        self.waits: dict[str, int] = {}
-        """Workloads that waited so in the previous cycle -> how many cycles in a row."""
-        self.deadlines: list[tuple[float, str]] = []
-        self.fresh: dict[str, PendingInfo] = {}
-        """Reasons decided outside a cycle (inactive, back-off), told by the next cycle."""
-        self.now = float("-inf")
-        self.caching = False
-        self.holders_cache: dict[tuple[QNode, FlavorResource], tuple[QueueHolding, ...]] = {}
-        """Inside a cycle: who holds a (flavor, resource) is computed once per tree."""
+        self.book = Book()
+        self.st = self.book.st
+        """The core's state: for the core and its tests; callers use the read methods below."""
+
+    @property
+    def now(self) -> float:
+        """The core's clock: the `now` of the last cycle (back-offs before it are over)."""
+        return self.book.now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self.book.now = value
 
     # --- specs ------------------------------------------------------------------------------
     def upsert_flavor(self, flavor: Flavor) -> None:
@@ -78,11 +74,11 @@ class Scheduler:
     def upsert_topology(self, topology: Topology) -> None:
         if self.st.topologies.get(topology.name) != topology:
             self.st.topologies[topology.name] = topology
-            self.st.all_dirty = True
+            self.st.wake.all_dirty = True
 
     def delete_topology(self, name: str) -> None:
         if self.st.topologies.pop(name, None) is not None:
-            self.st.all_dirty = True
+            self.st.wake.all_dirty = True
 
     def upsert_cohort(self, cohort: Cohort) -> None:
         if self.st.cohorts.get(cohort.name) != cohort:
@@ -112,8 +108,8 @@ class Scheduler:
 
     def _specs_changed(self) -> None:
         self.st.stale_tree = True
-        self.st.flavor_nodes.clear()
-        for q in self.pq.values():
+        self.st.cache.flavor_nodes.clear()
+        for q in self.book.pq.values():
             for bucket in q.buckets.values():
                 bucket.signature = None  # the reason may read differently now: tell it again
 
@@ -131,19 +127,19 @@ class Scheduler:
             else:
                 charge.priority = w.priority
                 charge.min_runtime = w.minimum_runtime_seconds
-                st.old_work.pop(charge.cq, None)
-            self._track_deadline(w.key)
+                st.cache.old_work.pop(charge.cq, None)
+            self.book.track_deadline(w.key)
             return
         if w.admission is not None:
             if old is not None:
-                self._unqueue(old)
-            self._cancel_nomination(w.key)
+                self.book.unqueue(old)
+            self.book.cancel_nomination(w.key)
             st.admit(
                 charge_for(w, w.admission, w.admitted_at if w.admitted_at is not None else self.now)
             )
-            self._track_deadline(w.key)
+            self.book.track_deadline(w.key)
             return
-        if w.key in self.nominations:
+        if w.key in self.book.nominations:
             same = (
                 old is not None
                 and old.active == w.active
@@ -153,20 +149,20 @@ class Scheduler:
             )
             if same:
                 return
-            self._cancel_nomination(w.key)
+            self.book.cancel_nomination(w.key)
         if old is not None:
-            self._unqueue(old)
-        self._enqueue(w)
+            self.book.unqueue(old)
+        self.book.enqueue(w)
 
     def delete_workload(self, key: str) -> None:
         """The workload is gone or finished: release whatever it holds."""
         w = self.st.workloads.pop(key, None)
         if key in self.st.charges:
-            self._release(key)
-        self._cancel_nomination(key)
+            self.book.release(key)
+        self.book.cancel_nomination(key)
         if w is not None:
-            self._unqueue(w)
-        self.fresh.pop(key, None)
+            self.book.unqueue(w)
+        self.book.fresh.pop(key, None)
 
     def requeue_workload(self, key: str, *, not_before: float = 0.0, front: bool = False) -> None:
         """Its admission ended without finishing: release its quota and queue it again."""
@@ -174,83 +170,27 @@ class Scheduler:
         if w is None:
             return
         if key in self.st.charges:
-            self._release(key)
-        self._unqueue(w)
+            self.book.release(key)
+        self.book.unqueue(w)
         w = replace(w, admission=None, admitted_at=None, not_before=not_before, front=front)
         self.st.workloads[key] = w
-        self._enqueue(w)
-
-    def _release(self, key: str) -> None:
-        st = self.st
-        charge = st.drop(key)
-        if charge is None:
-            return
-        st.evicting.discard(key)
-        preemptor = st.victim_of.pop(key, None)
-        if preemptor is not None and preemptor in self.nominations:
-            st.hold(preemptor, charge, counted=True)  # its quota stays held for the preemptor
-        else:
-            st.apply(charge, -1)
-
-    def _cancel_nomination(self, key: str) -> None:
-        victims = self.nominations.pop(key, None)
-        self.nominated_info.pop(key, None)
-        if victims is None:
-            return
-        st = self.st
-        for v in victims:
-            if st.victim_of.get(v) == key:
-                del st.victim_of[v]
-                if v in st.charges:
-                    st.evicting.add(v)  # already told to stop; never chosen twice
-        st.release_held(key)
-
-    def _unqueue(self, w: Workload) -> None:
-        q = self.pq.get(w.cluster_queue)
-        if q is not None:
-            q.remove(w.key)
-        self.waiting_at.pop(w.key, None)
-        self.inactive.discard(w.key)
-
-    def _enqueue(self, w: Workload) -> None:
-        if not w.active:
-            self.inactive.add(w.key)
-            self.fresh[w.key] = PendingInfo(w.key, reasons.INACTIVE, "the workload is not active")
-        elif w.not_before > 0.0 and w.not_before > self.now:
-            self.waiting_at[w.key] = w.not_before
-            heapq.heappush(self.waiting, (w.not_before, w.key))
-            self.fresh[w.key] = PendingInfo(
-                w.key, reasons.PENDING, f"requeued; backing off until {w.not_before:.3f}"
-            )
-        else:
-            self.pq.setdefault(w.cluster_queue, PendingQueue()).add(w)
-
-    def _track_deadline(self, key: str) -> None:
-        w = self.st.workloads.get(key)
-        charge = self.st.charges.get(key)
-        if w is not None and charge is not None and w.max_execution_seconds is not None:
-            heapq.heappush(self.deadlines, (charge.admitted_at + w.max_execution_seconds, key))
+        self.book.enqueue(w)
 
     # --- the cycle and what it can tell -----------------------------------------------------
     def run_cycle(self, now: float) -> CycleResult:
-        from queuectl.core.cycle import run_cycle
-
-        self.caching = True
+        book = self.book
+        book.caching = True
         try:
-            return run_cycle(self, now)
+            return run_cycle(book, now)
         finally:
-            self.caching = False
-            self.holders_cache.clear()
+            book.caching = False
+            book.holders_cache.clear()
 
     def explain(self, key: str, now: float) -> Explanation:
-        from queuectl.core.explain import explain
-
-        return explain(self, key, now)
+        return explain(self.book, key, now)
 
     def pending_info(self, key: str) -> PendingInfo | None:
-        from queuectl.core.explain import pending_info
-
-        return pending_info(self, key)
+        return pending_info(self.book, key)
 
     def problems(self) -> tuple[Problem, ...]:
         self.st.ensure_tree()
@@ -260,37 +200,56 @@ class Scheduler:
         self, cq: str, flavor: str, resource: str, limit: int = 5
     ) -> tuple[QueueHolding, ...]:
         """Queues of `cq`'s cohort tree that hold the (flavor, resource), most first."""
-        root = self.st.root_of(cq)
-        if root is None:
-            return ()
-        fr = (flavor, resource)
-        cached = self.holders_cache.get((root, fr))
-        if cached is not None:
-            return cached
-        held = [
-            QueueHolding(n.name, n.usage[fr], n.borrowed(fr))
-            for n in self.st.tree.leaves.get(root, ())
-            if n.usage.get(fr, 0) > 0
-        ]
-        held.sort(key=lambda h: (-h.usage, h.cluster_queue))
-        result = tuple(held[:limit])
-        if self.caching:
-            self.holders_cache[(root, fr)] = result
-        return result
+        return self.book.holders(cq, flavor, resource, limit)
+
+    # --- read methods: what callers outside the core may look at (read-only views) --------------
+    def workload(self, key: str) -> Workload | None:
+        """The workload as the core last heard it (None when unknown or deleted)."""
+        return self.st.workloads.get(key)
+
+    def workloads(self) -> Mapping[str, Workload]:
+        return MappingProxyType(self.st.workloads)
+
+    def cluster_queues(self) -> Mapping[str, ClusterQueue]:
+        return MappingProxyType(self.st.queues)
+
+    def cohorts(self) -> Mapping[str, Cohort]:
+        """Cohort objects upserted (see `cohort_names` for implicit ones too)."""
+        return MappingProxyType(self.st.cohorts)
+
+    def cohort_names(self) -> tuple[str, ...]:
+        """Every cohort of the quota tree, sorted: upserted or only named by a queue or child."""
+        self.st.ensure_tree()
+        return tuple(sorted(self.st.tree.cohorts))
+
+    def flavors(self) -> Mapping[str, Flavor]:
+        return MappingProxyType(self.st.flavors)
+
+    def nodes(self) -> Mapping[str, Node]:
+        return MappingProxyType(self.st.nodes)
+
+    def is_admitted(self, key: str) -> bool:
+        """Does the core count the workload's quota (admitted, or preempted and draining)?"""
+        return key in self.st.charges
+
+    def held_quota(self, key: str) -> QuotaHold | None:
+        """What an admitted workload holds, since when (None when it holds nothing)."""
+        charge = self.st.charges.get(key)
+        if charge is None:
+            return None
+        return QuotaHold(key, charge.cq, dict(charge.usage), charge.admitted_at)
 
     def cluster_queue_status(self, name: str) -> QueueStatus | None:
-        from queuectl.core.quota import share
-
-        st = self.st
+        st, book = self.st, self.book
         st.ensure_tree()
         node = st.tree.queues.get(name)
         if node is None:
             return None
-        q = self.pq.get(name)
+        q = book.pq.get(name)
         pending = len(q) if q is not None else 0
         pending += sum(
             1
-            for k in (*self.waiting_at, *self.inactive, *self.nominations)
+            for k in (*book.waiting_at, *book.inactive, *book.nominations)
             if st.workloads[k].cluster_queue == name
         )
         return QueueStatus(

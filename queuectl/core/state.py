@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from queuectl.core.notes import WakeNotes
 from queuectl.core.quota import QNode, add_usage, available_then
-from queuectl.core.topology import NodeUse, charge_of, node_capacity, tolerated
+from queuectl.core.topology import NodeUse, add_use, charge_of, node_capacity, tolerated
 from queuectl.core.tree import Tree, build
 from queuectl.core.types import (
     Admission,
@@ -52,10 +53,7 @@ def charge_for(w: Workload, admission: Admission, admitted_at: float) -> Charge:
             fr = (flavor, res)
             usage[fr] = usage.get(fr, 0) + amount
         if psa.topology is not None:
-            for node, use in charge_of(psa.topology, per_pod.get(psa.name, {})).items():
-                into = nodes.setdefault(node, {})
-                for res, v in use.items():
-                    into[res] = into.get(res, 0) + v
+            add_use(nodes, charge_of(psa.topology, per_pod.get(psa.name, {})))
     return Charge(
         key=w.key,
         cq=admission.cluster_queue,
@@ -70,7 +68,19 @@ def charge_for(w: Workload, admission: Admission, admitted_at: float) -> Charge:
 
 
 Rank = tuple[int, float, float, str]
-"""Victim order inside one queue: lowest priority, newest admitted, newest created, key."""
+"""Victim order inside one queue (see `victim_rank`)."""
+
+
+def victim_rank(c: Charge) -> Rank:
+    """Where admitted work stands as a victim inside its queue: the lowest rank goes first.
+
+    1. lower priority first;
+    2. then the most recently admitted (it has lost the least work);
+    3. then the most recently created;
+    4. then by key, so that the order is total and decisions are deterministic.
+    (Across queues, `preempt` puts other queues first, the largest fair share first.)
+    """
+    return (c.priority, -c.admitted_at, -c.created, c.key)
 
 
 @dataclass(slots=True, eq=False)
@@ -90,9 +100,7 @@ class Pool:
 
     def rank(self, frs: frozenset[FlavorResource]) -> list[tuple[Rank, Charge]]:
         if self.ranked is None:
-            self.ranked = sorted(
-                ((c.priority, -c.admitted_at, -c.created, c.key), c) for c in self.usable
-            )
+            self.ranked = sorted((victim_rank(c), c) for c in self.usable)
             self.prios = [c.priority for _, c in self.ranked]
             for fr in frs:
                 acc, total = [0], 0
@@ -101,6 +109,34 @@ class Pool:
                     acc.append(total)
                 self.cum[fr] = acc
         return self.ranked
+
+
+@dataclass(slots=True)
+class Caches:
+    """Remembered answers, each valid while what it depends on is unchanged (see each field);
+    dropping any of them changes no decision, only the work to reach it."""
+
+    flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
+    """flavor -> its schedulable nodes; cleared on any node or spec change"""
+    old_work: dict[str, tuple[list[Charge], list[Charge]]] = field(default_factory=dict)
+    """queue -> (admitted before `old_work_at`, still protected by minimum runtime) at that
+    time: victim searches of one cycle share it; any change of the queue's charges drops it"""
+    old_work_at: float = float("nan")
+    cross_epoch: dict[QNode, int] = field(default_factory=dict)
+    """root -> how many times a queue of the tree went over its own quota (held quota aside) of
+    something: only that can bring new reclaim candidates inside one admission loop (it stamps
+    `no_cross`)"""
+    no_cross: dict[
+        tuple[QNode, frozenset[FlavorResource]],
+        tuple[int, set[str], list[tuple[str, float]]],
+    ] = field(default_factory=dict)
+    """(root, short (flavor, resource)s) -> (cross epoch, queues that had preemptible work of
+    them, (queue, end) of protected work): the last victim search over the tree's borrowers;
+    kept only inside an admission loop (see `preempt.search`)"""
+    usable_memo: dict[str, dict[frozenset[FlavorResource], Pool]] = field(default_factory=dict)
+    """queue -> short (flavor, resource)s -> its `Pool`: a successful search walks ~150
+    borrowers, most unchanged since the last walk. Kept only inside an admission loop, where
+    `evicting` does not change and `mark_victim` drops the queue's entries."""
 
 
 @dataclass(slots=True)
@@ -125,50 +161,15 @@ class State:
     node_used: NodeUse = field(default_factory=dict)
     tree: Tree = field(default_factory=Tree)
     stale_tree: bool = True
-    dirty_roots: set[QNode] = field(default_factory=set)
-    freed: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
-    """root -> cumulative usage taken away per (flavor, resource): parked work waits on it"""
     borrowers: dict[QNode, dict[FlavorResource, set[str]]] = field(default_factory=dict)
     """root -> (flavor, resource) -> queues using more than their own quota of it (the only
     queues reclaim may take from): a victim search visits just the ones it is short of"""
-    borrowed: dict[QNode, set[FlavorResource]] = field(default_factory=dict)
-    """root -> what someone in the tree took while over its own quota since the last wake (new
-    reclaim candidates for parked work short of it)"""
-    grown: dict[QNode, set[FlavorResource]] = field(default_factory=dict)
-    """root -> (flavor, resource)s whose usage grew since the last wake: work parked after a
-    flavor of it was chosen for one part may choose another flavor now, and fit or preempt"""
-    borrow_epoch: dict[QNode, int] = field(default_factory=dict)
-    """root -> how many times a queue started borrowing something (reclaim candidates appear)"""
-    admitted_low: dict[str, int] = field(default_factory=dict)
-    """queue -> lowest priority it admitted since the last wake (new in-queue candidates)"""
-    released: dict[str, int] = field(default_factory=dict)
-    """queue -> how many times quota it held was freed (parked work of its own re-evaluates)"""
-    released_since: set[str] = field(default_factory=set)
-    """queues that freed quota of their own since the last wake"""
-    all_dirty: bool = True
-    nodes_dirty: bool = False
-    flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
-
-    old_work: dict[str, tuple[list[Charge], list[Charge]]] = field(default_factory=dict)
-    """queue -> (admitted before `old_work_at`, still protected by minimum runtime) at that
-    time: victim searches of one cycle share it; any change of the queue's charges drops it"""
-    old_work_at: float = float("nan")
-    cross_epoch: dict[QNode, int] = field(default_factory=dict)
-    """root -> how many times a queue of the tree went over its own quota (held quota aside) of
-    something: only that can bring new reclaim candidates inside one admission loop"""
-    no_cross: dict[
-        tuple[QNode, frozenset[FlavorResource]],
-        tuple[int, set[str], list[tuple[str, float]]],
-    ] = field(default_factory=dict)
-    """(root, short (flavor, resource)s) -> (cross epoch, queues that had preemptible work of
-    them, (queue, end) of protected work): the last victim search over the tree's borrowers;
-    kept only while `in_cycle` (see `preempt.search`)"""
+    wake: WakeNotes = field(default_factory=WakeNotes)
+    """What changed since parked work was last looked at (`parking.wake` reads and resets it)."""
+    cache: Caches = field(default_factory=Caches)
+    """Answers remembered while what they depend on is unchanged; none of it is state."""
     in_cycle: bool = False
-    usable_memo: dict[str, dict[frozenset[FlavorResource], Pool]] = field(default_factory=dict)
-    """queue -> short (flavor, resource)s -> its `Pool`: a successful search walks ~150
-    borrowers, most unchanged since the last walk. Kept only while `in_cycle`, where `evicting`
-    does not change and `mark_victim` drops the queue's entries."""
-
+    """Inside an admission loop (`begin_loop`..`end_loop`): the loop-only memos are kept."""
     usage_at_loop_start: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """node -> its usage before the running admission loop first changed it (kept only while
     `in_cycle`): what could be taken when the loop began"""
@@ -185,8 +186,8 @@ class State:
             for charge in held:
                 self._tree_usage(charge, 1)
         self.stale_tree = False
-        self.all_dirty = True
-        self.dirty_roots.clear()
+        self.wake.all_dirty = True
+        self.wake.dirty_roots.clear()
 
     def _tree_usage(self, charge: Charge, sign: int, mark: bool = True) -> None:
         node = self.tree.queues.get(charge.cq)
@@ -201,44 +202,44 @@ class State:
         for fr, v in charge.usage.items():
             add_usage(node, fr, sign * v)
         root = node.root
+        notes = self.wake
         by_fr = self.borrowers.setdefault(root, {})
         for fr in charge.usage:
-            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
+            if node.borrows(fr):
                 names = by_fr.setdefault(fr, set())
                 if mark and node.name not in names:
-                    self.borrow_epoch[root] = self.borrow_epoch.get(root, 0) + 1
+                    notes.borrow_epoch[root] = notes.borrow_epoch.get(root, 0) + 1
                 names.add(node.name)
             else:
                 gone = by_fr.get(fr)
                 if gone is not None:
                     gone.discard(node.name)
         if sign > 0 and mark:
-            self.grown.setdefault(root, set()).update(charge.usage)
+            notes.grown.setdefault(root, set()).update(charge.usage)
             held = self.held.get(node.name)
             for fr, v in charge.usage.items():
-                own = node.usage.get(fr, 0) - (held.get(fr, 0) if held else 0)
-                quota = node.subtree.get(fr, 0)
-                if own > quota >= own - v:
-                    self.cross_epoch[root] = self.cross_epoch.get(root, 0) + 1
+                aside = held.get(fr, 0) if held else 0
+                if node.borrows(fr, -aside) and not node.borrows(fr, -aside - v):
+                    self.cache.cross_epoch[root] = self.cache.cross_epoch.get(root, 0) + 1
                     break
             self.note_new_work(node, charge)
         if sign < 0 and mark:
-            self.released[node.name] = self.released.get(node.name, 0) + 1
-            self.released_since.add(node.name)
-            self.dirty_roots.add(root)
-            freed = self.freed.setdefault(root, {})
+            notes.released[node.name] = notes.released.get(node.name, 0) + 1
+            notes.released_since.add(node.name)
+            notes.dirty_roots.add(root)
+            freed = notes.freed.setdefault(root, {})
             for fr, v in charge.usage.items():
                 freed[fr] = freed.get(fr, 0) + v
 
     def note_new_work(self, node: QNode, charge: Charge) -> None:
         """For the next wake: new in-queue candidates (the lowest priority admitted) and what
         the queue now takes beyond its own quota (its older work may be reclaimed)."""
-        low = self.admitted_low.get(node.name)
+        low = self.wake.admitted_low.get(node.name)
         if low is None or charge.priority < low:
-            self.admitted_low[node.name] = charge.priority
+            self.wake.admitted_low[node.name] = charge.priority
         for fr in charge.usage:
-            if node.usage.get(fr, 0) > node.subtree.get(fr, 0):
-                self.borrowed.setdefault(node.root, set()).add(fr)
+            if node.borrows(fr):
+                self.wake.borrowed.setdefault(node.root, set()).add(fr)
 
     def root_of(self, cq: str) -> QNode | None:
         node = self.tree.queues.get(cq)
@@ -252,22 +253,19 @@ class State:
         are looked at again; simulations pass `mark=False` since they put it back.
         """
         self._tree_usage(charge, sign, mark)
-        for node, use in charge.nodes.items():
-            into = self.node_used.setdefault(node, {})
-            for res, v in use.items():
-                into[res] = into.get(res, 0) + sign * v
+        add_use(self.node_used, charge.nodes, sign)
         if sign < 0 and charge.nodes and mark:
-            self.nodes_dirty = True
+            self.wake.nodes_dirty = True
 
     def preemptible(self, cq: str, now: float) -> tuple[list[Charge], list[Charge]]:
         """A queue's admitted work split into (preemptible by age, protected) at `now`.
 
         Work admitted at `now` (this very cycle) is in neither: never stop what just started.
         """
-        if self.old_work_at != now:
-            self.old_work.clear()
-            self.old_work_at = now
-        cached = self.old_work.get(cq)
+        if self.cache.old_work_at != now:
+            self.cache.old_work.clear()
+            self.cache.old_work_at = now
+        cached = self.cache.old_work.get(cq)
         if cached is None:
             old: list[Charge] = []
             protected: list[Charge] = []
@@ -275,12 +273,23 @@ class State:
                 if c.admitted_at >= now:
                     continue
                 (protected if now < c.admitted_at + c.min_runtime else old).append(c)
-            cached = self.old_work[cq] = (old, protected)
+            cached = self.cache.old_work[cq] = (old, protected)
         return cached
 
     def mark_victim(self, victim: Charge, preemptor: str) -> None:
         self.victim_of[victim.key] = preemptor
-        self.usable_memo.pop(victim.cq, None)
+        self.cache.usable_memo.pop(victim.cq, None)
+
+    def begin_loop(self) -> None:
+        """An admission loop starts: loop-only memos and the loop-start usages begin empty."""
+        self.end_loop()
+        self.in_cycle = True
+
+    def end_loop(self) -> None:
+        self.in_cycle = False
+        self.cache.no_cross.clear()
+        self.cache.usable_memo.clear()
+        self.usage_at_loop_start.clear()
 
     def fitted_when_loop_began(self, node: QNode, need: dict[FlavorResource, int]) -> bool:
         """Would `need` have fit in what the queue could take before this admission loop changed
@@ -292,7 +301,7 @@ class State:
         return all(n <= available_then(node, fr, then) for fr, n in need.items())
 
     def admit(self, charge: Charge) -> None:
-        self.old_work.pop(charge.cq, None)
+        self.cache.old_work.pop(charge.cq, None)
         self.charges[charge.key] = charge
         self.by_cq.setdefault(charge.cq, {})[charge.key] = charge
         self.apply(charge, 1)
@@ -301,7 +310,7 @@ class State:
         """Forget an admitted workload's charge without touching usage (caller decides)."""
         charge = self.charges.pop(key, None)
         if charge is not None:
-            self.old_work.pop(charge.cq, None)
+            self.cache.old_work.pop(charge.cq, None)
             held = self.by_cq.get(charge.cq)
             if held is not None:
                 held.pop(key, None)
@@ -343,12 +352,12 @@ class State:
         else:
             self.nodes[name] = node
             self.capacity[name] = node_capacity(node)
-        self.flavor_nodes.clear()
-        self.nodes_dirty = True
+        self.cache.flavor_nodes.clear()
+        self.wake.nodes_dirty = True
 
     def nodes_for(self, flavor: Flavor, ps: PodSet) -> list[Node]:
         """Schedulable nodes of a flavor that also match the pod set's selector and tolerations."""
-        base = self.flavor_nodes.get(flavor.name)
+        base = self.cache.flavor_nodes.get(flavor.name)
         if base is None:
             base = [
                 n
@@ -356,7 +365,7 @@ class State:
                 if not n.unschedulable
                 and all(n.labels.get(k) == v for k, v in flavor.node_labels.items())
             ]
-            self.flavor_nodes[flavor.name] = base
+            self.cache.flavor_nodes[flavor.name] = base
         tols = flavor.tolerations + ps.tolerations
         return [
             n

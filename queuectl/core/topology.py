@@ -200,6 +200,26 @@ def _largest_domain(slots: list[_Slot], levels: Sequence[str], idx: int) -> int:
     return max(sums.values(), default=0)
 
 
+def add_use(into: NodeUse, more: Mapping[str, Mapping[str, int]], sign: int = 1) -> None:
+    """Add (sign=1) or take away (sign=-1) per-node usage `more` into `into`, in place: the one
+    home of node-usage merging (charges, the core's own node accounting, placement)."""
+    for node, use in more.items():
+        dst = into.setdefault(node, {})
+        for res, v in use.items():
+            dst[res] = dst.get(res, 0) + sign * v
+
+
+def with_use(base: NodeUse, more: NodeUse) -> NodeUse:
+    """`base` plus `more`, leaving `base` untouched (only the nodes of `more` are copied)."""
+    if not more:
+        return base
+    out = dict(base)
+    for node in more:
+        out[node] = dict(base.get(node, {}))
+    add_use(out, more)
+    return out
+
+
 def charge_of(assignment: TopologyAssignment, per_pod: Mapping[str, int]) -> NodeUse:
     """Node usage of a placed pod set (for the core's own per-node accounting)."""
     out: NodeUse = {}

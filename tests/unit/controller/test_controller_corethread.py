@@ -153,7 +153,7 @@ async def test_a_cycle_that_fails_leaves_the_core_idle_with_its_inbox_applied() 
     else:
         raise AssertionError("the cycle's error was swallowed")
     assert not core.busy
-    assert "h100" in (await core.idle()).st.flavors
+    assert "h100" in (await core.idle()).flavors()
     core.close()
 
 
@@ -166,10 +166,10 @@ async def test_a_cycle_cancelled_at_shutdown_keeps_the_core_to_its_thread_until_
     running.cancel()
     await asyncio.gather(running, return_exceptions=True)
     core.upsert_flavor(Flavor("h100"))
-    assert core.busy and "h100" not in sched.st.flavors  # the thread still runs the cycle
+    assert core.busy and "h100" not in sched.flavors()  # the thread still runs the cycle
     cycle.release.set()
     await core.idle()
-    assert "h100" in sched.st.flavors
+    assert "h100" in sched.flavors()
     core.close()
 
 
@@ -187,12 +187,12 @@ async def test_a_job_queued_during_a_cycle_is_fed_after_it_and_admitted_by_the_n
 
     key = await queue_job(c, w)  # the Workload is created and its event fed meanwhile
     assert c.core.busy
-    assert key not in c.sched.st.workloads  # queued: the core thread owns the core now
+    assert c.sched.workload(key) is None  # queued: the core thread owns the core now
 
     cycle.release.set()
     await running
     assert not c.core.busy
-    assert key in c.sched.st.workloads
+    assert c.sched.workload(key) is not None
     assert c._wake.is_set()  # the news wakes the next cycle
 
     await c.run_cycle()
@@ -264,9 +264,9 @@ def test_inputs_during_a_cycle_land_before_the_next_in_order_and_none_lost(
         cycle = HeldCycle(sched, held=True)
         running = asyncio.create_task(_enter(core, 10.0))
         await cycle.wait_entered()
-        untouched = dict(sched.st.workloads)
+        untouched = dict(sched.workloads())
         apply(core, during)
-        assert sched.st.workloads == untouched  # nothing reached the core mid-cycle
+        assert sched.workloads() == untouched  # nothing reached the core mid-cycle
         cycle.release.set()
         await running
         async with core.cycle(11.0) as result:
@@ -310,8 +310,8 @@ def snapshot(s: Scheduler, result: CycleResult) -> tuple[object, ...]:
     keys = [f"ns/w{i}" for i in range(5)]
     return (
         sorted(a.key for a in result.admitted),
-        sorted(s.st.charges),
-        sorted(s.st.workloads),
+        sorted(k for k in s.workloads() if s.is_admitted(k)),
+        sorted(s.workloads()),
         [s.pending_info(key) for key in keys],
     )
 
@@ -345,7 +345,7 @@ async def test_a_workload_finishing_during_a_cycle_is_charged_until_it_finished(
     await c.run_cycle()
     for action in c._actions.pop(f"wl:{key}"):
         await action()  # the admission is written; the core holds the charge
-    assert key in c.sched.st.charges
+    assert c.sched.is_admitted(key)
     c.observer.refresh(w.now)  # the meter's first reading
     counter = _gpu_seconds
 
@@ -359,14 +359,14 @@ async def test_a_workload_finishing_during_a_cycle_is_charged_until_it_finished(
     done = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
     c.cache.store(k.JOBS).apply("MODIFIED", w.kube.put(k.JOBS, _merged(job, done)))
     await c.reconciler.reconcile(key)  # Finished: the release waits in the inbox
-    assert key in c.sched.st.charges
+    assert c.sched.is_admitted(key)
     refreshed = c.observer.refreshed_at
     c.observer.after_cycle(w.now + 100)  # the metrics timer: no reading of a busy core
     assert c.observer.refreshed_at == refreshed
     w.now += 20  # the cycle goes on long after the finish
     cycle.release.set()
     await running
-    assert key not in c.sched.st.charges
+    assert not c.sched.is_admitted(key)
     assert counter() - before == 8 * 10  # charged up to the finish, once
 
 

@@ -46,7 +46,7 @@ async def waiting_world() -> tuple[World, str]:
 async def test_a_waiting_job_scaled_up_resizes_its_workload_in_place() -> None:
     w, key = await waiting_world()
     before = w.workload()
-    assert w.sched.st.workloads[key].podsets[0].count == 1
+    assert w.sched.workloads()[key].podsets[0].count == 1
 
     change_job(w, parallelism=8)
     await w.rec.reconcile(key)
@@ -55,7 +55,7 @@ async def test_a_waiting_job_scaled_up_resizes_its_workload_in_place() -> None:
     (pod_set,) = after["spec"]["podSets"]
     assert pod_set["count"] == 8
     assert after["metadata"]["uid"] == before["metadata"]["uid"]  # same Workload, same place
-    core_wl = w.sched.st.workloads[key]
+    core_wl = w.sched.workloads()[key]
     assert (core_wl.podsets[0].count, core_wl.podsets[0].requests) == (8, {GPU: 2})
     writes = len(w.kube.writes)
     await w.rec.reconcile(key)  # it describes the Job now: nothing more to write
@@ -68,7 +68,7 @@ async def test_a_waiting_job_given_more_gpus_per_pod_resizes_its_workload() -> N
     job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"][GPU] = "4"
     w.add(k.JOBS, job)
     await w.rec.reconcile(key)
-    assert w.sched.st.workloads[key].podsets[0].requests == {GPU: 4}
+    assert w.sched.workloads()[key].podsets[0].requests == {GPU: 4}
 
 
 async def test_a_waiting_job_relabelled_to_another_queue_moves_its_workload() -> None:
@@ -86,7 +86,7 @@ async def test_a_relabel_to_a_missing_queue_moves_the_workload_to_wait_there() -
     await w.rec.reconcile(key)
     assert w.workload()["spec"]["queueName"] == "nowhere"
     assert w.feed.withheld[key][0] == names.REASON_LOCAL_QUEUE_NOT_FOUND
-    assert key not in w.sched.st.workloads
+    assert w.sched.workload(key) is None
 
 
 async def test_an_admission_that_races_a_scale_up_is_never_started() -> None:
@@ -101,10 +101,10 @@ async def test_an_admission_that_races_a_scale_up_is_never_started() -> None:
     cond = convert.condition(w.workload(), names.COND_REQUEUED)
     assert cond is not None and cond["reason"] == names.REASON_EVICTED_JOB_CHANGED
     assert not convert.holds_quota(w.workload())
-    assert w.sched.st.workloads[key].not_before > w.now, "the stale shape could be re-admitted"
+    assert w.sched.workloads()[key].not_before > w.now, "the stale shape could be re-admitted"
     await w.rec.reconcile(key)
     assert w.workload()["spec"]["podSets"][0]["count"] == 8
-    core_wl = w.sched.st.workloads[key]
+    core_wl = w.sched.workloads()[key]
     assert (core_wl.podsets[0].count, core_wl.not_before) == (8, 0.0)  # queued as it is now
 
 
@@ -151,7 +151,7 @@ async def test_a_job_naming_a_class_its_namespace_may_not_use_waits_without_prio
     key = await queued(w, new_job(priority_class="top"))
     assert "priority" not in w.workload()["spec"]
     await w.rec.reconcile(key)
-    assert key not in w.sched.st.workloads
+    assert w.sched.workload(key) is None
     cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == names.REASON_PRIORITY_CLASS_NOT_ALLOWED
     assert "WorkloadPriorityClass top may not be used in namespace ns" in cond["message"]
@@ -161,7 +161,7 @@ async def test_a_job_naming_a_class_its_namespace_may_not_use_waits_without_prio
         k.PRIORITY_CLASSES_OURS,
         {"metadata": {"name": "top", "generation": 2}, "value": 1000, "namespaceSelector": {}},
     )
-    assert w.sched.st.workloads[key].priority == 1000
+    assert w.sched.workloads()[key].priority == 1000
 
 
 async def test_a_running_job_relabelled_past_the_webhook_gains_no_priority() -> None:
@@ -170,5 +170,5 @@ async def test_a_running_job_relabelled_past_the_webhook_gains_no_priority() -> 
     change_job(w, labels={names.LABEL_PRIORITY_CLASS: "top"})
     await w.rec.reconcile_job("Job", "ns", "train")
     assert w.workload()["spec"]["priorityClassName"] == "top"
-    assert w.sched.st.workloads[key].priority == 0  # not 1000
+    assert w.sched.workloads()[key].priority == 0  # not 1000
     assert convert.holds_quota(w.workload())

@@ -34,7 +34,7 @@ async def test_a_queued_job_moved_to_a_higher_class_waits_at_that_priority() -> 
     spec = w.workload()["spec"]
     assert (spec["priorityClassName"], spec["priority"]) == ("urgent", 900)
     key = f"ns/{w.workload()['metadata']['name']}"
-    assert w.sched.st.workloads[key].priority == 900  # the core queues it at the new priority
+    assert w.sched.workloads()[key].priority == 900  # the core queues it at the new priority
     writes = len(w.kube.writes)
     await w.rec.reconcile_job("Job", "ns", "train")  # nothing changed: nothing written
     assert len(w.kube.writes) == writes
@@ -52,13 +52,13 @@ async def test_a_job_naming_a_missing_class_waits_and_takes_its_value_once_creat
     assert "priority" not in w.workload()["spec"]
     w.feed.feed_workload(w.workload())
     await w.rec.reconcile(key)
-    assert key not in w.sched.st.workloads
+    assert w.sched.workload(key) is None
     cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == names.REASON_PRIORITY_CLASS_NOT_FOUND
     assert "WorkloadPriorityClass urgent does not exist; create it" in cond.get("message", "")
 
     w.add(k.PRIORITY_CLASSES_OURS, {"metadata": {"name": "urgent"}, "value": 900})
-    assert w.sched.st.workloads[key].priority == 900  # refed: queued at the class's value
+    assert w.sched.workloads()[key].priority == 900  # refed: queued at the class's value
     await w.rec.reconcile(key)
     assert w.workload()["spec"]["priority"] == 900
     writes = len(w.kube.writes)
@@ -70,10 +70,10 @@ async def test_relabelling_to_a_missing_class_withholds_a_queued_job() -> None:
     w = World()
     key = await queued(w, new_job())
     w.feed.feed_workload(w.workload())
-    assert w.sched.st.workloads[key].priority == 5
+    assert w.sched.workloads()[key].priority == 5
     await relabel(w, "typo")
     spec = w.workload()["spec"]
     assert spec["priorityClassName"] == "typo" and "priority" not in spec
     w.feed.feed_workload(w.workload())
-    assert key not in w.sched.st.workloads
+    assert w.sched.workload(key) is None
     assert w.feed.withheld[key][0] == names.REASON_PRIORITY_CLASS_NOT_FOUND

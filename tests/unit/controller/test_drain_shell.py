@@ -116,7 +116,7 @@ async def test_a_bad_gpu_cordons_the_node_and_requeues_the_gang_ahead_of_its_pee
     assert sample(metrics.CONTROLLER_UNHEALTHY_GPUS) == 0
 
     h.break_gpu("n1")
-    assert w.sched.st.nodes["n1"].unschedulable  # the core stops offering it at once
+    assert w.sched.nodes()["n1"].unschedulable  # the core stops offering it at once
     await h.drainer.pass_once()
     node = h.node("n1")
     assert node["spec"]["unschedulable"] is True
@@ -149,7 +149,7 @@ async def test_a_bad_gpu_cordons_the_node_and_requeues_the_gang_ahead_of_its_pee
         names.REASON_EVICTED_NODE_FAILURES,
     )
     assert w.sched.requeued == [key]
-    assert w.sched.st.workloads[key].front is True
+    assert w.sched.workloads()[key].front is True
 
     await settle()
     assert ("NodeDrained", "n1") in h.node_events()
@@ -203,4 +203,4 @@ async def test_auto_drain_off_leaves_nodes_and_workloads_alone() -> None:
     await h.drainer.pass_once()
     assert not h.node("n3")["spec"].get("unschedulable")
     assert h.queued == []
-    assert w.sched.st.nodes["n3"].unschedulable  # still offers nothing new
+    assert w.sched.nodes()["n3"].unschedulable  # still offers nothing new

@@ -73,7 +73,7 @@ async def test_an_8_gpu_job_is_charged_from_the_first_reading_to_its_finish() ->
     w.now += 3.5  # finishes between two readings: its last 4 s are charged as it leaves
     complete(w)
     await w.rec.reconcile(key)
-    assert key not in w.sched.st.charges
+    assert not w.sched.is_admitted(key)
     assert gpu_seconds() == before + 112
 
     w.now += 10

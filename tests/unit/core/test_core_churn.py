@@ -60,6 +60,19 @@ def test_a_preemptor_whose_fit_was_taken_this_cycle_waits_and_gets_in_without_pr
     assert admitted(r) == ["big/high"] and r.preemptions == ()  # big/low keeps running
 
 
+def test_explain_says_that_a_waiting_preemptor_waits_and_what_it_preempts_if_it_must() -> None:
+    s = lost_fit()
+    owner_turnover(s, 0)
+    s.run_cycle(2.0)
+    status = s.pending_info("big/high")
+    e = s.explain("big/high", 2.0)
+    assert e.pending is not None and status is not None
+    assert e.pending.reason == status.reason == "WaitingForQuota"
+    assert WAITS in e.pending.message and "fits by preempting" not in e.pending.message
+    assert "if it still does not fit then, it preempts 1 workload(s): big/low" in e.pending.message
+    assert e.would_evict == ("big/low",) and e.preemption_possible
+
+
 def test_the_waiting_preemptors_queue_admits_nothing_else_meanwhile() -> None:
     s = lost_fit()
     s.upsert_workload(job("big/small", "big", 1, priority=5, created=6))
@@ -170,14 +183,14 @@ def nobody_starves(world: World) -> None:
     s, run, now = settled(world)
     strict = {q.name for q in world.queues if q.queueing_strategy == "StrictFIFO"}
     heads: dict[str, tuple[tuple[int, float, str], str]] = {}
-    pending = [k for k in s.st.workloads if k not in run.running]
+    pending = [k for k in s.workloads() if k not in run.running]
     for key in pending:
-        w = s.st.workloads[key]
+        w = s.workloads()[key]
         rank = (-w.priority, w.created, key)
         if w.cluster_queue not in heads or rank < heads[w.cluster_queue][0]:
             heads[w.cluster_queue] = (rank, key)
     for key in sorted(pending):
-        w = s.st.workloads[key]
+        w = s.workloads()[key]
         if w.cluster_queue in strict and heads[w.cluster_queue][1] != key:
             continue
         e = s.explain(key, now)
@@ -204,7 +217,7 @@ def owners_get_their_quota_back(world: World) -> None:
             if a.cluster_queue == q.name
             for psa in a.podsets
         )
-        for key, w in s.st.workloads.items():
+        for key, w in s.workloads().items():
             if key in run.running or w.cluster_queue != q.name:
                 continue
             need = sum(ps.count * ps.requests[GPU] for ps in w.podsets)

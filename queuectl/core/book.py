@@ -1,0 +1,145 @@
+"""The scheduler's bookkeeping: where every workload is, and what a cycle must remember.
+
+One object that the cycle (`cycle`, `parking`, `outcomes`) and `explain` take as their argument:
+pending queues, back-off and deadline timers, nominated preemptors, heads that wait instead of
+preempting, and reasons still to be told. `Scheduler` (the public face) feeds it events; it
+never imports the modules that read it, so the core has no import cycle.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from queuectl.core import reasons
+from queuectl.core.queues import Bucket, PendingQueue
+from queuectl.core.quota import QNode
+from queuectl.core.results import PendingInfo, QueueHolding
+from queuectl.core.state import State
+from queuectl.core.types import FlavorResource, Workload
+
+
+class Book:
+    """Where every workload is (pending in a queue, waiting out a back-off, inactive,
+    nominated as a preemptor, or admitted in `st`) and the timers and notes between cycles."""
+
+    def __init__(self) -> None:
+        self.st = State()
+        self.pq: dict[str, PendingQueue] = {}
+        self.waiting: list[tuple[float, str]] = []
+        """Back-off timers: (not before, key); stale unless `waiting_at[key]` agrees."""
+        self.waiting_at: dict[str, float] = {}
+        self.inactive: set[str] = set()
+        self.nominations: dict[str, set[str]] = {}
+        """Nominated preemptor -> its victims still counted."""
+        self.nominated_info: dict[str, PendingInfo] = {}
+        self.retries: list[tuple[float, str]] = []
+        """(when a protected victim comes of age, queue): its parked buckets wake then."""
+        self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
+        """queue -> (its head bucket, the head) that would have preempted for quota that work
+        admitted in the same cycle took: woken by the next cycle, its queue held back till then"""
+        self.waits: dict[str, int] = {}
+        """Workloads that waited so in the previous cycle -> how many cycles in a row."""
+        self.deadlines: list[tuple[float, str]] = []
+        """Maximum execution time timers: (deadline, key)."""
+        self.fresh: dict[str, PendingInfo] = {}
+        """Reasons decided outside a cycle (inactive, back-off), told by the next cycle."""
+        self.now = float("-inf")
+        self.caching = False
+        self.holders_cache: dict[tuple[QNode, FlavorResource], tuple[QueueHolding, ...]] = {}
+        """Inside a cycle: who holds a (flavor, resource) is computed once per tree."""
+
+    # --- where a workload is ----------------------------------------------------------------
+    def enqueue(self, w: Workload) -> None:
+        """Put a pending workload where it belongs: inactive, backing off, or its queue."""
+        if not w.active:
+            self.inactive.add(w.key)
+            self.fresh[w.key] = PendingInfo(w.key, reasons.INACTIVE, "the workload is not active")
+        elif w.not_before > 0.0 and w.not_before > self.now:
+            self.waiting_at[w.key] = w.not_before
+            heapq.heappush(self.waiting, (w.not_before, w.key))
+            self.fresh[w.key] = PendingInfo(
+                w.key, reasons.PENDING, f"requeued; backing off until {w.not_before:.3f}"
+            )
+        else:
+            self.pq.setdefault(w.cluster_queue, PendingQueue()).add(w)
+
+    def unqueue(self, w: Workload) -> None:
+        q = self.pq.get(w.cluster_queue)
+        if q is not None:
+            q.remove(w.key)
+        self.waiting_at.pop(w.key, None)
+        self.inactive.discard(w.key)
+
+    def release(self, key: str) -> None:
+        """An admitted workload stopped: its quota goes back, or stays held for its preemptor."""
+        st = self.st
+        charge = st.drop(key)
+        if charge is None:
+            return
+        st.evicting.discard(key)
+        preemptor = st.victim_of.pop(key, None)
+        if preemptor is not None and preemptor in self.nominations:
+            st.hold(preemptor, charge, counted=True)  # its quota stays held for the preemptor
+        else:
+            st.apply(charge, -1)
+
+    def cancel_nomination(self, key: str) -> None:
+        victims = self.nominations.pop(key, None)
+        self.nominated_info.pop(key, None)
+        if victims is None:
+            return
+        st = self.st
+        for v in victims:
+            if st.victim_of.get(v) == key:
+                del st.victim_of[v]
+                if v in st.charges:
+                    st.evicting.add(v)  # already told to stop; never chosen twice
+        st.release_held(key)
+
+    def track_deadline(self, key: str) -> None:
+        w = self.st.workloads.get(key)
+        charge = self.st.charges.get(key)
+        if w is not None and charge is not None and w.max_execution_seconds is not None:
+            heapq.heappush(self.deadlines, (charge.admitted_at + w.max_execution_seconds, key))
+
+    # --- what the cycle and explain read ----------------------------------------------------
+    def idle_reason(self, cq: str) -> PendingInfo | None:
+        """Why a queue admits nothing at all (None when it is active)."""
+        st = self.st
+        spec = st.queues.get(cq)
+        if spec is None:
+            return PendingInfo("", reasons.CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue {cq} not found")
+        why = st.tree.inactive.get(cq)
+        if why is not None:
+            return PendingInfo(
+                "", reasons.CLUSTER_QUEUE_INACTIVE, f"ClusterQueue {cq} is inactive: {why}"
+            )
+        if spec.stop_policy != "None":
+            return PendingInfo(
+                "",
+                reasons.CLUSTER_QUEUE_STOPPED,
+                f"ClusterQueue {cq} is stopped ({spec.stop_policy})",
+            )
+        return None
+
+    def holders(
+        self, cq: str, flavor: str, resource: str, limit: int = 5
+    ) -> tuple[QueueHolding, ...]:
+        """Queues of `cq`'s cohort tree that hold the (flavor, resource), most first."""
+        root = self.st.root_of(cq)
+        if root is None:
+            return ()
+        fr = (flavor, resource)
+        cached = self.holders_cache.get((root, fr))
+        if cached is not None:
+            return cached
+        held = [
+            QueueHolding(n.name, n.usage[fr], n.borrowed(fr))
+            for n in self.st.tree.leaves.get(root, ())
+            if n.usage.get(fr, 0) > 0
+        ]
+        held.sort(key=lambda h: (-h.usage, h.cluster_queue))
+        result = tuple(held[:limit])
+        if self.caching:
+            self.holders_cache[(root, fr)] = result
+        return result
