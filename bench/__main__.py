@@ -11,6 +11,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "core": ("bench.core_bench", "the scheduling core alone: admissions/s and cycle latency"),
     "run": ("bench.cluster.cli", "a cluster scenario on testenv (bench/scenarios/*.yaml)"),
+    "chaos": ("bench.chaos.cli", "the fault suite: faults and hostile input under a Job stream"),
 }
 
 
