@@ -135,7 +135,7 @@ def attempt_bypasses(
                 out.disagreements.append(d)
     finally:
         sampler.stop()
-    out.violations = [f"{v.kind} {v.subject}: {v.detail}" for v in sampler.violations.values()]
+    out.violations = sampler.findings()
     out.double = sorted(sampler.history.double_admitted)
     return out
 

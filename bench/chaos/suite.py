@@ -197,7 +197,7 @@ class Suite:
         return Figures(
             scenario=scenario,
             faults=faults,
-            violations=[f"{v.kind} {v.subject}: {v.detail}" for v in sampler.violations.values()],
+            violations=sampler.findings(),
             jobs_lost=lost,
             double_admissions=sorted(sampler.history.double_admitted),
             resume_s=None if resumed is None else resumed - ended,
@@ -205,6 +205,7 @@ class Suite:
             notes=(
                 notes + f" created={len(stream.created)} unreachable={stream.unreachable}"
                 f" restarts={self.kubelet.restarts}"
+                f" samples={sampler.samples}/{sampler.samples + sampler.errors}"
             ).strip(),
         )
 
@@ -305,7 +306,7 @@ def hostile_reviews(suite: Suite) -> Figures:
     finally:
         stream.stop()
         sampler.stop()
-    violations = [f"{v.kind} {v.subject}: {v.detail}" for v in sampler.violations.values()]
+    violations = sampler.findings()
     violations += [f"internal error on {e}" for e in result.internal_errors]
     violations += [f"slow body held > {size.slow_patience_s:.0f}s"] * result.slow_held
     statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))

@@ -5,7 +5,6 @@ Jobs, and plain REST calls that tell a refusal from an unreachable server."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from queuectl.api import names
+from queuectl.testenv.invariants import request_json
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.ports import free_ports
 
@@ -39,15 +39,7 @@ class Rest:
 
     def call(self, method: str, path: str, body: Any = None, patch: bool = False) -> Obj:
         ctype = "application/merge-patch+json" if patch else "application/json"
-        response: Any = self.api.rest_client.request(  # type: ignore[no-untyped-call]
-            method,
-            f"{self.api.configuration.host}{path}",
-            headers={"Accept": "application/json", "Content-Type": ctype},
-            body=body,
-            _request_timeout=30,
-        )
-        data: Obj = json.loads(response.data) if response.data else {}
-        return data
+        return request_json(self.api, method, path, body, ctype)
 
     def create(self, path: str, body: Obj) -> Obj:
         return self.call("POST", path, body)

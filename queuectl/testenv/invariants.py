@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from queuectl.api import names
 from queuectl.api.quantity import canonical
@@ -248,6 +249,30 @@ class History:
         return min(later) if later else None
 
 
+def request_json(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    body: Any = None,
+    content_type: str = "application/json",
+) -> Obj:
+    """One JSON call over `api`'s connection pool; a non-2xx answer raises ApiException."""
+    response: Any = api.rest_client.request(  # type: ignore[no-untyped-call]
+        method,
+        f"{api.configuration.host}{path}",
+        headers={"Accept": "application/json", "Content-Type": content_type},
+        body=body,
+        _request_timeout=30,
+    )
+    data = response.read()
+    if not 200 <= response.status <= 299:
+        error = ApiException(status=response.status, reason=response.reason)
+        error.body = data.decode(errors="replace") if isinstance(data, bytes) else data
+        raise error
+    decoded: Obj = json.loads(data) if data else {}
+    return decoded
+
+
 class Sampler:
     """Snapshots `namespaces` every `interval` seconds in a thread; keeps what they showed."""
 
@@ -280,11 +305,7 @@ class Sampler:
         return Snapshot(cqs, lqs, wls, jobs, pods)
 
     def _list(self, path: str) -> list[Obj]:
-        url = f"{self.api.configuration.host}{path}"
-        response: Any = self.api.rest_client.request(  # type: ignore[no-untyped-call]
-            "GET", url, headers={"Accept": "application/json"}, _request_timeout=10
-        )
-        items: list[Obj] = json.loads(response.data)["items"]
+        items: list[Obj] = request_json(self.api, "GET", path)["items"]
         return items
 
     def sample(self) -> list[Violation]:
@@ -303,6 +324,13 @@ class Sampler:
             except Exception:  # the API server may be restarting: that is the point
                 self.errors += 1
             self._stop.wait(self.interval)
+
+    def findings(self) -> list[str]:
+        """Every violation seen, one line each; a sampler that never sampled is one too."""
+        found = [f"{v.kind} {v.subject}: {v.detail}" for v in self.violations.values()]
+        if self.samples == 0:
+            found.append(f"the invariant sampler never completed a sample ({self.errors} errors)")
+        return found
 
     def start(self) -> Sampler:
         self._thread.start()
