@@ -68,8 +68,9 @@ def test_admission_survives_an_apiserver_restart(suite: Suite) -> None:
     held(stream(suite, "apiserver-restart"), refusals_allowed=True)
 
 
-def test_connections_reset_for_a_while(suite: Suite) -> None:
-    held(stream(suite, "connections-reset"))
+@pytest.mark.parametrize("name", ["connections-reset", "connections-dropped"])
+def test_connections_reset_or_dropped_for_a_while(suite: Suite, name: str) -> None:
+    held(stream(suite, name))
 
 
 def test_a_blackhole_longer_than_the_renew_deadline(suite: Suite) -> None:

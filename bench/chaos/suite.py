@@ -270,6 +270,10 @@ STREAM_SCENARIOS: dict[str, tuple[Inject, str]] = {
     "leader-sigkill-of-two": (kill_leader_of_two, "two replicas, SIGKILL the leader"),
     "apiserver-restart": (restart_apiserver, "kube-apiserver restarted in place"),
     "connections-reset": (proxy_mode(Mode.RESET, lambda s: s.reset_s), "RST every connection"),
+    "connections-dropped": (
+        proxy_mode(Mode.DROP, lambda s: s.reset_s),
+        "FIN every connection (aiohttp: ServerDisconnectedError)",
+    ),
     "blackhole": (proxy_mode(Mode.BLACKHOLE, lambda s: s.blackhole_s), "nothing flows"),
     "admission-write-timeout": (
         failing_admission_writes(Mode.BLACKHOLE),
