@@ -14,7 +14,16 @@ from functools import partial
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from bench.chaos.world import FLAVOR, Obj, Rest, add_cluster_queue, job, make_queue, unfinished_jobs
+from bench.chaos.world import (
+    FLAVOR,
+    Obj,
+    Rest,
+    add_cluster_queue,
+    job,
+    make_queue,
+    status_message,
+    unfinished_jobs,
+)
 from queuectl.api import names
 from queuectl.testenv.invariants import Sampler
 
@@ -36,7 +45,7 @@ def _attempt(out: BypassResult, what: str, call: Callable[[], object]) -> None:
         call()
         out.attempts[what] = "accepted"
     except ApiException as err:
-        out.attempts[what] = f"refused {err.status}: {str(err.body or err.reason)[:160]}"
+        out.attempts[what] = f"refused {err.status}: {status_message(err)}"
 
 
 def _workload_of(rest: Rest, namespace: str, job_name: str) -> Obj | None:
@@ -81,6 +90,8 @@ def attempt_bypasses(
     out = BypassResult()
     queue = make_queue(rest, namespace, 8)
     add_cluster_queue(rest, namespace, f"{queue.cluster_queue}-b", 8, "qb")
+    forge_cq = f"{queue.cluster_queue}-f"  # apart, so a forged admission blocks no other attempt
+    add_cluster_queue(rest, namespace, forge_cq, 8, "qf")
     rest.apply_all(
         (
             f"{OURS}/workloadpriorityclasses",
@@ -117,7 +128,7 @@ def attempt_bypasses(
         top = {"metadata": {"labels": {names.LABEL_PRIORITY_CLASS: TOP_CLASS}}}
         _attempt(out, "priority-label", patch("prio", top))
         _attempt(out, "unsuspend", patch("sneak", {"spec": {"suspend": False}}))
-        _attempt(out, "forged-workload", lambda: _forge(rest, namespace, queue.cluster_queue))
+        _attempt(out, "forged-workload", lambda: _forge(rest, namespace, forge_cq))
         time.sleep(5)  # what the controller does with each, while the queue is still full
         names_ = ["filler", *queued]
         for name in queued:
@@ -156,7 +167,7 @@ def _forge(rest: Rest, namespace: str, cluster_queue: str) -> None:
             "kind": "Workload",
             "metadata": {"name": "forged", "namespace": namespace},
             "spec": {
-                "queueName": "lq",
+                "queueName": "qf",
                 "podSets": [{"name": "main", "count": 4, "template": template}],
             },
         },

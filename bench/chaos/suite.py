@@ -59,7 +59,9 @@ class Size:
 
 
 FULL = Size()
-CI = Size(reset_s=5.0, blackhole_s=12.0, write_fault_s=6.0, warmup_s=3.0, watch_min_s=6.0)
+CI = Size(
+    reset_s=5.0, blackhole_s=12.0, write_fault_s=6.0, warmup_s=3.0, watch_min_s=6.0, drain_s=90.0
+)
 RESUME_TARGET_S = 20.0
 
 
@@ -75,6 +77,7 @@ class Figures:
     resume_s: float | None = None  # None: admissions never resumed (or not measured)
     measures_resume: bool = True
     refused: list[str] = field(default_factory=list)
+    replica_exits: int = 0  # controller processes that ended (killed, or on their own)
     notes: str = ""
 
     def resume_text(self) -> str:
@@ -84,7 +87,17 @@ class Figures:
 
 
 def table(rows: list[Figures]) -> str:
-    head = ("scenario", "faults", "violations", "lost", "double", "resume s", "refused", "notes")
+    head = [
+        "scenario",
+        "faults",
+        "violations",
+        "lost",
+        "double",
+        "resume-s",
+        "refused",
+        "exits",
+        "notes",
+    ]
     lines = [
         [
             r.scenario,
@@ -94,6 +107,7 @@ def table(rows: list[Figures]) -> str:
             str(len(r.double_admissions)),
             r.resume_text(),
             str(len(r.refused)),
+            str(r.replica_exits),
             r.notes,
         ]
         for r in rows
@@ -168,6 +182,7 @@ class Suite:
         self.leader()
         self.proxy.heal()
         size = self.size
+        restarts = self.kubelet.restarts
         queue = make_queue(self.rest, self.namespace(scenario), size.quota_gpus)
         sampler = Sampler(self.api, [queue.namespace]).start()
         stream = JobStream(
@@ -202,9 +217,9 @@ class Suite:
             double_admissions=sorted(sampler.history.double_admitted),
             resume_s=None if resumed is None else resumed - ended,
             refused=[f"{r.status} {r.reason}" for r in stream.refused],
+            replica_exits=self.kubelet.restarts - restarts,
             notes=(
                 notes + f" created={len(stream.created)} unreachable={stream.unreachable}"
-                f" restarts={self.kubelet.restarts}"
                 f" samples={sampler.samples}/{sampler.samples + sampler.errors}"
             ).strip(),
         )
@@ -294,6 +309,7 @@ STREAM_SCENARIOS: dict[str, tuple[Inject, str]] = {
 def hostile_reviews(suite: Suite) -> Figures:
     size = suite.size
     leader = suite.leader()
+    restarts = suite.kubelet.restarts
     queue = make_queue(suite.rest, suite.namespace("hostile"), size.quota_gpus)
     sampler = Sampler(suite.api, [queue.namespace]).start()
     stream = JobStream(suite.rest, queue, interval=size.stream_interval).start()
@@ -323,6 +339,7 @@ def hostile_reviews(suite: Suite) -> Figures:
         double_admissions=sorted(sampler.history.double_admitted),
         measures_resume=False,
         refused=[f"{r.status} {r.reason}" for r in stream.refused],
+        replica_exits=suite.kubelet.restarts - restarts,
         notes=f"http {statuses} transport-errors={result.transport_errors} "
         f"slow: {result.slow_held} held, closed within {closed:.1f}s",
     )
@@ -331,6 +348,7 @@ def hostile_reviews(suite: Suite) -> Figures:
 # ---- bypass attempts -----------------------------------------------------------------------------
 def bypass_attempts(suite: Suite) -> Figures:
     suite.leader()
+    restarts = suite.kubelet.restarts
     result = bypass.attempt_bypasses(
         suite.rest, suite.api, suite.namespace("bypass"), suite.size.drain_s
     )
@@ -345,6 +363,7 @@ def bypass_attempts(suite: Suite) -> Figures:
         jobs_lost=result.lost,
         double_admissions=result.double,
         measures_resume=False,
+        replica_exits=suite.kubelet.restarts - restarts,
         notes=outcome,
     )
 

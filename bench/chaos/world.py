@@ -5,6 +5,7 @@ Jobs, and plain REST calls that tell a refusal from an unreachable server."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -292,6 +293,15 @@ def job(
     }
 
 
+def status_message(err: ApiException) -> str:
+    """The API server's own words from a refusal (its Status message), else the reason."""
+    try:
+        status = json.loads(err.body or "")
+    except ValueError:
+        return str(err.body or err.reason)[:400]
+    return str(status.get("message") if isinstance(status, dict) else status)[:400]
+
+
 @dataclass
 class Refusal:
     at: float
@@ -332,7 +342,7 @@ class JobStream:
                 if err.status == 0:
                     self.unreachable += 1
                 else:
-                    message = str(err.body or err.reason)[:200]
+                    message = status_message(err)
                     self.refused.append(Refusal(time.monotonic(), int(err.status), message))
                     i += 1  # a refused name is not reused: it may exist after all
             except (HTTPError, OSError):
