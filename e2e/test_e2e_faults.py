@@ -44,16 +44,25 @@ def held(row: Figures, *, refusals_allowed: bool = False, exits: int | None = 0)
     """
     ROWS.append(row)
     print("\n" + chaos.table([row]))
-    assert row.violations == [], f"{row.scenario}: invariants broken"
-    assert row.jobs_lost == [], f"{row.scenario}: Jobs lost"
-    assert row.double_admissions == [], f"{row.scenario}: admitted twice"
+    assert not row.violations, f"{row.scenario}: invariants broken: {_few(row.violations)}"
+    assert not row.jobs_lost, f"{row.scenario}: Jobs lost: {_few(row.jobs_lost)}"
+    assert not row.double_admissions, f"{row.scenario}: admitted twice: {row.double_admissions}"
     if row.measures_resume:
         assert row.resume_s is not None, f"{row.scenario}: admissions never resumed ({row.notes})"
         assert row.resume_s <= RESUME_TARGET_S, f"{row.scenario}: resumed after {row.resume_s:.1f}s"
     if not refusals_allowed:
-        assert row.refused == [], f"{row.scenario}: Jobs refused that should have been served"
+        assert not row.refused, f"{row.scenario}: Jobs refused that should have been served: " + (
+            _few(row.refused)
+        )
     if exits is not None:
         assert row.replica_exits == exits, f"{row.scenario}: a controller process ended"
+
+
+def _few(lines: list[str], most: int = 6) -> str:
+    """Distinct lines first, so 300 copies of one error do not hide the other kinds."""
+    distinct = list(dict.fromkeys(lines))
+    more = f" (+{len(lines) - most} more)" if len(distinct) > most else ""
+    return "; ".join(distinct[:most]) + more
 
 
 def stream(suite: Suite, name: str) -> Figures:
