@@ -34,9 +34,9 @@ from queuectl.testenv.faultproxy import (
     ProxyThread,
     proxy_for_kubeconfig,
     status_writes,
-    write_proxied_kubeconfig,
 )
 from queuectl.testenv.invariants import Sampler
+from queuectl.testenv.kubeconfig import write_proxied_kubeconfig
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,11 @@ tests, and its switches take effect before they return.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import re
 import socket
 import ssl
 import struct
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Iterable
@@ -33,9 +31,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
-import yaml
+from queuectl.testenv.kubeconfig import upstream_tls_from_kubeconfig
 
 T = TypeVar("T")
 CHUNK = 64 * 1024
@@ -384,56 +381,7 @@ class ProxyThread:
         self.stop()
 
 
-# ---- in front of a kubeconfig's API server ---------------------------------------------------
-def _kubeconfig_parts(
-    kubeconfig: str | Path,
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The whole config, its current cluster and its current user (certificate-data only)."""
-    config: dict[str, Any] = yaml.safe_load(Path(kubeconfig).read_text())
-    context = next(c for c in config["contexts"] if c["name"] == config["current-context"])
-    cluster = next(c for c in config["clusters"] if c["name"] == context["context"]["cluster"])
-    user = next(u for u in config["users"] if u["name"] == context["context"]["user"])
-    return config, cluster["cluster"], user["user"]
-
-
-def upstream_tls_from_kubeconfig(kubeconfig: str | Path) -> tuple[tuple[str, int], ssl.SSLContext]:
-    """The API server's address and a TLS context that authenticates as the kubeconfig's user."""
-    _, cluster, user = _kubeconfig_parts(kubeconfig)
-    url = urlsplit(cluster["server"])
-    if url.scheme != "https" or not url.hostname:
-        raise ValueError(f"{kubeconfig}: the server must be https://host:port, not {url.geturl()}")
-    missing = [k for k in ("client-certificate-data", "client-key-data") if k not in user]
-    if missing or "certificate-authority-data" not in cluster:
-        raise ValueError(
-            f"{kubeconfig}: the proxy needs embedded certificate data (missing {missing or 'CA'}); "
-            "testenv's kubeconfigs embed them"
-        )
-    ctx = ssl.create_default_context(
-        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
-    )
-    with tempfile.TemporaryDirectory() as tmp:  # load_cert_chain reads files only
-        cert, key = Path(tmp) / "c.crt", Path(tmp) / "c.key"
-        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
-        key.write_bytes(base64.b64decode(user["client-key-data"]))
-        ctx.load_cert_chain(cert, key)
-    return (url.hostname, url.port or 443), ctx
-
-
 def proxy_for_kubeconfig(kubeconfig: str | Path) -> ProxyThread:
     """A started proxy to the kubeconfig's API server that clients reach over plain HTTP."""
     upstream, tls = upstream_tls_from_kubeconfig(kubeconfig)
     return ProxyThread(FaultProxy(upstream, upstream_tls=tls)).start()
-
-
-def write_proxied_kubeconfig(
-    kubeconfig: str | Path, dest: str | Path, proxy: tuple[str, int]
-) -> Path:
-    """A copy of `kubeconfig` whose server is http://<proxy>; the proxy adds TLS and the user."""
-    config, cluster, user = _kubeconfig_parts(kubeconfig)
-    cluster.pop("certificate-authority-data", None)
-    cluster["server"] = f"http://{proxy[0]}:{proxy[1]}"
-    user.clear()  # the proxy authenticates upstream with the client certificate
-    path = Path(dest)
-    path.touch(mode=0o600)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path

@@ -21,9 +21,8 @@ from queuectl.testenv.faultproxy import (
     ProxyThread,
     Rule,
     status_writes,
-    upstream_tls_from_kubeconfig,
-    write_proxied_kubeconfig,
 )
+from queuectl.testenv.kubeconfig import upstream_tls_from_kubeconfig, write_proxied_kubeconfig
 
 STATUS = "/apis/queuectl.io/v1beta1/namespaces/a/workloads/w/status"
 
