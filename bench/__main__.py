@@ -12,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "core": ("bench.core_bench", "the scheduling core alone: admissions/s and cycle latency"),
     "run": ("bench.cluster.cli", "a cluster scenario on testenv (bench/scenarios/*.yaml)"),
     "webhooks": ("bench.webhook_flood", "hostile AdmissionReviews over TLS: 400s, 408s, never 500"),
+    "chaos": ("bench.chaos.cli", "the fault suite: faults and hostile input under a Job stream"),
 }
 
 

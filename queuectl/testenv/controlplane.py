@@ -71,6 +71,7 @@ class ControlPlane(Cluster):
         self.real_nodes = real_nodes
         # Set by realnode.prepare(): the host address real nodes reach the API server at.
         self.node_gateway: str | None = None
+        self._probes: dict[str, Probe | None] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------
     @property
@@ -174,9 +175,26 @@ class ControlPlane(Cluster):
         """
         started = time.monotonic()
         record = self.supervisor.spawn(name, argv, env=env)
+        self._probes[name] = ready
         if ready is not None:
             wait_ready(record, ready, timeout=timeout or self.timeout, what=name)
         self.progress(f"  {name} ready in {time.monotonic() - started:.1f}s (pid {record.pid})")
+        return record
+
+    def restart_process(self, name: str, *, kill: bool = False) -> ProcessRecord:
+        """Restart one component in place (same argv, ports, data) and wait until it is ready.
+
+        Fault tests use it to restart kube-apiserver under a running controller; `kill=True`
+        makes it a crash (SIGKILL) rather than a clean stop.
+        """
+        if name not in self._probes:
+            raise ValueError(f"{name!r} was not started by this ControlPlane object")
+        started = time.monotonic()
+        record = self.supervisor.restart(name, kill=kill)
+        probe = self._probes[name]
+        if probe is not None:
+            wait_ready(record, probe, timeout=self.timeout, what=name)
+        self.progress(f"  {name} restarted in {time.monotonic() - started:.1f}s (pid {record.pid})")
         return record
 
     def stop(self) -> list[str]:

@@ -120,6 +120,29 @@ class Supervisor:
         self._save()
         return record
 
+    def restart(self, name: str, *, kill: bool = False, timeout: float = 10.0) -> ProcessRecord:
+        """Stop `name` (SIGTERM, or SIGKILL as a crash) and start it again with the same argv.
+
+        The new process keeps the name and its place in the stop order; its log is appended to.
+        """
+        old = self.get(name)
+        if old is None:
+            raise ValueError(f"no process named {name!r} is recorded")
+        if kill:
+            child = self._children.pop(old.pid, None)
+            _signal_group(old.pid, signal.SIGKILL)
+            if child is not None:
+                child.wait(timeout=timeout)
+        else:
+            self._stop(old, timeout)
+        index = self._records.index(old)
+        self._records.remove(old)
+        new = self.spawn(name, old.argv)
+        self._records.remove(new)
+        self._records.insert(index, new)
+        self._save()
+        return new
+
     def exit_code(self, record: ProcessRecord) -> int | None:
         """The exit code if we started it in this process and it has ended."""
         child = self._children.get(record.pid)

@@ -104,3 +104,20 @@ def test_a_component_that_never_gets_ready_times_out_with_its_log(tmp_path: Path
         assert "warming up" in str(caught.value)
     finally:
         sup.stop_all()
+
+
+def test_restart_replaces_one_process_in_place(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path)
+    first, middle, last = (sup.spawn(n, SLEEP) for n in ("a", "b", "c"))
+    try:
+        again = sup.restart("b")
+        assert not middle.alive() and again.alive() and again.pid != middle.pid
+        assert again.argv == middle.argv
+        assert [r.name for r in Supervisor(tmp_path).records] == ["a", "b", "c"]
+        crashed = sup.restart("b", kill=True)
+        assert not again.alive() and crashed.alive()
+        assert first.alive() and last.alive()
+        with pytest.raises(ValueError, match="no process named 'zz'"):
+            sup.restart("zz")
+    finally:
+        sup.stop_all(timeout=5)

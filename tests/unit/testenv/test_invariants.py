@@ -1,0 +1,177 @@
+"""The fault suite's invariants, on hand-made snapshots: each breach is named, nothing else is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queuectl.api import names
+from queuectl.testenv.invariants import History, Snapshot, Violation, check, quota_limits
+
+NS = "team"
+
+
+def cq(name: str, gpus: int, cohort: str | None = None, **limits: int) -> dict[str, Any]:
+    res: dict[str, Any] = {"name": names.GPU_RESOURCE, "nominalQuota": str(gpus)}
+    res.update({k: str(v) for k, v in limits.items()})
+    spec: dict[str, Any] = {
+        "resourceGroups": [
+            {
+                "coveredResources": [names.GPU_RESOURCE],
+                "flavors": [{"name": "h100", "resources": [res]}],
+            }
+        ]
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def lq(name: str, cluster_queue: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": NS}, "spec": {"clusterQueue": cluster_queue}}
+
+
+def job(name: str, queue: str = "lq") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": NS, "labels": {names.LABEL_QUEUE_NAME: queue}}}
+
+
+def owned(name: str, job_name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": NS,
+        "uid": f"uid-{name}",
+        "ownerReferences": [{"kind": "Job", "name": job_name}],
+    }
+
+
+def wl(
+    name: str,
+    job_name: str,
+    cluster_queue: str = "cq",
+    pods: int = 1,
+    gpus: int = 8,
+    admitted: bool = True,
+    finished: bool = False,
+    since: str = "t1",
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": []}
+    if admitted:
+        status["admission"] = {
+            "clusterQueue": cluster_queue,
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "count": pods,
+                    "flavors": {names.GPU_RESOURCE: "h100"},
+                    "resourceUsage": {names.GPU_RESOURCE: str(pods * gpus)},
+                }
+            ],
+        }
+        status["conditions"].append(
+            {"type": names.COND_QUOTA_RESERVED, "status": "True", "lastTransitionTime": since}
+        )
+    if finished:
+        status["conditions"].append({"type": names.COND_FINISHED, "status": "True"})
+    return {"metadata": owned(name, job_name), "status": status}
+
+
+def pod(name: str, job_name: str, gpus: int = 8, phase: str = "Running") -> dict[str, Any]:
+    return {
+        "metadata": owned(name, job_name),
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"resources": {"requests": {names.GPU_RESOURCE: str(gpus)}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def snap(workloads: list[Any], pods: list[Any], jobs: list[Any] | None = None) -> Snapshot:
+    return Snapshot([cq("cq", 16)], [lq("lq", "cq")], workloads, jobs or [job("a"), job("b")], pods)
+
+
+@pytest.mark.parametrize(
+    ("name", "snapshot", "kinds"),
+    [
+        ("all within bounds", snap([wl("wa", "a"), wl("wb", "b")], [pod("p1", "a")]), []),
+        (
+            "admitted over quota",
+            snap([wl("wa", "a", pods=2), wl("wb", "b")], [], [job("a"), job("b")]),
+            ["quota"],
+        ),
+        (
+            "finished work holds no quota",
+            snap([wl("wa", "a", pods=2), wl("wb", "b", finished=True)], []),
+            [],
+        ),
+        (
+            "a pod without admission",
+            snap([wl("wa", "a", admitted=False)], [pod("p1", "a")]),
+            ["pods-over-admission"],
+        ),
+        (
+            "a scaled-up job: more pods than admitted, more GPUs than quota",
+            snap([wl("wa", "a")], [pod(f"p{i}", "a") for i in range(3)]),
+            ["pods-over-admission", "pods-over-quota"],
+        ),
+        (
+            "succeeded pods hold nothing",
+            snap([wl("wa", "a")], [pod("p1", "a"), pod("p2", "a", phase="Succeeded")]),
+            [],
+        ),
+        (
+            "one job, two admitted workloads",
+            snap([wl("w1", "a"), wl("w2", "a")], []),
+            ["two-admitted-workloads"],
+        ),
+    ],
+)
+def test_each_breach_is_named(name: str, snapshot: Snapshot, kinds: list[str]) -> None:
+    assert sorted(v.kind for v in check(snapshot)) == kinds, name
+
+
+def test_a_quota_breach_says_how_much() -> None:
+    found = check(snap([wl("wa", "a", pods=3)], []))
+    assert found == [
+        Violation("quota", "cq", f"h100/{names.GPU_RESOURCE}: 24 admitted > 16 allowed")
+    ]
+
+
+def test_borrowing_is_bounded_by_what_the_cohort_lends_and_the_borrowing_limit() -> None:
+    limits = quota_limits(
+        [
+            cq("a", 8, "co"),
+            cq("b", 8, "co", lendingLimit=2),
+            cq("c", 8, "co", borrowingLimit=3),
+            cq("d", 4),
+        ]
+    )
+    fr = ("h100", names.GPU_RESOURCE)
+    assert limits["a"][fr] == 8 + 2 + 8
+    assert limits["c"][fr] == 8 + 3
+    assert limits["d"][fr] == 4  # no cohort, nothing to borrow
+
+
+def test_history_counts_a_readmission_without_eviction_as_double() -> None:
+    history = History()
+    history.observe([wl("wa", "a", since="t1")], at=1.0)
+    history.observe([wl("wa", "a", since="t1")], at=2.0)
+    assert not history.double_admitted
+    evicted = wl("wa", "a", since="t2")
+    evicted["status"]["conditions"].append(
+        {"type": names.COND_EVICTED, "status": "True", "lastTransitionTime": "t1b"}
+    )
+    history.observe([evicted], at=3.0)
+    assert not history.double_admitted  # admitted again after an eviction: fine
+    history.observe([wl("wa", "a", since="t3")], at=4.0)
+    assert history.double_admitted == {f"{NS}/wa"}
+
+
+def test_history_says_when_admissions_resumed() -> None:
+    history = History()
+    history.observe([wl("w1", "a")], at=1.0)
+    history.observe([wl("w1", "a"), wl("w2", "b", admitted=False)], at=2.0)
+    assert history.first_admission_after(1.5) is None
+    history.observe([wl("w1", "a"), wl("w2", "b")], at=5.0)
+    assert history.first_admission_after(1.5) == 5.0
