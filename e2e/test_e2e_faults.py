@@ -17,6 +17,7 @@ import pytest
 
 from bench.chaos import suite as chaos
 from bench.chaos.suite import CI, RESUME_TARGET_S, Figures, Suite
+from queuectl.controller.leader import LeaseTiming
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.pytest_plugin import StandardFleet
 
@@ -80,8 +81,13 @@ def test_the_follower_takes_over_when_the_leader_is_sigkilled(suite: Suite) -> N
 
 
 def test_admission_survives_an_apiserver_restart(suite: Suite) -> None:
-    # creates while it restarts are unreachable, not refused; no replica may end over it
-    held(stream(suite, "apiserver-restart"), refusals_allowed=True)
+    # Creates while it restarts are unreachable, not refused. A restart shorter than the Lease's
+    # renew deadline may end no replica; a longer one (a clean stop here can take ~10 s on 2
+    # busy cores) ends leadership by design, exactly as the blackhole does, and the restarted
+    # replica must still have admissions flowing within the target.
+    row = stream(suite, "apiserver-restart")
+    outlived = suite.apiserver_down_s > LeaseTiming().renew_deadline_s
+    held(row, refusals_allowed=True, exits=None if outlived else 0)
 
 
 @pytest.mark.parametrize("name", ["connections-reset", "connections-dropped"])

@@ -134,6 +134,13 @@ def attempt_bypasses(
         for name in queued:
             if (d := _disagreement(rest, namespace, name)) is not None:
                 out.disagreements.append(d)
+        if not out.attempts["scale-up"].startswith("refused"):
+            # Accepted: the Workload must follow (8 pods x 2 GPUs, more than the queue's 8 can
+            # ever hold, so it waits with ExceedsMaxQuota), never run the old admission's way.
+            # Scaled back within the queue, it must then run and finish like any other Job.
+            if (d := _resized_and_waiting(rest, namespace, "scale", pods=8)) is not None:
+                out.disagreements.append(d)
+            patch("scale", {"spec": {"parallelism": 4}})()
         deadline = time.monotonic() + drain_s
         out.lost = unfinished_jobs(rest, namespace, names_)
         while out.lost and time.monotonic() < deadline:
@@ -149,6 +156,26 @@ def attempt_bypasses(
     out.violations = sampler.findings()
     out.double = sorted(sampler.history.double_admitted)
     return out
+
+
+def _resized_and_waiting(rest: Rest, namespace: str, job_name: str, *, pods: int) -> str | None:
+    """None when the Job's Workload asks for `pods` pods and waits as ExceedsMaxQuota."""
+    wl = _workload_of(rest, namespace, job_name) or {}
+    counts = [ps.get("count") for ps in (wl.get("spec") or {}).get("podSets") or ()]
+    reserved: Obj = next(
+        (
+            c
+            for c in (wl.get("status") or {}).get("conditions") or ()
+            if c.get("type") == names.COND_QUOTA_RESERVED
+        ),
+        {},
+    )
+    if counts != [pods] or reserved.get("reason") != names.REASON_EXCEEDS_MAX_QUOTA:
+        return (
+            f"{job_name}: scaled to {pods} pods, its Workload asks {counts} and waits with "
+            f"{reserved.get('reason')!r} (expected ExceedsMaxQuota)"
+        )
+    return None
 
 
 def _admitted(rest: Rest, namespace: str, job_name: str) -> bool:

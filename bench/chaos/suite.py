@@ -138,6 +138,8 @@ class Suite:
         )
         self.replicas = [Replica("a", self.kubeconfig, work_dir)]
         self.kubelet = Kubelet(self.replicas)
+        self.apiserver_down_s = 0.0
+        """How long the last in-place restart of kube-apiserver took (stop to ready)."""
 
     def start(self) -> Suite:
         self.replicas[0].start(wait_leading=True)
@@ -251,7 +253,9 @@ def restart_apiserver(suite: Suite) -> tuple[int, float]:
             "restarting kube-apiserver needs a control plane this process started "
             "(unset QUEUECTL_KUBECONFIG)"
         )
+    started = time.monotonic()
     suite.cluster.restart_process("kube-apiserver")
+    suite.apiserver_down_s = time.monotonic() - started
     return 1, time.monotonic()
 
 

@@ -29,6 +29,10 @@ APPLY_PATCH: Final = "application/apply-patch+yaml"
 Obj = dict[str, Any]
 
 
+READ_TIMEOUT_S = 30.0
+WRITE_TIMEOUT_S = 10.0
+
+
 class KubeError(Exception):
     """A non-2xx answer from the API server, with its status code and Status reason."""
 
@@ -190,8 +194,13 @@ class Kube:
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str = JSON,
-        timeout: float = 30.0,
+        timeout: float | None = None,
     ) -> Obj:
+        """One call, decoded; a non-2xx answer raises KubeError. Without `timeout`, a read may
+        take READ_TIMEOUT_S and a write WRITE_TIMEOUT_S: a write that hangs is settled as lost
+        in transit (settle.py), so its bound is how long admissions stall behind a stuck one."""
+        if timeout is None:
+            timeout = READ_TIMEOUT_S if method == "GET" else WRITE_TIMEOUT_S
         response = await self.raw(
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
