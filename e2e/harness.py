@@ -24,6 +24,7 @@ import yaml
 
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.controllerargs import controller_args
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.ports import free_ports
 
@@ -48,19 +49,13 @@ class ControllerProcess:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "queuectl.cli.main",
-                "controller",
-                "--kubeconfig",
-                self.kubeconfig,
-                "--leader-elect",
-                "--webhook-port",
-                str(self.webhook_port),
-                "--health-port",
-                str(self.health_port),
-                "--metrics-port",
-                str(self.metrics_port),
-                *self.extra_args,
+                *controller_args(
+                    self.kubeconfig,
+                    webhook_port=self.webhook_port,
+                    health_port=self.health_port,
+                    metrics_port=self.metrics_port,
+                    extra=["--leader-elect", *self.extra_args],
+                ),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

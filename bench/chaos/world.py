@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from queuectl.api import names
+from queuectl.testenv.controllerargs import controller_args
 from queuectl.testenv.invariants import request_json
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.ports import free_ports
@@ -79,18 +80,13 @@ class Replica:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "queuectl.cli.main",
-                "controller",
-                "--kubeconfig",
-                self.kubeconfig,
-                "--leader-elect",
-                "--webhook-port",
-                str(self.webhook_port),
-                "--health-port",
-                str(self.health_port),
-                "--metrics-port",
-                str(self.metrics_port),
+                *controller_args(
+                    self.kubeconfig,
+                    webhook_port=self.webhook_port,
+                    health_port=self.health_port,
+                    metrics_port=self.metrics_port,
+                    extra=["--leader-elect"],
+                ),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from queuectl.api import names
+from queuectl.testenv.controllerargs import controller_args
 from queuectl.testenv.ports import free_ports
 
 
@@ -58,16 +59,17 @@ class ControllerProcess:
         argv = [sys.executable]
         if self.profile_to is not None:
             argv += ["-m", "pyinstrument", "-r", "pyisession", "-o", str(self.profile_to)]
-        argv += [
-            "-m", "queuectl.cli.main", "controller",
-            "--kubeconfig", self.kubeconfig,
-            "--webhook-port", str(self.webhook_port),
-            "--health-port", str(self.health_port),
-            "--metrics-port", str(self.metrics_port),
-            "--no-register-webhooks", "--install-crds", "--no-impersonate",
-            "--leader-elect", "--namespace", self.namespace, "--cert-dir", str(self.cert_dir),
-            "--log-level", "warning",
-        ]  # fmt: skip
+        argv += controller_args(
+            self.kubeconfig,
+            webhook_port=self.webhook_port,
+            health_port=self.health_port,
+            metrics_port=self.metrics_port,
+            extra=[
+                "--no-register-webhooks", "--install-crds", "--no-impersonate",
+                "--leader-elect", "--namespace", self.namespace, "--cert-dir", str(self.cert_dir),
+                "--log-level", "warning",
+            ],
+        )  # fmt: skip
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=os.environ)

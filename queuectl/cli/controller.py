@@ -395,6 +395,7 @@ def _share(value: str) -> float:
 
 def _start_in_dev(plane: Any) -> object:
     """`queuectl dev up`: one more supervised process, ready when /readyz answers."""
+    from queuectl.testenv.controllerargs import controller_args
     from queuectl.testenv.ports import free_ports
     from queuectl.testenv.readiness import http_probe
 
@@ -403,18 +404,13 @@ def _start_in_dev(plane: Any) -> object:
         "queuectl-controller",
         [
             sys.executable,
-            "-m",
-            "queuectl.cli.main",
-            "controller",
-            "--kubeconfig",
-            plane.kubeconfig,
-            "--webhook-port",
-            str(hook),
-            "--health-port",
-            str(health),
-            "--metrics-port",
-            str(mets),
-            "--leader-elect",
+            *controller_args(
+                plane.kubeconfig,
+                webhook_port=hook,
+                health_port=health,
+                metrics_port=mets,
+                extra=["--leader-elect"],
+            ),
         ],
         ready=http_probe(f"http://127.0.0.1:{health}/readyz"),
     )
