@@ -16,7 +16,7 @@ import gc
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from queuectl.controller.decisions import Decisions
 from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
+from queuectl.controller.inflight import Action, InFlight
 from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.jobs.batch import BatchJobAdapter
 from queuectl.controller.kube import Kube, Obj
@@ -43,7 +44,6 @@ from queuectl.core import Scheduler
 
 log = logging.getLogger(__name__)
 
-Action = Callable[[], Awaitable[Any]]
 RETRY_S = 1.0
 """How long a key whose work failed waits before it is served again; doubled for each further
 failure in a row, up to MAX_RETRY_S (a refusal that repeats must not cost a request a second)."""
@@ -54,6 +54,10 @@ MAX_RETRY_S = 60.0
 class Options:
     debounce_s: float = 0.05
     workers: int = 32
+    decisions_in_flight: int = 64
+    """A cycle starts only once at most this many earlier decisions are unwritten
+    (`controller/inflight.py`): above `workers`, so they never idle."""
+    in_flight_wait_s: float = 30.0
     status_interval_s: float = 1.0
     drain: DrainOptions = field(default_factory=DrainOptions)
 
@@ -84,6 +88,7 @@ class Controller:
         self._again: dict[str, bool] = {}  # key -> urgent, for keys enqueued while served
         self._failures: dict[str, int] = {}  # key -> failures in a row, for the retry back-off
         self._actions: dict[str, list[Action]] = {}
+        self.inflight = InFlight()
         self._timers: list[tuple[float, str]] = []
         self._timer_wake = asyncio.Event()
         self.feed = Feed(self.cache, self.core, self._wake.set, self._on_workload, self._on_job)
@@ -154,8 +159,12 @@ class Controller:
         self.enqueue(f"job:{kind}/{meta.get('namespace', '')}/{meta['name']}")
 
     async def _serve(self, key: str) -> None:
-        for action in self._actions.pop(key, []):
-            await action()
+        actions = self._actions.pop(key, [])
+        try:
+            for action in actions:
+                await action()
+        finally:
+            self.inflight.drop(actions)  # those after one that raised never run
         kind, _, rest = key.partition(":")
         if kind == "wl":
             await self.reconciler.reconcile(rest)
@@ -220,6 +229,9 @@ class Controller:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             await self._wait_leading()
             await asyncio.sleep(self.options.debounce_s)  # gather a burst into one cycle
+            await self.inflight.wait_below(
+                self.options.decisions_in_flight, self.options.in_flight_wait_s, self.clock
+            )
             self._wake.clear()
             next_wakeup = await self.run_cycle()
 
@@ -233,11 +245,11 @@ class Controller:
             metrics.CONTROLLER_ADMISSIONS_PER_CYCLE.observe(len(result.admitted))
             self.cycles += 1
             for adm in result.admitted:
-                self.enqueue(f"wl:{adm.key}", self._admit_action(adm.key, adm.admission))
+                self._decided(adm.key, self._admit_action(adm.key, adm.admission))
             for p in result.preemptions:
-                self.enqueue(f"wl:{p.victim}", functools.partial(self._preempt, p))
+                self._decided(p.victim, functools.partial(self._preempt, p))
             for e in result.evictions:
-                self.enqueue(f"wl:{e.key}", functools.partial(self._evict, e))
+                self._decided(e.key, functools.partial(self._evict, e))
             for info in result.pending:
                 self.enqueue(f"wl:{info.key}", urgent=False)
             self.observer.settle_deferred()  # before the queued deletes release their charges
@@ -245,6 +257,9 @@ class Controller:
             self.enqueue(f"wl:{key}", urgent=False)
         self.observer.after_cycle(now)
         return result.next_wakeup
+
+    def _decided(self, wl_key: str, action: Action) -> None:
+        self.enqueue(f"wl:{wl_key}", self.inflight.track(action))
 
     def _admit_action(self, key: str, admission: Any) -> Action:
         async def act() -> None:
