@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import heapq
 import logging
 import time
@@ -30,6 +29,7 @@ from queuectl.controller.decisions import Decisions
 from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
+from queuectl.controller.gcpolicy import GcOptions, GcPolicy
 from queuectl.controller.inflight import Action, InFlight
 from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.jobs.batch import BatchJobAdapter
@@ -58,6 +58,7 @@ class Options:
     """A cycle starts only once at most this many earlier decisions are unwritten
     (`controller/inflight.py`): above `workers`, so they never idle."""
     in_flight_wait_s: float = 30.0
+    gc: GcOptions = field(default_factory=GcOptions)
     status_interval_s: float = 1.0
     drain: DrainOptions = field(default_factory=DrainOptions)
 
@@ -89,6 +90,7 @@ class Controller:
         self._failures: dict[str, int] = {}  # key -> failures in a row, for the retry back-off
         self._actions: dict[str, list[Action]] = {}
         self.inflight = InFlight()
+        self.gc = GcPolicy(time.monotonic, options.gc)
         self._timers: list[tuple[float, str]] = []
         self._timer_wake = asyncio.Event()
         self.feed = Feed(self.cache, self.core, self._wake.set, self._on_workload, self._on_job)
@@ -256,6 +258,7 @@ class Controller:
         for key in self.core.take_unanswered():
             self.enqueue(f"wl:{key}", urgent=False)
         self.observer.after_cycle(now)
+        self.gc.tick()
         return result.next_wakeup
 
     def _decided(self, wl_key: str, action: Action) -> None:
@@ -340,8 +343,8 @@ class Controller:
             for job in self.cache.store(k.JOBS).values():
                 self._on_job("ADDED", job)
             # The synced caches and the core are long-lived: keep full collections, which
-            # stop every thread, from scanning them (docs/design/controller.md).
-            gc.freeze()
+            # stop every thread, from scanning them (gcpolicy.py).
+            self.gc.start()
             self._wake.set()
             self.started.set()
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
