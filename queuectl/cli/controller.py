@@ -27,6 +27,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.cli import dev
 from queuectl.cli.main import Subparsers
 from queuectl.controller import kube as k
@@ -120,7 +121,7 @@ async def _ensure_namespace(kube: Kube, name: str) -> None:
 
 
 async def _apply(kube: Kube, obj: dict[str, Any], plural: str) -> None:
-    res = k.Resource("admissionregistration.k8s.io", "v1", plural, False, obj["kind"])
+    res = Resource("admissionregistration.k8s.io", "v1", plural, False, obj["kind"])
     name = obj["metadata"]["name"]
     try:
         current = await kube.get(res, name)
@@ -133,7 +134,7 @@ async def _apply(kube: Kube, obj: dict[str, Any], plural: str) -> None:
     await kube.request("PUT", res.path(None, name), body=obj)
 
 
-CRDS = k.Resource(
+CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
 )
 

@@ -11,12 +11,13 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.corev1 import LabelSelector
+from queuectl.api.resource import Resource
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.watcher import Store, Watcher
 
-WATCHED: tuple[k.Resource, ...] = (
+WATCHED: tuple[Resource, ...] = (
     k.NAMESPACES,
     k.RESOURCE_FLAVORS,
     k.TOPOLOGIES,
@@ -41,17 +42,17 @@ FIELD_SELECTORS: Mapping[str, str] = {
 class Cache:
     """One `Store` per watched kind, plus the questions asked of them."""
 
-    def __init__(self, kube: Kube, resources: tuple[k.Resource, ...] = WATCHED) -> None:
+    def __init__(self, kube: Kube, resources: tuple[Resource, ...] = WATCHED) -> None:
         self.stores: dict[str, Store] = {r.plural: Store(r) for r in resources}
         self.watchers = [
             Watcher(kube, s, field_selector=FIELD_SELECTORS.get(name))
             for name, s in self.stores.items()
         ]
 
-    def store(self, res: k.Resource) -> Store:
+    def store(self, res: Resource) -> Store:
         return self.stores[res.plural]
 
-    def get(self, res: k.Resource, name: str, namespace: str = "") -> Obj | None:
+    def get(self, res: Resource, name: str, namespace: str = "") -> Obj | None:
         return self.stores[res.plural].get(namespace, name)
 
     def synced(self) -> bool:

@@ -30,8 +30,6 @@ from queuectl.controller.decisions import Decisions
 from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
-from queuectl.controller.jobs.base import JobAdapter
-from queuectl.controller.jobs.batch import BatchJobAdapter
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.observe import Observer
@@ -40,6 +38,8 @@ from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import Scheduler
+from queuectl.jobs import JobKind
+from queuectl.jobs.batch import BatchJob
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +65,14 @@ class Controller:
         *,
         options: Options = Options(),
         leader: LeaderElector | None = None,
-        adapters: Mapping[str, JobAdapter] | None = None,
+        adapters: Mapping[str, JobKind] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.options = options
         self.leader = leader
         self.clock = clock
-        self.adapters: Mapping[str, JobAdapter] = adapters or {"Job": BatchJobAdapter()}
+        self.adapters: Mapping[str, JobKind] = adapters or {"Job": BatchJob()}
         self.cache = Cache(kube)
         self.sched = Scheduler()
         """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from queuectl.api import names
-from queuectl.controller.jobs.base import JobAdapter, PodSetPlacement
-from queuectl.controller.jobs.batch import BatchJobAdapter, workload_name_for
+from queuectl.jobs import JobKind, PodSetPlacement
+from queuectl.jobs.batch import BatchJob
+from queuectl.jobs.workload import workload_name_for
 
-ADAPTER: JobAdapter = BatchJobAdapter()
+ADAPTER: JobKind = BatchJob()
 AFF = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
