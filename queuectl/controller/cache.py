@@ -78,8 +78,9 @@ class Cache:
         ns = self.get(k.NAMESPACES, namespace)
         return None if ns is None else dict((ns.get("metadata") or {}).get("labels") or {})
 
-    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
-        job = self.get(k.JOBS, job_name, namespace)
+    def is_job_admitted(self, namespace: str, job_name: str, resource: Resource = k.JOBS) -> bool:
+        store = self.stores.get(resource.plural)
+        job = store.get(namespace, job_name) if store is not None else None
         wl_name = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
         wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
         return (
