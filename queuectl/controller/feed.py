@@ -117,7 +117,8 @@ class Feed:
             lambda kind, obj, old: None if _same_spec(obj, old) else self.refeed_all()
         )
         cache.store(k.WORKLOADS).listeners.append(self._workload)
-        cache.store(k.JOBS).listeners.append(self._job)
+        for res in cache.job_kinds:
+            cache.store(res).listeners.append(self._job)
 
     def _node(self, obj: Obj) -> core.Node:
         """A Node as the core sees it: with what foreign pods take there."""

@@ -16,7 +16,7 @@ import gc
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from queuectl.controller.decisions import Decisions
 from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
+from queuectl.controller.kinds import RECHECK_S, KindWatches
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.observe import Observer
@@ -38,8 +39,7 @@ from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import Scheduler
-from queuectl.jobs import JobKind
-from queuectl.jobs.batch import BatchJob
+from queuectl.jobs.registry import KINDS, Registry
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ class Options:
     debounce_s: float = 0.05
     workers: int = 32
     status_interval_s: float = 1.0
+    kind_recheck_s: float = RECHECK_S
+    """How often a job kind whose CRD is not installed is looked for again (kinds.py)."""
     drain: DrainOptions = field(default_factory=DrainOptions)
 
 
@@ -65,15 +67,18 @@ class Controller:
         *,
         options: Options = Options(),
         leader: LeaderElector | None = None,
-        adapters: Mapping[str, JobKind] | None = None,
+        kinds: Registry | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.options = options
         self.leader = leader
         self.clock = clock
-        self.adapters: Mapping[str, JobKind] = adapters or {"Job": BatchJob()}
-        self.cache = Cache(kube)
+        self.kinds = KINDS if kinds is None else kinds
+        self.cache = Cache(kube, job_kinds=tuple(kind.resource for kind in self.kinds.values()))
+        self.kind_watches = KindWatches(
+            kube, self.cache, self.kinds.values(), options.kind_recheck_s
+        )
         self.sched = Scheduler()
         """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""
         self.core = CoreThread(self.sched)
@@ -88,7 +93,7 @@ class Controller:
         self._timer_wake = asyncio.Event()
         self.feed = Feed(self.cache, self.core, self._wake.set, self._on_workload, self._on_job)
         self.reconciler = Reconciler(
-            kube, self.cache, self.feed, self.core, self.adapters, self.events, self.at, clock
+            kube, self.cache, self.feed, self.core, self.kinds, self.events, self.at, clock
         )
         self.decisions = Decisions(self.reconciler)
         self.queue_status = QueueStatusWriter(kube, self.cache, self.core, self.feed, clock)
@@ -141,7 +146,7 @@ class Controller:
     def _on_job(self, event: str, obj: Obj) -> None:
         kind = obj.get("kind") or "Job"
         meta = obj["metadata"]
-        adapter = self.adapters.get(kind)
+        adapter = self.kinds.get(kind)
         if adapter is None or adapter.queue_name(obj) is None:
             return
         if event == "DELETED":
@@ -306,7 +311,11 @@ class Controller:
     # --- run -------------------------------------------------------------------------------
     async def run(self) -> None:
         """Until cancelled. Raises LeadershipLost if this replica loses its Lease."""
-        tasks = [asyncio.create_task(run_all(self.cache.watchers), name="watches")]
+        await self.kind_watches.discover()
+        tasks = [
+            asyncio.create_task(run_all(list(self.cache.watchers)), name="watches"),
+            asyncio.create_task(self.kind_watches.run(), name="job-kinds"),
+        ]
         if self.leader is not None:
             tasks.append(asyncio.create_task(self._lead(), name="leader"))
         try:
@@ -322,8 +331,9 @@ class Controller:
             ]
             for wl in self.cache.store(k.WORKLOADS).values():
                 self.enqueue(f"wl:{convert.workload_key(wl)}")
-            for job in self.cache.store(k.JOBS).values():
-                self._on_job("ADDED", job)
+            for res in self.cache.job_kinds:
+                for job in self.cache.store(res).values():
+                    self._on_job("ADDED", job)
             # The synced caches and the core are long-lived: keep full collections, which
             # stop every thread, from scanning them (docs/design/controller.md).
             gc.freeze()
