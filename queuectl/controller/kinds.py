@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Iterable
 
 from queuectl.api.resource import Resource
 from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Kube, KubeError, api_trouble
+from queuectl.controller.kube import READ_TIMEOUT_S, Kube, KubeError, api_trouble
 from queuectl.jobs import JobKind
 
 log = logging.getLogger(__name__)
@@ -25,13 +26,17 @@ RECHECK_S = 30.0
 
 
 async def served(kube: Kube, resource: Resource) -> bool:
-    """Whether the API server serves `resource` now (its group-version lists its plural)."""
-    try:
-        doc = await kube.request("GET", resource.discovery_path())
-    except KubeError as err:
-        if err.not_found:
-            return False
-        raise
+    """Whether the API server serves `resource` now (its group-version lists its plural). An
+    unknown group-version is a plain-text 404, not a Status, so the answer is read by hand."""
+    response = await kube.raw("GET", resource.discovery_path(), timeout=READ_TIMEOUT_S)
+    async with response:
+        body = await response.read()
+        status = response.status
+    if status == 404:
+        return False
+    if not 200 <= status <= 299:
+        raise KubeError(status, "", body[:300].decode(errors="replace"))
+    doc = json.loads(body)
     return any(r.get("name") == resource.plural for r in doc.get("resources") or ())
 
 
