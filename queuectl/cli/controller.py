@@ -27,14 +27,17 @@ from kubernetes_asyncio import client as k8s_client
 
 from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.cli import dev
 from queuectl.cli.main import Subparsers
 from queuectl.controller import kube as k
 from queuectl.controller.drain import DrainOptions
 from queuectl.controller.health import health_app, metrics_app, port_of, serve
+from queuectl.controller.kinds import RECHECK_S
 from queuectl.controller.kube import Kube, KubeError
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.manager import Controller, Options
+from queuectl.jobs.registry import KINDS, Registry, load_kind
 from queuectl.webhooks.certmanager import CertManager
 from queuectl.webhooks.configs import UrlClient, controller_username, render_webhook_configurations
 from queuectl.webhooks.server import bound_port, start_webhook_server
@@ -65,6 +68,11 @@ class Config:
     """The controller's username as the API server sees it; None: its ServiceAccount in
     `namespace`. The webhooks trust this user's writes to Jobs and Workloads."""
     options: Options = field(default_factory=Options)
+    job_kinds: tuple[str, ...] = ()
+    """Job kinds from outside the tree, as MODULE:ATTRIBUTE, added to the registered ones."""
+
+    def kinds(self) -> Registry:
+        return KINDS.with_kinds(*(load_kind(spec) for spec in self.job_kinds))
 
     def identity(self) -> str:
         return self.controller_user or controller_username(self.namespace)
@@ -120,7 +128,7 @@ async def _ensure_namespace(kube: Kube, name: str) -> None:
 
 
 async def _apply(kube: Kube, obj: dict[str, Any], plural: str) -> None:
-    res = k.Resource("admissionregistration.k8s.io", "v1", plural, False, obj["kind"])
+    res = Resource("admissionregistration.k8s.io", "v1", plural, False, obj["kind"])
     name = obj["metadata"]["name"]
     try:
         current = await kube.get(res, name)
@@ -133,7 +141,7 @@ async def _apply(kube: Kube, obj: dict[str, Any], plural: str) -> None:
     await kube.request("PUT", res.path(None, name), body=obj)
 
 
-CRDS = k.Resource(
+CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
 )
 
@@ -159,6 +167,7 @@ async def install_crds(kube: Kube, timeout: float = 60.0) -> None:
 
 async def start(config: Config) -> Running:
     """Start everything and return once the webhooks listen and the caches are synced."""
+    kinds = config.kinds()  # a bad --job-kind fails before anything starts
     kube = await Kube.connect(config.kubeconfig)
     api = kube.api_client  # the CertManager speaks the generated client over the same pool
     if config.kubeconfig:
@@ -176,7 +185,7 @@ async def start(config: Config) -> Running:
         if config.leader_elect
         else None
     )
-    controller = Controller(kube, options=config.options, leader=leader)
+    controller = Controller(kube, options=config.options, leader=leader, kinds=kinds)
     users = {config.identity()}
     if config.impersonate:
         # Out-of-cluster the kubeconfig is usually an admin's; acting as the controller's
@@ -192,7 +201,7 @@ async def start(config: Config) -> Running:
     tasks = [asyncio.create_task(controller.run(), name="controller")]
     runners = []
     webhook = await start_webhook_server(
-        config.webhook_host, config.webhook_port, cert_dir, controller.cache, users
+        config.webhook_host, config.webhook_port, cert_dir, controller.cache, users, kinds=kinds
     )
     runners.append(webhook)
     webhook_port = bound_port(webhook)
@@ -215,6 +224,7 @@ async def start(config: Config) -> Running:
             ca_bundle,
             namespace=config.namespace,
             controller_user=config.identity(),
+            kinds=kinds,
         )
         await _apply(kube, mutating, "mutatingwebhookconfigurations")
         await _apply(kube, validating, "validatingwebhookconfigurations")
@@ -291,8 +301,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
         namespace=args.namespace or _pod_namespace(args.kubeconfig) or names.SYSTEM_NAMESPACE,
         controller_user=args.controller_user,
         options=Options(
-            drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share)
+            drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share),
+            kind_recheck_s=args.job_kind_recheck_seconds,
         ),
+        job_kinds=tuple(args.job_kind or ()),
     )
 
 
@@ -381,6 +393,19 @@ def add_parser(subparsers: Subparsers) -> None:
         type=_share,
         default=0.25,
         help="most of a flavor's nodes drained at once, as a fraction (at least one node)",
+    )
+    p.add_argument(
+        "--job-kind",
+        action="append",
+        metavar="MODULE:ATTRIBUTE",
+        help="also queue this job kind (a queuectl.jobs.JobKind importable here); repeatable",
+    )
+    p.add_argument(
+        "--job-kind-recheck-seconds",
+        type=float,
+        default=RECHECK_S,
+        help="how often a job kind whose CRD is not installed is looked for again "
+        f"(default: {RECHECK_S:.0f})",
     )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)

@@ -11,10 +11,10 @@ import logging
 
 from queuectl.api import names
 from queuectl.controller import kube as k
-from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.priority import follow_priority_class, resolve_priority
 from queuectl.controller.workload_writes import WorkloadWrites
+from queuectl.jobs import JobKind
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class JobWorkloads(WorkloadWrites):
     squatters: dict[str, tuple[str, str]]
     """Workload key -> (job kind, job name) of a job blocked by that foreign Workload."""
 
-    def owner_job(self, wl: Obj) -> tuple[JobAdapter, Obj | None] | None:
+    def owner_job(self, wl: Obj) -> tuple[JobKind, Obj | None] | None:
         """(adapter, the owning job or None if it is gone); None for a Workload without one."""
         for ref in (wl.get("metadata") or {}).get("ownerReferences") or ():
             adapter = self.adapters.get(ref.get("kind", ""))
@@ -83,7 +83,7 @@ class JobWorkloads(WorkloadWrites):
         log.warning("%s", note)
         self.events.emit(job, "Warning", names.EVENT_FOREIGN_WORKLOAD, "Adopt", note)
 
-    async def _create_workload(self, adapter: JobAdapter, job: Obj, wl_name: str) -> None:
+    async def _create_workload(self, adapter: JobKind, job: Obj, wl_name: str) -> None:
         meta = job["metadata"]
         spec = adapter.workload_spec(job)
         priority = resolve_priority(self.cache, adapter, job, spec.get("priorityClassName"))

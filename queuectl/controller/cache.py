@@ -11,12 +11,14 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.corev1 import LabelSelector
+from queuectl.api.resource import Resource
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.watcher import Store, Watcher
+from queuectl.jobs.registry import KINDS
 
-WATCHED: tuple[k.Resource, ...] = (
+WATCHED: tuple[Resource, ...] = (
     k.NAMESPACES,
     k.RESOURCE_FLAVORS,
     k.TOPOLOGIES,
@@ -27,9 +29,9 @@ WATCHED: tuple[k.Resource, ...] = (
     k.PRIORITY_CLASSES,
     k.NODES,
     k.WORKLOADS,
-    k.JOBS,
     k.PODS,
 )
+"""Watched from the start; the job kinds' watches start once each is served (kinds.py)."""
 # Pods: only those bound to a node and not finished, for the GPUs (and CPU, memory, pod slots)
 # that pods outside queuectl take on a node. A pod that finishes leaves the selection, which a
 # watch reports as DELETED.
@@ -41,17 +43,36 @@ FIELD_SELECTORS: Mapping[str, str] = {
 class Cache:
     """One `Store` per watched kind, plus the questions asked of them."""
 
-    def __init__(self, kube: Kube, resources: tuple[k.Resource, ...] = WATCHED) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        resources: tuple[Resource, ...] = WATCHED,
+        job_kinds: tuple[Resource, ...] | None = None,
+    ) -> None:
+        self.kube = kube
         self.stores: dict[str, Store] = {r.plural: Store(r) for r in resources}
         self.watchers = [
             Watcher(kube, s, field_selector=FIELD_SELECTORS.get(name))
             for name, s in self.stores.items()
         ]
+        self.job_kinds = (
+            tuple(kind.resource for kind in KINDS.values()) if job_kinds is None else job_kinds
+        )
+        """Every job kind's resource (default: the registered kinds): a store each from the
+        start, empty until its watch starts (controller/kinds.py)."""
+        for res in self.job_kinds:
+            self.stores.setdefault(res.plural, Store(res))
 
-    def store(self, res: k.Resource) -> Store:
+    def watch(self, res: Resource) -> Watcher:
+        """A watcher for `res`'s store, counted by `synced` from now on; the caller runs it."""
+        watcher = Watcher(self.kube, self.stores[res.plural])
+        self.watchers.append(watcher)
+        return watcher
+
+    def store(self, res: Resource) -> Store:
         return self.stores[res.plural]
 
-    def get(self, res: k.Resource, name: str, namespace: str = "") -> Obj | None:
+    def get(self, res: Resource, name: str, namespace: str = "") -> Obj | None:
         return self.stores[res.plural].get(namespace, name)
 
     def synced(self) -> bool:
@@ -77,8 +98,9 @@ class Cache:
         ns = self.get(k.NAMESPACES, namespace)
         return None if ns is None else dict((ns.get("metadata") or {}).get("labels") or {})
 
-    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
-        job = self.get(k.JOBS, job_name, namespace)
+    def is_job_admitted(self, namespace: str, job_name: str, resource: Resource = k.JOBS) -> bool:
+        store = self.stores.get(resource.plural)
+        job = store.get(namespace, job_name) if store is not None else None
         wl_name = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
         wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
         return (

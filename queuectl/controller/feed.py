@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
@@ -93,7 +94,7 @@ class Feed:
         self.fed: set[str] = set()
         self.foreign = ForeignPods(cache, self._refeed_node)
         simple: dict[
-            k.Resource, tuple[Callable[[Obj], Any], Callable[[Any], None], Callable[[str], None]]
+            Resource, tuple[Callable[[Obj], Any], Callable[[Any], None], Callable[[str], None]]
         ] = {
             k.RESOURCE_FLAVORS: (convert.flavor, sched.upsert_flavor, sched.delete_flavor),
             k.TOPOLOGIES: (convert.topology, sched.upsert_topology, sched.delete_topology),
@@ -116,7 +117,8 @@ class Feed:
             lambda kind, obj, old: None if _same_spec(obj, old) else self.refeed_all()
         )
         cache.store(k.WORKLOADS).listeners.append(self._workload)
-        cache.store(k.JOBS).listeners.append(self._job)
+        for res in cache.job_kinds:
+            cache.store(res).listeners.append(self._job)
 
     def _node(self, obj: Obj) -> core.Node:
         """A Node as the core sees it: with what foreign pods take there."""

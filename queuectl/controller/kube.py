@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
@@ -20,14 +18,14 @@ from kubernetes_asyncio import config as k8s_config
 
 from queuectl.api import names
 from queuectl.api.errors import is_transient
+from queuectl.api.resource import Obj as Obj
+from queuectl.api.resource import Resource
+from queuectl.jobs.batch import JOBS as JOBS
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 APPLY_PATCH: Final = "application/apply-patch+yaml"
-
-Obj = dict[str, Any]
-
 
 READ_TIMEOUT_S = 30.0
 WRITE_TIMEOUT_S = 10.0
@@ -62,37 +60,10 @@ def api_trouble(err: BaseException) -> bool:
     return is_transient(err) or isinstance(err, KubeError)
 
 
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the REST tree."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{quote(name, safe='')}"
-            if sub:
-                base += f"/{sub}"
-        return base
-
-
 def _ours(plural: str, kind: str, namespaced: bool = False) -> Resource:
     return Resource(names.GROUP, names.VERSION, plural, namespaced, kind)
 
 
-JOBS: Final = Resource("batch", "v1", "jobs", True, "Job")
 PODS: Final = Resource("", "v1", "pods", True, "Pod")
 NODES: Final = Resource("", "v1", "nodes", False, "Node")
 NAMESPACES: Final = Resource("", "v1", "namespaces", False, "Namespace")

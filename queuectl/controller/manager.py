@@ -15,7 +15,7 @@ import functools
 import heapq
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +31,7 @@ from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
 from queuectl.controller.gcpolicy import GcOptions, GcPolicy
 from queuectl.controller.inflight import Action, InFlight
-from queuectl.controller.jobs.base import JobAdapter
-from queuectl.controller.jobs.batch import BatchJobAdapter
+from queuectl.controller.kinds import RECHECK_S, KindWatches
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.observe import Observer
@@ -41,6 +40,7 @@ from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import Scheduler
+from queuectl.jobs.registry import KINDS, Registry
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ class Options:
     in_flight_wait_s: float = 30.0
     gc: GcOptions = field(default_factory=GcOptions)
     status_interval_s: float = 1.0
+    kind_recheck_s: float = RECHECK_S
+    """How often a job kind whose CRD is not installed is looked for again (kinds.py)."""
     drain: DrainOptions = field(default_factory=DrainOptions)
 
 
@@ -70,15 +72,18 @@ class Controller:
         *,
         options: Options = Options(),
         leader: LeaderElector | None = None,
-        adapters: Mapping[str, JobAdapter] | None = None,
+        kinds: Registry | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.options = options
         self.leader = leader
         self.clock = clock
-        self.adapters: Mapping[str, JobAdapter] = adapters or {"Job": BatchJobAdapter()}
-        self.cache = Cache(kube)
+        self.kinds = KINDS if kinds is None else kinds
+        self.cache = Cache(kube, job_kinds=tuple(kind.resource for kind in self.kinds.values()))
+        self.kind_watches = KindWatches(
+            kube, self.cache, self.kinds.values(), options.kind_recheck_s
+        )
         self.sched = Scheduler()
         """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""
         self.core = CoreThread(self.sched)
@@ -95,7 +100,7 @@ class Controller:
         self._timer_wake = asyncio.Event()
         self.feed = Feed(self.cache, self.core, self._wake.set, self._on_workload, self._on_job)
         self.reconciler = Reconciler(
-            kube, self.cache, self.feed, self.core, self.adapters, self.events, self.at, clock
+            kube, self.cache, self.feed, self.core, self.kinds, self.events, self.at, clock
         )
         self.decisions = Decisions(self.reconciler)
         self.queue_status = QueueStatusWriter(kube, self.cache, self.core, self.feed, clock)
@@ -148,7 +153,7 @@ class Controller:
     def _on_job(self, event: str, obj: Obj) -> None:
         kind = obj.get("kind") or "Job"
         meta = obj["metadata"]
-        adapter = self.adapters.get(kind)
+        adapter = self.kinds.get(kind)
         if adapter is None or adapter.queue_name(obj) is None:
             return
         if event == "DELETED":
@@ -324,7 +329,11 @@ class Controller:
     # --- run -------------------------------------------------------------------------------
     async def run(self) -> None:
         """Until cancelled. Raises LeadershipLost if this replica loses its Lease."""
-        tasks = [asyncio.create_task(run_all(self.cache.watchers), name="watches")]
+        await self.kind_watches.discover()
+        tasks = [
+            asyncio.create_task(run_all(list(self.cache.watchers)), name="watches"),
+            asyncio.create_task(self.kind_watches.run(), name="job-kinds"),
+        ]
         if self.leader is not None:
             tasks.append(asyncio.create_task(self._lead(), name="leader"))
         try:
@@ -340,8 +349,9 @@ class Controller:
             ]
             for wl in self.cache.store(k.WORKLOADS).values():
                 self.enqueue(f"wl:{convert.workload_key(wl)}")
-            for job in self.cache.store(k.JOBS).values():
-                self._on_job("ADDED", job)
+            for res in self.cache.job_kinds:
+                for job in self.cache.store(res).values():
+                    self._on_job("ADDED", job)
             # The synced caches and the core are long-lived: keep full collections, which
             # stop every thread, from scanning them (gcpolicy.py).
             self.gc.start()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuectl.controller.jobs.base import PodSetPlacement
 from queuectl.core import types as core
+from queuectl.jobs import PodSetPlacement
 
 Obj = Mapping[str, Any]
 

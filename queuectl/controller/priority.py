@@ -6,8 +6,8 @@ from __future__ import annotations
 from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
-from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.jobs import JobKind
 
 
 def class_value(cache: Cache, name: str, namespace: str) -> int | None:
@@ -20,7 +20,7 @@ def class_value(cache: Cache, name: str, namespace: str) -> int | None:
     return info[0]
 
 
-def resolve_priority(cache: Cache, adapter: JobAdapter, job: Obj, wpc: str | None) -> int | None:
+def resolve_priority(cache: Cache, adapter: JobKind, job: Obj, wpc: str | None) -> int | None:
     """The WorkloadPriorityClass's value, else the pod template's PriorityClass's, else 0.
     None while the named WorkloadPriorityClass does not exist or may not be used in the job's
     namespace: the Workload waits for it (`Feed.resolve`) and takes its value once it may."""
@@ -32,7 +32,7 @@ def resolve_priority(cache: Cache, adapter: JobAdapter, job: Obj, wpc: str | Non
 
 
 async def follow_priority_class(
-    kube: Kube, cache: Cache, adapter: JobAdapter, job: Obj, wl: Obj
+    kube: Kube, cache: Cache, adapter: JobKind, job: Obj, wl: Obj
 ) -> bool:
     """A Job relabelled with another priority class moves its Workload to that priority
     (queued: it is reordered; admitted: it is judged at that priority for preemption), as

@@ -11,6 +11,7 @@ from typing import Any
 
 from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.controller import convert, queues
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
@@ -56,7 +57,7 @@ class QueueStatusWriter:
                 await self._patch_status(k.LOCAL_QUEUES, lq, st)
         self._pending_metrics()
 
-    async def _patch_status(self, res: k.Resource, obj: Obj, st: dict[str, Any]) -> None:
+    async def _patch_status(self, res: Resource, obj: Obj, st: dict[str, Any]) -> None:
         meta = obj["metadata"]
         try:
             new = await self.kube.patch(

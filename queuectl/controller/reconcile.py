@@ -20,15 +20,15 @@ from queuectl.controller import convert, placement, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.adoption import JobWorkloads
 from queuectl.controller.cache import Cache
+from queuectl.controller.drift import drift, follow_job
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop
-from queuectl.controller.jobs.base import JobAdapter
-from queuectl.controller.jobs.drift import drift, follow_job
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.controller.pending import PendingReasons
 from queuectl.controller.priority import follow_priority_class
 from queuectl.controller.workload_writes import CoreActions, split_key
+from queuectl.jobs import JobKind
 
 JOB_CHANGED_HOLD_S = 5.0
 """How long a Workload requeued for a changed Job stays out of the core until it follows."""
@@ -44,7 +44,7 @@ class Reconciler(JobWorkloads, PendingReasons):
         cache: Cache,
         feed: Feed,
         sched: CoreActions,
-        adapters: Mapping[str, JobAdapter],
+        adapters: Mapping[str, JobKind],
         events: EventRecorder,
         at: Callable[[float, str], None],
         clock: Callable[[], float] = time.time,
@@ -93,7 +93,7 @@ class Reconciler(JobWorkloads, PendingReasons):
             await self._waiting(key, wl, adapter, job, now)
 
     async def _holding(
-        self, key: str, wl: Obj, adapter: JobAdapter | None, job: Obj | None, now: float
+        self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
         st = wl.get("status") or {}
         if convert.is_true(wl, names.COND_EVICTED):
@@ -157,7 +157,7 @@ class Reconciler(JobWorkloads, PendingReasons):
                 self._count("jobs_started")
 
     async def _drain(
-        self, key: str, wl: Obj, adapter: JobAdapter | None, job: Obj | None, now: float
+        self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
         """Evicted: suspend, wait for the pods to go, put the template back, release quota."""
         if adapter is not None and job is not None:
@@ -214,7 +214,7 @@ class Reconciler(JobWorkloads, PendingReasons):
             )
 
     async def _waiting(
-        self, key: str, wl: Obj, adapter: JobAdapter | None, job: Obj | None, now: float
+        self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
         if adapter is not None and job is not None:
             if not adapter.is_suspended(job):  # someone unsuspended it by hand: undo that

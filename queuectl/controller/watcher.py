@@ -17,7 +17,8 @@ from typing import Any, Final
 
 import aiohttp
 
-from queuectl.controller.kube import Kube, KubeError, Obj, Resource, api_trouble
+from queuectl.api.resource import Resource
+from queuectl.controller.kube import Kube, KubeError, Obj, api_trouble
 
 log = logging.getLogger(__name__)
 

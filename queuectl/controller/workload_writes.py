@@ -16,10 +16,10 @@ from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
-from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.core.results import PendingInfo
+from queuectl.jobs import JobKind
 
 
 class CoreActions(Protocol):
@@ -48,7 +48,7 @@ class WorkloadWrites:
     cache: Cache
     feed: Feed
     sched: CoreActions
-    adapters: Mapping[str, JobAdapter]
+    adapters: Mapping[str, JobKind]
     events: EventRecorder
     at: Callable[[float, str], None]
     """at(when, workload key): reconcile that workload again at `when`."""
@@ -84,7 +84,7 @@ class WorkloadWrites:
         return new
 
     async def patch_job(
-        self, adapter: JobAdapter, job: Obj, patch: dict[str, Any], *, strict: bool = False
+        self, adapter: JobKind, job: Obj, patch: dict[str, Any], *, strict: bool = False
     ) -> Obj | None:
         """Patch the job we decided on: always that very object (uid); with `strict`, only the
         version we read (for decisions that depend on the job's own state, e.g. re-suspending

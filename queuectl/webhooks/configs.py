@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from queuectl.api import names
+from queuectl.jobs.registry import KINDS, Registry
 
 TIMEOUT_SECONDS = 5
 SYSTEM_NAMESPACES = ("kube-system",)  # plus the namespace queuectl is installed in
@@ -85,14 +86,19 @@ def _queue_label(operator: str) -> dict[str, Any]:
     return {"matchExpressions": [{"key": names.LABEL_QUEUE_NAME, "operator": operator}]}
 
 
-def _job_rule(operations: list[str]) -> dict[str, Any]:
-    return {
-        "apiGroups": ["batch"],
-        "apiVersions": ["v1"],
-        "resources": ["jobs"],
-        "operations": operations,
-        "scope": "Namespaced",
-    }
+def _job_rules(kinds: Registry, operations: list[str]) -> list[dict[str, Any]]:
+    """One rule per registered kind. A rule for a resource whose CRD is not installed is
+    accepted by the API server and matches nothing until the CRD arrives."""
+    return [
+        {
+            "apiGroups": [kind.resource.group],
+            "apiVersions": [kind.resource.version],
+            "resources": [kind.resource.plural],
+            "operations": operations,
+            "scope": "Namespaced",
+        }
+        for kind in kinds.values()
+    ]
 
 
 def _webhook(
@@ -117,6 +123,7 @@ def render_webhook_configurations(
     validating_name: str = names.VALIDATING_WEBHOOK_CONFIGURATION,
     namespace: str = names.SYSTEM_NAMESPACE,
     controller_user: str | None = None,
+    kinds: Registry = KINDS,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) as plain dicts.
 
@@ -127,13 +134,14 @@ def render_webhook_configurations(
     fails open. queuectl resources and user writes to Workloads fail closed; the Workload webhook
     does not see the controller's own writes (matchConditions), so they never depend on it.
     `namespace` is where queuectl is installed: excluded from the Job webhooks, and the namespace
-    of the controller's user unless `controller_user` says otherwise.
+    of the controller's user unless `controller_user` says otherwise. The job webhooks match
+    every kind in `kinds`.
     """
     user = controller_user or controller_username(namespace)
 
     def job_hook(name: str, path: str, operations: list[str], fail: bool) -> dict[str, Any]:
         hook = _webhook(
-            name, client.client_config(path, ca_bundle), [_job_rule(operations)], fail=fail
+            name, client.client_config(path, ca_bundle), _job_rules(kinds, operations), fail=fail
         )
         return hook | {"namespaceSelector": _namespace_selector(namespace)}
 

@@ -1,4 +1,6 @@
-"""Admission decisions for batch/v1 Jobs: queue them on create, keep them from escaping the queue.
+"""Admission decisions for every registered job kind: queue them on create, keep them from
+escaping the queue. The kind comes from the AdmissionReview's group and kind, through the
+registry (queuectl.jobs.registry); what differs between kinds is behind `JobKind`.
 
 Pure functions of (request, lookup): no I/O, so they are tested directly and the server is a thin
 shell. The rules are in docs/design/webhooks.md; the short version:
@@ -17,8 +19,11 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from queuectl.api import names
+from queuectl.api.resource import Obj
+from queuectl.jobs import JobKind
+from queuectl.jobs.registry import KINDS, Registry
+from queuectl.jobs.shape import shape_changes
 from queuectl.webhooks.formats import LABEL_CHECKS, priority_class_problem
-from queuectl.webhooks.jobshape import shape_changes
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import (
     JsonPatch,
@@ -37,9 +42,10 @@ SYSTEM_LABELS = (names.LABEL_WORKLOAD,)
 SYSTEM_ANNOTATIONS = (names.ANNOTATION_PREEMPTION_DEADLINE,)
 
 
-def is_job(request: Request) -> bool:
-    kind = request.get("kind") or {}
-    return kind.get("group") == "batch" and kind.get("kind") == "Job"
+def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
+    """The registered kind the request is about, None for any other (never sent one)."""
+    gvk = request.get("kind") or {}
+    return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
 
 
 def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -50,21 +56,16 @@ def _annotations(obj: Mapping[str, Any] | None) -> dict[str, str]:
     return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
 
 
-def is_suspended(job: Mapping[str, Any] | None) -> bool:
-    """spec.suspend, which defaults to false."""
-    return bool(((job or {}).get("spec") or {}).get("suspend"))
-
-
 def _namespace(request: Request) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
     ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
     return str(ns)
 
 
-def _job_ref(request: Request) -> str:
+def _job_ref(request: Request, kind: JobKind) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
     name = request.get("name") or (obj.get("metadata") or {}).get("name") or "<generated>"
-    return f"Job {_namespace(request)}/{name}"
+    return f"{kind.resource.kind} {_namespace(request)}/{name}"
 
 
 def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> JsonPatch:
@@ -83,25 +84,19 @@ def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> Js
     return ops
 
 
-def _suspend_patch(job: Mapping[str, Any]) -> JsonPatch:
-    if is_suspended(job):
-        return []
-    if not isinstance(job.get("spec"), dict):
-        return [{"op": "add", "path": "/spec", "value": {"suspend": True}}]
-    return [{"op": "add", "path": "/spec/suspend", "value": True}]
-
-
-def mutate_job(request: Request, lookup: QueueLookup) -> Response:
-    """Queue a Job on create; keep its cluster-queue label in step when its queue changes."""
+def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
+    """Queue a job on create; keep its cluster-queue label in step when its queue changes."""
     job = request.get("object")
-    if not is_job(request) or not isinstance(job, dict):
+    kind = kind_of(request, kinds)
+    if kind is None or not isinstance(job, dict):
         return allow(request)
+    what = kind.resource.kind
     ns = _namespace(request)
     labels = _labels(job)
     queue = labels.get(names.LABEL_QUEUE_NAME)
     if request.get("operation") == "UPDATE":
         old_labels = _labels(request.get("oldObject"))
-        warnings = _priority_class_warnings(labels, old_labels, lookup)
+        warnings = _priority_class_warnings(labels, old_labels, lookup, what)
         old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
         if queue is None or queue == old_queue:
             return allow(request, [], warnings)
@@ -112,7 +107,7 @@ def mutate_job(request: Request, lookup: QueueLookup) -> Response:
         return allow(request, patch, warnings)
     if request.get("operation") != "CREATE":
         return allow(request)
-    warnings = _priority_class_warnings(labels, {}, lookup)
+    warnings = _priority_class_warnings(labels, {}, lookup, what)
     if queue is None:
         if lookup.local_queue(ns, names.DEFAULT_LOCAL_QUEUE) is None:
             return allow(request)  # not queued: no label and no default LocalQueue here
@@ -120,25 +115,25 @@ def mutate_job(request: Request, lookup: QueueLookup) -> Response:
     cluster_queue = lookup.local_queue(ns, queue)
     if cluster_queue is None:
         warnings.append(
-            f"LocalQueue {ns}/{queue} does not exist; the Job stays suspended until it is "
+            f"LocalQueue {ns}/{queue} does not exist; the {what} stays suspended until it is "
             f"created (`kubectl get localqueues -n {ns}` lists the queues here)"
         )
     wanted = {names.LABEL_QUEUE_NAME: queue, names.LABEL_CLUSTER_QUEUE: cluster_queue}
-    return allow(request, _label_patch(job, wanted) + _suspend_patch(job), warnings)
+    return allow(request, _label_patch(job, wanted) + kind.suspend_ops(job), warnings)
 
 
 def _priority_class_warnings(
-    labels: Mapping[str, str], old: Mapping[str, str], lookup: QueueLookup
+    labels: Mapping[str, str], old: Mapping[str, str], lookup: QueueLookup, what: str
 ) -> list[str]:
     """A warning (not a refusal: a class applied in the same `kubectl apply` may not have
-    reached the cache yet) when the Job names a WorkloadPriorityClass that does not exist."""
+    reached the cache yet) when the job names a WorkloadPriorityClass that does not exist."""
     wanted = labels.get(names.LABEL_PRIORITY_CLASS)
     if not wanted or wanted == old.get(names.LABEL_PRIORITY_CLASS):
         return []
     if priority_class_problem(wanted) is not None or lookup.priority_class_exists(wanted):
         return []  # a malformed value is refused by the validating webhook instead
     return [
-        f"WorkloadPriorityClass {wanted} does not exist; the Job waits until it is created "
+        f"WorkloadPriorityClass {wanted} does not exist; the {what} waits until it is created "
         f"(`kubectl get workloadpriorityclasses` lists them) or its "
         f"{names.LABEL_PRIORITY_CLASS} label names an existing class or is removed"
     ]
@@ -174,24 +169,26 @@ def validate_job(
     request: Request,
     lookup: QueueLookup,
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+    kinds: Registry = KINDS,
 ) -> Response:
-    """Refuse changes to a queued Job that would bypass the queue or corrupt its labels."""
+    """Refuse changes to a queued job that would bypass the queue or corrupt its labels."""
     job = request.get("object")
-    if not is_job(request) or not isinstance(job, dict):
+    kind = kind_of(request, kinds)
+    if kind is None or not isinstance(job, dict):
         return allow(request)
     if user_name(request) in controller_users:
         return allow(request)
     operation = request.get("operation")
     warnings: list[str] = []
     if operation == "CREATE":
-        problems = _create_problems(request, job, lookup)
+        problems = _create_problems(request, kind, job, lookup)
     elif operation == "UPDATE":
-        problems = _update_problems(request, job, lookup)
-        warnings = _resize_warnings(request, job)
+        problems = _update_problems(request, kind, job, lookup)
+        warnings = _resize_warnings(request, kind, job)
     else:
         return allow(request)
     if problems:
-        return deny(request, f"{_job_ref(request)}: " + "; ".join(problems))
+        return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
     return allow(request, [], warnings)
 
 
@@ -218,31 +215,37 @@ def _priority_class_problems(
     ]
 
 
-def _resize_warnings(request: Request, job: Mapping[str, Any]) -> list[str]:
-    """Say what a shape change of a waiting Job does (the refusal covers an admitted one)."""
+def _resize_warnings(request: Request, kind: JobKind, job: Obj) -> list[str]:
+    """Say what a shape change of a waiting job does (the refusal covers an admitted one)."""
     old = request.get("oldObject") or {}
     queue = _labels(job).get(names.LABEL_QUEUE_NAME)
-    if queue is None or not is_suspended(old) or not (changes := shape_changes(old, job)):
+    if (
+        queue is None
+        or not kind.is_suspended(old)
+        or not (changes := shape_changes(kind, old, job))
+    ):
         return []
     return [
-        f"this changes {'; '.join(changes)}: queuectl resizes the Job's Workload, which waits "
+        f"this changes {'; '.join(changes)}: queuectl resizes the {kind.resource.kind}'s "
+        "Workload, which waits "
         f"in LocalQueue {queue!r} for quota for its new shape"
     ]
 
 
-def _create_problems(request: Request, job: Mapping[str, Any], lookup: QueueLookup) -> list[str]:
+def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
     labels = _labels(job)
     queue = labels.get(names.LABEL_QUEUE_NAME)
     if queue is None:
         return []
     problems = _format_problems(labels, {})
     problems += _priority_class_problems(request, labels, {}, lookup)
-    if not is_suspended(job):
+    if not kind.is_suspended(job):
+        field = kind.suspend_field
         problems.append(
-            f"a Job queued in LocalQueue {queue!r} must be created with spec.suspend=true so "
-            "that queuectl can admit it; the queuectl mutating webhook sets it, so check that "
-            f"MutatingWebhookConfiguration {names.MUTATING_WEBHOOK_CONFIGURATION} exists and that "
-            "no other webhook clears spec.suspend"
+            f"a {kind.resource.kind} queued in LocalQueue {queue!r} must be created with "
+            f"{field}=true so that queuectl can admit it; the queuectl mutating webhook sets it, "
+            f"so check that MutatingWebhookConfiguration {names.MUTATING_WEBHOOK_CONFIGURATION} "
+            f"exists and that no other webhook clears {field}"
         )
     expected = lookup.local_queue(_namespace(request), queue)
     given = labels.get(names.LABEL_CLUSTER_QUEUE)
@@ -258,10 +261,11 @@ def _create_problems(request: Request, job: Mapping[str, Any], lookup: QueueLook
     return problems
 
 
-def _update_problems(request: Request, job: Mapping[str, Any], lookup: QueueLookup) -> list[str]:
+def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
     old = request.get("oldObject") or {}
+    what, field = kind.resource.kind, kind.suspend_field
     if (job.get("metadata") or {}).get("deletionTimestamp"):
-        return []  # finalizers being removed from a Job on its way out
+        return []  # finalizers being removed from a job on its way out
     ns, name = _namespace(request), str(request.get("name") or job["metadata"].get("name", ""))
     new_labels, old_labels = _labels(job), _labels(old)
     new_queue = new_labels.get(names.LABEL_QUEUE_NAME)
@@ -269,9 +273,10 @@ def _update_problems(request: Request, job: Mapping[str, Any], lookup: QueueLook
     problems = _format_problems(new_labels, old_labels)
     if new_queue is not None:
         problems += _priority_class_problems(request, new_labels, old_labels, lookup)
-    admitted = lookup.is_job_admitted(ns, name)
-    running = not is_suspended(old)
-    if old_queue is not None and (admitted or running) and (changes := shape_changes(old, job)):
+    admitted = lookup.is_job_admitted(ns, name, kind.resource)
+    running = not kind.is_suspended(old)
+    changes = shape_changes(kind, old, job) if old_queue is not None else []
+    if old_queue is not None and (admitted or running) and changes:
         problems.append(
             f"it cannot change {'; '.join(changes)} while it is admitted: the quota it holds "
             "was sized for its shape, and more pods than its queue admitted would run; wait "
@@ -280,19 +285,19 @@ def _update_problems(request: Request, job: Mapping[str, Any], lookup: QueueLook
 
     if old_queue is not None and new_queue is None:
         problems.append(
-            f"label {names.LABEL_QUEUE_NAME} cannot be removed from a queued Job; to run it "
-            "outside queuectl, delete the Job and create it again without the label"
+            f"label {names.LABEL_QUEUE_NAME} cannot be removed from a queued {what}; to run it "
+            f"outside queuectl, delete the {what} and create it again without the label"
         )
     elif old_queue is not None and new_queue != old_queue and (admitted or running):
         problems.append(
             f"label {names.LABEL_QUEUE_NAME} cannot change from {old_queue!r} to {new_queue!r} "
-            "while the Job is admitted; wait until it finishes, or delete it and create it again "
-            "in the other queue"
+            f"while the {what} is admitted; wait until it finishes, or delete it and create it "
+            "again in the other queue"
         )
-    elif old_queue is None and new_queue is not None and not is_suspended(job):
+    elif old_queue is None and new_queue is not None and not kind.is_suspended(job):
         problems.append(
-            f"label {names.LABEL_QUEUE_NAME} can only be added to a suspended Job; set "
-            "spec.suspend=true in the same change, or delete the Job and create it with the label"
+            f"label {names.LABEL_QUEUE_NAME} can only be added to a suspended {what}; set "
+            f"{field}=true in the same change, or delete the {what} and create it with the label"
         )
 
     old_cq = old_labels.get(names.LABEL_CLUSTER_QUEUE)
@@ -308,10 +313,16 @@ def _update_problems(request: Request, job: Mapping[str, Any], lookup: QueueLook
         f"{what} is managed by queuectl; leave it as it is" for what in _owned_changes(request)
     ]
 
-    if new_queue is not None and is_suspended(old) and not is_suspended(job) and not admitted:
+    if (
+        new_queue is not None
+        and kind.is_suspended(old)
+        and not kind.is_suspended(job)
+        and not admitted
+    ):
         problems.append(
             f"it is queued in LocalQueue {new_queue!r} and not admitted yet, so it cannot be "
             "unsuspended by hand; queuectl unsuspends it once quota is available (see why it "
-            f"waits with `kubectl get workloads -n {ns}` or `queuectl describe job {name} -n {ns}`)"
+            f"waits with `kubectl get workloads -n {ns}`"
+            + (f" or `queuectl describe job {name} -n {ns}`)" if what == "Job" else ")")
         )
     return problems

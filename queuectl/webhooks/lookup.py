@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from queuectl.api.resource import Resource
+from queuectl.jobs.batch import JOBS
+
 
 class QueueLookup(Protocol):
     """Read-only questions the webhooks ask of the controller's cache."""
@@ -29,9 +32,9 @@ class QueueLookup(Protocol):
         """The labels of a namespace, or None if the namespace is unknown."""
         ...
 
-    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
-        """Whether the Workload of this Job holds quota: QuotaReserved=True or Admitted=True,
-        and it is not Evicted and not Finished."""
+    def is_job_admitted(self, namespace: str, job_name: str, resource: Resource = JOBS) -> bool:
+        """Whether the Workload of this job (of kind `resource`) holds quota: QuotaReserved=True
+        or Admitted=True, and it is not Evicted and not Finished."""
         ...
 
     def cohort_parent(self, name: str) -> str | None:
@@ -69,7 +72,7 @@ class InMemoryLookup:
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)
 
-    def is_job_admitted(self, namespace: str, job_name: str) -> bool:
+    def is_job_admitted(self, namespace: str, job_name: str, resource: Resource = JOBS) -> bool:
         return (namespace, job_name) in self.admitted_jobs
 
     def cohort_parent(self, name: str) -> str | None:

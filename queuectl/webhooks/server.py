@@ -21,6 +21,7 @@ from aiohttp import web
 
 from queuectl import metrics
 from queuectl.api import names
+from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.jobs import DEFAULT_CONTROLLER_USERS, mutate_job, validate_job
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.resources import validate_queuectl
@@ -111,17 +112,27 @@ def make_app(
     lookup: QueueLookup,
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     read_timeout: float = BODY_READ_TIMEOUT,
+    kinds: Registry = KINDS,
 ) -> web.Application:
     """The routes, without TLS: what the unit tests drive through aiohttp's test client.
 
     Each route's OnError matches its webhook's failurePolicy in `configs`: the unlabelled-Job
-    mutation sees every Job create in the cluster and fails open; the rest fail closed.
+    mutation sees every Job create in the cluster and fails open; the rest fail closed. The
+    job routes serve every kind in `kinds` (the AdmissionReview names which).
     """
     users = frozenset(controller_users)
     routes: list[tuple[str, Decision, OnError]] = [
-        (names.WEBHOOK_PATH_MUTATE_JOB, lambda r: mutate_job(r, lookup), OnError.DENY),
-        (names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB, lambda r: mutate_job(r, lookup), OnError.ALLOW),
-        (names.WEBHOOK_PATH_VALIDATE_JOB, lambda r: validate_job(r, lookup, users), OnError.DENY),
+        (names.WEBHOOK_PATH_MUTATE_JOB, lambda r: mutate_job(r, lookup, kinds), OnError.DENY),
+        (
+            names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
+            lambda r: mutate_job(r, lookup, kinds),
+            OnError.ALLOW,
+        ),
+        (
+            names.WEBHOOK_PATH_VALIDATE_JOB,
+            lambda r: validate_job(r, lookup, users, kinds),
+            OnError.DENY,
+        ),
         (
             names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
             lambda r: validate_queuectl(r, lookup),
@@ -144,6 +155,7 @@ async def start_webhook_server(
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     min_cert_check_interval: float = 1.0,
     read_timeout: float = BODY_READ_TIMEOUT,
+    kinds: Registry = KINDS,
 ) -> web.AppRunner:
     """Serve the webhooks over HTTPS from cert_dir/tls.crt and tls.key until runner.cleanup().
 
@@ -151,7 +163,7 @@ async def start_webhook_server(
     min_cert_check_interval seconds). Port 0 picks a free port: read it with `bound_port(runner)`.
     """
     tls = ReloadingTLS(cert_dir, min_check_interval=min_cert_check_interval)
-    app = make_app(lookup, controller_users, read_timeout)
+    app = make_app(lookup, controller_users, read_timeout, kinds)
     app[TLS_KEY] = tls
     # lingering_time: after answering a request whose body never fully came (408), aiohttp
     # would keep reading the rest for 10 s before closing; one second is plenty for a real client.

@@ -26,7 +26,7 @@ from e2e.harness import (
     wait_for,
 )
 from queuectl.api import names
-from queuectl.controller.jobs.batch import BatchJobAdapter
+from queuectl.jobs.batch import BatchJob
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.pytest_plugin import StandardFleet
 
@@ -62,7 +62,7 @@ def test_a_squatting_workload_is_reported_and_never_starts_the_job(
     job["spec"]["suspend"] = True  # no webhook yet: queued by hand, as the webhook would
     apply(control_plane, job)
     created = get(control_plane, "job", "train", namespace)
-    squatter_name = BatchJobAdapter().workload_name(created)
+    squatter_name = BatchJob().workload_name(created)
     squatter = {
         "apiVersion": names.API_VERSION,
         "kind": "Workload",

@@ -24,6 +24,7 @@ import aiohttp
 
 from e2e.harness import apply, one_queue
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.cli.controller import install_crds
 from queuectl.controller import convert
 from queuectl.controller import kube as k
@@ -243,7 +244,7 @@ async def _is_set(elector: LeaderElector) -> bool:
     return elector.leading.is_set()
 
 
-CONFIG_MAPS = k.Resource("", "v1", "configmaps", True, "ConfigMap")
+CONFIG_MAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
 
 
 class CuttableKube(DroppingKube):

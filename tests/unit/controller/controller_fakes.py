@@ -12,16 +12,17 @@ import itertools
 from typing import Any
 
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
-from queuectl.controller.jobs.batch import BatchJobAdapter
-from queuectl.controller.kube import KubeError, Obj, Resource
+from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.reconcile import Reconciler
 from queuectl.core import Scheduler
 from queuectl.core import types as core
+from queuectl.jobs.batch import BatchJob
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +120,7 @@ class World:
             self.cache,
             self.feed,
             self.sched,
-            {"Job": BatchJobAdapter()},
+            {"Job": BatchJob()},
             events,
             lambda when, key: self.timers.append((when, key)),
             lambda: self.now,

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from queuectl.api import names
-from queuectl.controller.jobs.base import JobAdapter, PodSetPlacement
-from queuectl.controller.jobs.batch import BatchJobAdapter, workload_name_for
+from queuectl.jobs import JobKind, PodSetPlacement
+from queuectl.jobs.batch import BatchJob
+from queuectl.jobs.workload import workload_name_for
 
-ADAPTER: JobAdapter = BatchJobAdapter()
+ADAPTER: JobKind = BatchJob()
 AFF = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -140,3 +141,36 @@ def test_job_state(
     assert (None if f is None else f.succeeded) == finished
     assert ADAPTER.pods_gone(j) == gone
     assert ADAPTER.can_restore(j) == restorable
+
+
+def test_one_pod_set_named_main_from_the_template() -> None:
+    j = job(parallelism=4, completions=2)
+    (only,) = ADAPTER.pod_sets(j)
+    assert (only.name, only.count, only.count_from) == (
+        "main",
+        2,
+        "parallelism, at most completions",
+    )
+    assert only.template == j["spec"]["template"]
+    assert ADAPTER.pod_priority_class(job()) is None
+    with_class = job(template={"spec": {"priorityClassName": "high", "containers": []}})
+    assert ADAPTER.pod_priority_class(with_class) == "high"
+
+
+@pytest.mark.parametrize(
+    ("spec", "ops"),
+    [
+        ({"suspend": True}, []),
+        ({"suspend": False}, [{"op": "add", "path": "/spec/suspend", "value": True}]),
+        ({}, [{"op": "add", "path": "/spec/suspend", "value": True}]),
+        (None, [{"op": "add", "path": "/spec", "value": {"suspend": True}}]),
+    ],
+)
+def test_created_suspended_by_the_webhook(spec: dict[str, Any] | None, ops: list[Any]) -> None:
+    j: dict[str, Any] = {"metadata": {"name": "x"}}
+    if spec is not None:
+        j["spec"] = spec
+    assert ADAPTER.suspend_ops(j) == ops
+    assert ADAPTER.is_suspended(j) == bool((spec or {}).get("suspend"))
+    assert ADAPTER.suspend_patch(j) == {"spec": {"suspend": True}}
+    assert ADAPTER.suspend_field == "spec.suspend"

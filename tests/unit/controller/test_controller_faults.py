@@ -25,10 +25,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
-from queuectl.controller.kube import KubeError, Resource
+from queuectl.controller.kube import KubeError
 from queuectl.controller.manager import Controller
 from queuectl.controller.watcher import Store, Watcher
 from queuectl.core import types as core

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuectl.controller.kube import KubeError, Obj, Resource
+from queuectl.api.resource import Resource
+from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.leader import LeaderElector, LeadershipLost, LeaseTiming
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

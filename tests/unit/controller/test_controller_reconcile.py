@@ -13,8 +13,8 @@ from queuectl.api import names
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
-from queuectl.controller.jobs.batch import BatchJobAdapter
 from queuectl.core.results import Preemption
+from queuectl.jobs.batch import BatchJob
 
 AFF = "requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -158,7 +158,7 @@ async def test_a_workload_squatting_the_jobs_workload_name_is_not_adopted(
     """Its admission must not unsuspend the Job, nor its spec stand for the Job's shape."""
     w = World()
     job = w.add(k.JOBS, new_job())
-    wl_name = BatchJobAdapter().workload_name(job)
+    wl_name = BatchJob().workload_name(job)
     meta: dict[str, Any] = {"name": wl_name, "namespace": "ns", "ownerReferences": owners}
     w.add(
         k.WORKLOADS,

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from webhook_cases import NS, job, request
 
 from queuectl.api import names
+from queuectl.jobs.batch import pod_count as pods_at_once
 from queuectl.webhooks.jobs import validate_job
-from queuectl.webhooks.jobshape import pods_at_once
 from queuectl.webhooks.lookup import InMemoryLookup
 
 Q, CQ, PC = names.LABEL_QUEUE_NAME, names.LABEL_CLUSTER_QUEUE, names.LABEL_PRIORITY_CLASS

@@ -15,8 +15,8 @@ from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.convert import pod_requests
-from queuectl.controller.jobs.base import JobAdapter
 from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.jobs import JobKind
 
 PodSetShape = tuple[str, int, tuple[tuple[str, int], ...], tuple[str | None, str | None]]
 
@@ -48,7 +48,7 @@ def _describe(shape: Sequence[PodSetShape]) -> str:
 
 
 def drift(wanted: Mapping[str, Any], workload: Obj) -> list[str]:
-    """How the Workload spec the job asks for now (`JobAdapter.workload_spec`) differs from the
+    """How the Workload spec the job asks for now (`JobKind.workload_spec`) differs from the
     Workload's, in words; empty when the Workload still describes the job."""
     spec = workload.get("spec") or {}
     changes = []
@@ -77,7 +77,7 @@ def follow_patch(workload: Obj, wanted: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def follow_job(
-    kube: Kube, cache: Cache, adapter: JobAdapter, job: Obj, workload: Obj
+    kube: Kube, cache: Cache, adapter: JobKind, job: Obj, workload: Obj
 ) -> list[str]:
     """Make a waiting Workload take its job's current shape and queue (scaled, requests
     changed, relabelled to another LocalQueue), keeping its place in line. The caller passes a

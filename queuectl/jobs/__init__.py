@@ -1,0 +1,9 @@
+"""One package per job kind, each holding what the controller and the webhooks need of it
+behind one interface (`JobKind`), and the helpers every kind shares (docs/design/jobs.md).
+
+Imports only queuectl.api and queuectl.core; the controller, webhooks, agent and CLI import it.
+"""
+
+from queuectl.jobs.kind import Finished, JobKind, JsonPatch, PodSet, PodSetPlacement
+
+__all__ = ["Finished", "JobKind", "JsonPatch", "PodSet", "PodSetPlacement"]

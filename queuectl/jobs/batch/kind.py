@@ -1,0 +1,98 @@
+"""batch/v1 Job as a `JobKind`: spec.suspend holds it, spec.template is its one pod set."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from queuectl.api import names
+from queuectl.api.resource import Obj, Resource
+from queuectl.jobs import podtemplate, workload
+from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
+
+JOBS: Final = Resource("batch", "v1", "jobs", True, "Job")
+POD_SET: Final = "main"
+TEMPLATE: Final = ("spec", "template")
+
+
+def pod_count(job: Obj | None) -> int:
+    """Pods running at once: parallelism (default 1), never more than completions."""
+    spec = (job or {}).get("spec") or {}
+    parallelism = spec.get("parallelism")
+    count = 1 if parallelism is None else int(parallelism)
+    completions = spec.get("completions")
+    if completions is not None:
+        count = min(count, int(completions))
+    return count
+
+
+class BatchJob:
+    """The `JobKind` for batch/v1 Jobs."""
+
+    resource: Resource = JOBS
+    suspend_field: str = "spec.suspend"
+
+    def queue_name(self, job: Obj) -> str | None:
+        return workload.queue_name(job)
+
+    def is_suspended(self, job: Obj) -> bool:
+        return bool((job.get("spec") or {}).get("suspend"))
+
+    def pod_sets(self, job: Obj) -> list[PodSet]:
+        template = podtemplate.at_path(job, TEMPLATE) or {}
+        return [PodSet(POD_SET, pod_count(job), template, "parallelism, at most completions")]
+
+    def workload_name(self, job: Obj) -> str:
+        meta = job["metadata"]
+        return workload.workload_name_for("job", meta["name"], meta.get("uid", ""))
+
+    def workload_spec(self, job: Obj) -> dict[str, Any]:
+        return workload.workload_spec(job, self.pod_sets(job))
+
+    def pod_priority_class(self, job: Obj) -> str | None:
+        return podtemplate.priority_class(podtemplate.at_path(job, TEMPLATE) or {})
+
+    def finished(self, job: Obj) -> Finished | None:
+        for cond in (job.get("status") or {}).get("conditions") or ():
+            if cond.get("status") != "True":
+                continue
+            if cond.get("type") == "Complete":
+                return Finished(
+                    True,
+                    names.REASON_FINISHED_SUCCEEDED,
+                    cond.get("message") or "Job finished successfully",
+                )
+            if cond.get("type") == "Failed":
+                return Finished(
+                    False,
+                    names.REASON_FINISHED_FAILED,
+                    cond.get("message") or cond.get("reason") or "Job failed",
+                )
+        return None
+
+    def pods_gone(self, job: Obj) -> bool:
+        status = job.get("status") or {}
+        return not status.get("active") and not status.get("terminating")
+
+    def can_restore(self, job: Obj) -> bool:
+        # The API server lets scheduling directives change only on a suspended Job that has
+        # not started; the Job controller clears startTime once it has suspended it.
+        return self.is_suspended(job) and not (job.get("status") or {}).get("startTime")
+
+    def run_patch(
+        self, job: Obj, pod_sets: Sequence[Obj], placements: Sequence[PodSetPlacement]
+    ) -> dict[str, Any]:
+        by_name = {p.name: p for p in placements}
+        placement = by_name.get(POD_SET, PodSetPlacement(POD_SET))
+        return podtemplate.deep_merge(
+            {"spec": {"suspend": False}}, podtemplate.run_fragment(TEMPLATE, pod_sets, placement)
+        )
+
+    def suspend_patch(self, job: Obj) -> dict[str, Any]:
+        return {"spec": {"suspend": True}}
+
+    def restore_patch(self, job: Obj, pod_sets: Sequence[Obj]) -> dict[str, Any] | None:
+        return podtemplate.restore_fragment(job, TEMPLATE, pod_sets, POD_SET)
+
+    def suspend_ops(self, job: Obj) -> JsonPatch:
+        return workload.suspend_ops_at(job, "suspend")

@@ -1,0 +1,131 @@
+"""The one interface every job kind implements: what the controller and the webhooks ask of it.
+
+A kind (batch Job, JobSet, a PyTorchJob ...) is a package under queuectl/jobs/ holding one class
+that satisfies `JobKind`, registered once in queuectl/jobs/registry.py. The controller's
+reconcile loop and the admission webhooks speak only this interface, so adding a kind never
+changes either (docs/design/jobs.md).
+
+Every method is pure: it reads the job as a plain dict (as the API server returns it) and
+returns data or a patch; the controller and the webhooks do the I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from queuectl.api.resource import Obj, Resource
+
+JsonPatch = list[dict[str, Any]]
+"""RFC 6902 operations, as an admission response carries them."""
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """One role of a job (a Job's pods, a JobSet's replicated job, a leader or its workers):
+    `count` identical pods from one `template`. One pod set per role, in a stable order."""
+
+    name: str
+    count: int
+    template: Mapping[str, Any]
+    """The pod template (metadata and spec) as the job holds it."""
+    count_from: str = "replicas"
+    """The field(s) `count` comes from, in words, for messages: 'parallelism, at most
+    completions'."""
+
+
+@dataclass(frozen=True)
+class PodSetPlacement:
+    """What admission decided for one pod set, in the shape a pod template needs."""
+
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    """The chosen flavors' nodeLabels: required node affinity `key In [value]`."""
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    """The chosen flavors' tolerations, as core/v1 Toleration dicts."""
+    domain: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Topology: node label -> the values allowed (the chosen domain, or the nodes used)."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A job's terminal state, copied onto its Workload's Finished condition."""
+
+    succeeded: bool
+    reason: str
+    message: str
+
+
+class JobKind(Protocol):
+    """A job kind as queuectl sees it: how to read one, and how to hold, start and stop it."""
+
+    resource: Resource
+    """Where the kind lives (group, version, plural, Kind): what is watched, patched, and
+    matched by the webhook rules and the controller's RBAC."""
+
+    suspend_field: str
+    """The field that holds the job back, as a user writes it ('spec.suspend'): refusals
+    name it."""
+
+    # --- reading (controller and webhooks) -------------------------------------------------
+    def queue_name(self, job: Obj) -> str | None:
+        """The LocalQueue the job asks for (its queue label), None when it is not queued."""
+        ...
+
+    def is_suspended(self, job: Obj) -> bool:
+        """Whether the job is held back: no pod of it may start."""
+        ...
+
+    def pod_sets(self, job: Obj) -> list[PodSet]:
+        """Its roles, one pod set each: how many pods run at once and from which template.
+        What quota is sized for; the webhooks refuse a change to it while the job is admitted."""
+        ...
+
+    # --- the controller's half --------------------------------------------------------------
+    def workload_name(self, job: Obj) -> str:
+        """A deterministic, label-safe name for the job's Workload (`workload_name_for`)."""
+        ...
+
+    def workload_spec(self, job: Obj) -> dict[str, Any]:
+        """podSets (from `pod_sets`, one per role), queueName, priorityClassName (not yet the
+        numeric priority), maximumExecutionTimeSeconds: the Workload spec this job asks for
+        (`workload.workload_spec` builds it)."""
+        ...
+
+    def pod_priority_class(self, job: Obj) -> str | None:
+        """The pod templates' priorityClassName, the fallback source of priority."""
+        ...
+
+    def finished(self, job: Obj) -> Finished | None:
+        """Set when the job has reached a terminal state."""
+        ...
+
+    def pods_gone(self, job: Obj) -> bool:
+        """No pod of the job is running or terminating: its quota can be released."""
+        ...
+
+    def can_restore(self, job: Obj) -> bool:
+        """Whether the pod templates may be changed now (suspended and not started)."""
+        ...
+
+    def run_patch(
+        self, job: Obj, pod_sets: Sequence[Obj], placements: Sequence[PodSetPlacement]
+    ) -> dict[str, Any]:
+        """A merge patch that injects each pod set's placement into its template (over the
+        Workload's original `pod_sets`, so injecting twice never stacks) and unsuspends."""
+        ...
+
+    def suspend_patch(self, job: Obj) -> dict[str, Any]:
+        """A merge patch that suspends the job."""
+        ...
+
+    def restore_patch(self, job: Obj, pod_sets: Sequence[Obj]) -> dict[str, Any] | None:
+        """A merge patch that puts back the templates of the Workload's original `pod_sets`
+        (removing what run_patch injected); None when nothing differs."""
+        ...
+
+    # --- the webhooks' half ------------------------------------------------------------------
+    def suspend_ops(self, job: Obj) -> JsonPatch:
+        """JSON patch ops that create the job suspended; empty when it already is."""
+        ...

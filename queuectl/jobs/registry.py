@@ -1,0 +1,90 @@
+"""Every job kind queuectl queues, registered once: the controller watches them, the webhooks
+admit them, and the webhook rules and RBAC are rendered from them.
+
+Adding a kind is its package under queuectl/jobs/ and one line in `KINDS` below
+(docs/design/jobs.md). A kind outside the tree (an operator's own CRD) is loaded with
+`queuectl controller --job-kind MODULE:ATTR`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from queuectl.api.resource import Resource
+from queuectl.jobs.batch import BatchJob
+from queuectl.jobs.kind import JobKind
+
+
+class Registry(Mapping[str, JobKind]):
+    """Kind name ('Job', 'JobSet') -> kind; also found by (group, kind) and by Resource.
+
+    Kind names are unique across groups: a Workload's owner and the controller's work keys
+    name a kind by its Kind, so two groups' 'Job' would be ambiguous and are refused."""
+
+    def __init__(self, kinds: Iterable[JobKind]) -> None:
+        self._by_name: dict[str, JobKind] = {}
+        for kind in kinds:
+            name = kind.resource.kind
+            if name in self._by_name:
+                raise ValueError(
+                    f"job kind {name} registered twice ({self._by_name[name].resource.group} "
+                    f"and {kind.resource.group}); kind names must be unique"
+                )
+            self._by_name[name] = kind
+
+    def __getitem__(self, name: str) -> JobKind:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def kinds(self) -> list[JobKind]:
+        return list(self._by_name.values())
+
+    def for_group_kind(self, group: str, kind: str) -> JobKind | None:
+        """The kind an AdmissionReview's `kind` (group, version, kind) names, if registered."""
+        found = self._by_name.get(kind)
+        return found if found is not None and found.resource.group == group else None
+
+    def for_resource(self, resource: Resource) -> JobKind | None:
+        found = self._by_name.get(resource.kind)
+        return found if found is not None and found.resource == resource else None
+
+    def for_owner(self, ref: Mapping[str, Any]) -> JobKind | None:
+        """The kind an ownerReference points to (its apiVersion's group and its kind)."""
+        api_version = str(ref.get("apiVersion") or "")
+        group = api_version.rpartition("/")[0]
+        return self.for_group_kind(group, str(ref.get("kind") or ""))
+
+    def with_kinds(self, *more: JobKind) -> Registry:
+        """This registry plus `more` (kinds loaded from outside the tree, fakes in tests)."""
+        return Registry([*self.kinds(), *more])
+
+
+def load_kind(spec: str) -> JobKind:
+    """A kind from `module:attribute` (a JobKind instance, or a class made with no arguments);
+    a clear error when the module or attribute is missing."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"job kind {spec!r}: expected MODULE:ATTRIBUTE, e.g. mypkg.kinds:MyJob")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"job kind {spec!r}: {err}") from err
+    kind = found() if isinstance(found, type) else found
+    if not isinstance(getattr(kind, "resource", None), Resource):
+        raise ValueError(f"job kind {spec!r}: {found!r} has no `resource`; is it a JobKind?")
+    return kind  # type: ignore[no-any-return]
+
+
+KINDS = Registry(
+    [
+        BatchJob(),
+    ]
+)
+"""Every kind queuectl queues: one line per kind."""
