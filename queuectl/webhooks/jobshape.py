@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuectl.api import names
+from queuectl.api import gpushare, names
 
 _TOPOLOGY_ANNOTATIONS = (
     names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
@@ -28,7 +28,8 @@ def pods_at_once(job: Mapping[str, Any] | None) -> int:
 
 
 def _template(job: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return ((job or {}).get("spec") or {}).get("template") or {}
+    """The pod template as the user wrote it (a MIG slice placement renamed back)."""
+    return gpushare.original(((job or {}).get("spec") or {}).get("template") or {})
 
 
 def _resources(job: Mapping[str, Any] | None) -> Any:

@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from queuectl.api import names
+from queuectl.api import gpushare, names
 from queuectl.controller.jobs.base import Finished, PodSetPlacement
 from queuectl.controller.kube import JOBS, Obj, Resource
 
@@ -69,6 +69,10 @@ def inject(pod_spec: Obj, placement: PodSetPlacement) -> dict[str, Any]:
             tolerations.append(dict(tol))
     if placement.tolerations:
         out["tolerations"] = tolerations
+    if placement.gpu_resource:
+        out["containers"] = gpushare.rename_containers(
+            pod_spec, names.RESOURCE_GPU, placement.gpu_resource
+        )
     return out
 
 
@@ -98,7 +102,7 @@ class BatchJobAdapter:
     def workload_spec(self, job: Obj) -> dict[str, Any]:
         meta, spec = job["metadata"], job.get("spec") or {}
         labels = meta.get("labels") or {}
-        template = copy.deepcopy(spec.get("template") or {})
+        template = copy.deepcopy(gpushare.original(spec.get("template") or {}))
         pod_set: dict[str, Any] = {"name": POD_SET, "count": pod_count(job), "template": template}
         topo = topology_request(template)
         if topo:
@@ -156,6 +160,10 @@ class BatchJobAdapter:
         patch: dict[str, Any] = {"spec": {"suspend": False}}
         if injected:
             patch["spec"]["template"] = {"spec": injected}
+        device = by_name.get(POD_SET, PodSetPlacement(POD_SET)).gpu_resource
+        if device:
+            annotations = {names.ANNOTATION_GPU_RESOURCE: device}
+            patch["spec"]["template"]["metadata"] = {"annotations": annotations}
         return patch
 
     def suspend_patch(self, job: Obj) -> dict[str, Any]:
@@ -166,9 +174,18 @@ class BatchJobAdapter:
         current = (job.get("spec") or {}).get("template", {}).get("spec") or {}
         now_aff = ((current.get("affinity") or {}).get("nodeAffinity") or {}).get(_AFFINITY_KEY)
         want_aff = wanted["affinity"]["nodeAffinity"][_AFFINITY_KEY]
-        if now_aff == want_aff and current.get("tolerations") == wanted["tolerations"]:
+        renamed = gpushare.served_by((job.get("spec") or {}).get("template") or {})
+        if (
+            now_aff == want_aff
+            and current.get("tolerations") == wanted["tolerations"]
+            and renamed is None
+        ):
             return None
-        return {"spec": {"template": {"spec": wanted}}}
+        template: dict[str, Any] = {"spec": wanted}
+        if renamed is not None:
+            wanted["containers"] = copy.deepcopy(_pod_spec(pod_sets).get("containers"))
+            template["metadata"] = {"annotations": {names.ANNOTATION_GPU_RESOURCE: None}}
+        return {"spec": {"template": template}}
 
 
 def _pod_spec(pod_sets: Sequence[Mapping[str, Any]]) -> Obj:
