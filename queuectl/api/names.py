@@ -46,6 +46,7 @@ LABEL_GPU_SHARING_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
 RESOURCE_GPU: Final = "nvidia.com/gpu"
 RESOURCE_MIG_PREFIX: Final = "nvidia.com/mig-"
 ANNOTATION_GPU_RESOURCE: Final = "gpu.queuectl.io/gpu-resource"
+ANNOTATION_MIG_LAYOUT: Final = "gpu.queuectl.io/mig-layout"
 TAINT_GPU_UNHEALTHY: Final = "gpu.queuectl.io/unhealthy"
 NODE_CONDITION_GPU_HEALTHY: Final = "GPUHealthy"
 
