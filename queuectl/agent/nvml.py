@@ -8,6 +8,7 @@ All of it blocks; the shell runs it on its NVML thread.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import uuid as uuidlib
@@ -329,7 +330,7 @@ class NvmlReader:
                 uuid = _text(nv.nvmlDeviceGetUUID(mh))
             except nv.NVMLError:
                 continue  # an empty slot answers NOT_FOUND
-            start, size = self._try(lambda mh=mh: self._placement(h, mh), (0, 0))
+            start, size = self._try(functools.partial(self._placement, h, mh), (0, 0))
             devices.append(
                 MigDevice(
                     parent=index,
