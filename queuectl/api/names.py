@@ -37,6 +37,16 @@ LABEL_GPU_CLIQUE: Final = "nvidia.com/gpu.clique"
 LABEL_GPU_NVLINK: Final = "gpu.queuectl.io/nvlink"
 LABEL_GPU_HEALTHY_COUNT: Final = "gpu.queuectl.io/healthy-count"
 ANNOTATION_GPU_TOPOLOGY_MATRIX: Final = "gpu.queuectl.io/topology-matrix"
+# GPU sharing (docs/design/gpu-sharing.md): GFD's MIG and time-slicing labels, and the pod-template
+# annotation that records which device stood in for nvidia.com/gpu at admission.
+LABEL_MIG_CAPABLE: Final = "nvidia.com/mig.capable"
+LABEL_MIG_STRATEGY: Final = "nvidia.com/mig.strategy"
+LABEL_GPU_REPLICAS: Final = "nvidia.com/gpu.replicas"
+LABEL_GPU_SHARING_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
+RESOURCE_GPU: Final = "nvidia.com/gpu"
+RESOURCE_MIG_PREFIX: Final = "nvidia.com/mig-"
+ANNOTATION_GPU_RESOURCE: Final = "gpu.queuectl.io/gpu-resource"
+ANNOTATION_MIG_LAYOUT: Final = "gpu.queuectl.io/mig-layout"
 TAINT_GPU_UNHEALTHY: Final = "gpu.queuectl.io/unhealthy"
 NODE_CONDITION_GPU_HEALTHY: Final = "GPUHealthy"
 

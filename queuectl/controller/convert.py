@@ -75,6 +75,7 @@ def flavor(obj: Obj) -> core.Flavor:
         node_taints=tuple(taint(t) for t in spec.get("nodeTaints") or ()),
         tolerations=tuple(toleration(t) for t in spec.get("tolerations") or ()),
         topology_name=spec.get("topologyName"),
+        node_resources={core.GPU: spec["gpuResource"]} if spec.get("gpuResource") else {},
     )
 
 

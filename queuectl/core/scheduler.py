@@ -123,7 +123,9 @@ class Scheduler:
             if w.admission is not None and w.admission != charge.admission:
                 st.drop(w.key)
                 st.apply(charge, -1)
-                st.admit(charge_for(w, w.admission, w.admitted_at or charge.admitted_at))
+                st.admit(
+                    charge_for(w, w.admission, w.admitted_at or charge.admitted_at, st.flavors)
+                )
             else:
                 charge.priority = w.priority
                 charge.min_runtime = w.minimum_runtime_seconds
@@ -135,7 +137,12 @@ class Scheduler:
                 self.book.unqueue(old)
             self.book.cancel_nomination(w.key)
             st.admit(
-                charge_for(w, w.admission, w.admitted_at if w.admitted_at is not None else self.now)
+                charge_for(
+                    w,
+                    w.admission,
+                    w.admitted_at if w.admitted_at is not None else self.now,
+                    st.flavors,
+                )
             )
             self.book.track_deadline(w.key)
             return

@@ -56,6 +56,10 @@ class Flavor:
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     topology_name: str | None = None
+    node_resources: Mapping[str, str] = field(default_factory=dict)
+    """Quota resource -> the node resource that serves it on this flavor's nodes: a flavor of
+    MIG slices maps `nvidia.com/gpu` to `nvidia.com/mig-3g.40gb`, so one requested GPU is one
+    slice there (placement and node usage count the slice; quota stays in the quota resource)."""
 
 
 @dataclass(frozen=True, slots=True)
