@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from queuectl.core import (
@@ -29,6 +29,8 @@ from queuectl.sim.config import SimConfig
 from queuectl.sim.stats import JobRecord, Recorder
 from queuectl.sim.trace import Job
 from queuectl.sim.workloads import build_workload
+
+Observer = Callable[[float, Mapping[str, Mapping[str, int]]], None]
 
 MAX_EXEC_REASON = "MaximumExecutionTimeExceeded"
 MAX_CYCLES_AT_ONE_INSTANT = 1000
@@ -85,8 +87,10 @@ class _Engine:
         jobs: tuple[Job, ...],
         options: SimOptions,
         progress: Callable[[float], None] | None,
+        observe: Observer | None = None,
     ) -> None:
         self.config, self.options, self.progress = config, options, progress
+        self.observe = observe
         self.sched = Scheduler()
         for f in config.flavors:
             self.sched.upsert_flavor(f)
@@ -174,6 +178,8 @@ class _Engine:
                 raise RuntimeError(f"the core asked for cycles at t={t} without end")
             last_t = t
             self._cycle(t)
+            if self.observe is not None:
+                self.observe(t, self.rec.usage)
             if self.progress is not None and self.rec.cycles % 512 == 0:
                 self.progress(self.finished / self.total if self.total else 1.0)
         if self.progress is not None:
@@ -235,8 +241,12 @@ class _Engine:
                 self.rec.jobs[e.key].stopped = True
             else:
                 self._stop(run, t, front=False)
-        if result.next_wakeup is not None and result.next_wakeup not in self.wakeups:
-            at = max(t, result.next_wakeup)
+            self._wake(t)  # its quota is free now: the next cycle, at this same instant
+        if result.next_wakeup is not None:
+            self._wake(max(t, result.next_wakeup))
+
+    def _wake(self, at: float) -> None:
+        if at not in self.wakeups:
             self.wakeups.add(at)
             self._push(at, _WAKE)
 
@@ -373,6 +383,9 @@ def simulate(
     jobs: tuple[Job, ...],
     options: SimOptions = SimOptions(),
     progress: Callable[[float], None] | None = None,
+    observe: Observer | None = None,
 ) -> SimResult:
-    """Replay `jobs` on `nodes` under `config` through the real core; deterministic."""
-    return _Engine(config, nodes, jobs, options, progress).run()
+    """Replay `jobs` on `nodes` under `config` through the real core; deterministic.
+    `progress` hears the fraction of jobs done; `observe` (for tests) hears, after every
+    cycle, the time and GPUs held per ClusterQueue and flavor."""
+    return _Engine(config, nodes, jobs, options, progress, observe).run()
