@@ -19,28 +19,27 @@ import (
 	apiext "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	apireg "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster to manage")
+	// controller-runtime registers --kubeconfig itself; ctrl.GetConfig reads it.
 	flag.Parse()
 	logf.InitLogs()
 	ctrl.SetLogger(logf.Log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *kubeconfig); err != nil {
+	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "cert-manager cainjector:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig string) error {
-	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func run(ctx context.Context) error {
+	config, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}
