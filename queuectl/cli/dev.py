@@ -17,6 +17,7 @@ from pathlib import Path
 
 from queuectl.cli.main import Subparsers
 from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, realnode
+from queuectl.testenv.certmanager import ensure_cert_manager, start_cert_manager
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.nodes import H100
 
@@ -102,6 +103,9 @@ def up(args: argparse.Namespace) -> int:
                 racks_per_block=args.racks_per_block,
                 name_prefix=args.node_prefix,
             )
+        if args.cert_manager:
+            _err("Starting cert-manager (controller, cainjector) and installing its CRDs")
+            start_cert_manager(plane, ensure_cert_manager(_err))
         for start in EXTRA_PROCESSES:
             start(plane)
         for archive in args.load_image:
@@ -240,6 +244,12 @@ def add_parser(subparsers: Subparsers) -> None:
         metavar="ARCHIVE",
         help="an OCI/Docker image archive to load into every real node (repeatable; no "
         "registry: use imagePullPolicy: Never or IfNotPresent)",
+    )
+    p.add_argument(
+        "--cert-manager",
+        action="store_true",
+        help="run real cert-manager (controller and CA injector, built once from its Go module) "
+        "against the cluster, with its CRDs, for the cert-manager overlay",
     )
     p.add_argument(
         "--image-base-name",
