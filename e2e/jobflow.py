@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from e2e.harness import gpu_job
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.invariants import request_json
 
 
 @dataclass
@@ -47,7 +47,7 @@ class JobFlow:
 
     def _run(self) -> None:
         api = self.cluster.api_client()
-        batch = k8s.BatchV1Api(api)
+        path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
         try:
             n = 0
             while not self._stop.is_set():
@@ -55,8 +55,7 @@ class JobFlow:
                 n += 1
                 body = gpu_job(name, self.namespace, self.queue, gpus=1, runs_for="1s")
                 try:
-                    got = batch.create_namespaced_job(self.namespace, body, _request_timeout=30)
-                    self.created[name] = api.sanitize_for_serialization(got)
+                    self.created[name] = request_json(api, "POST", path, body)
                     self.created_at[name] = time.monotonic()
                 except ApiException as exc:
                     self.refused.append(f"{name}: {exc.status} {exc.reason} {exc.body}")
@@ -64,7 +63,7 @@ class JobFlow:
                     self.refused.append(f"{name}: {exc!r}")
                 self._stop.wait(self.interval)
         finally:
-            api.close()
+            api.close()  # type: ignore[no-untyped-call]
 
     def not_queued(self) -> list[str]:
         """Jobs the API server created without the mutating webhook's suspend and queue label."""

@@ -55,7 +55,7 @@ def sampler(install: RealInstall) -> Iterator[Sampler]:
         yield watching
     finally:
         watching.stop()
-        api.close()
+        api.close()  # type: ignore[no-untyped-call]
 
 
 def jobs(install: RealInstall) -> dict[str, dict[str, object]]:

@@ -20,6 +20,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -103,7 +104,7 @@ def test_certificates_are_issued_and_the_ca_injected_into_both_webhook_configura
     install: RealInstall,
 ) -> None:
     for name in (CA, TLS):
-        eventually(lambda n=name: certificate_ready(install, n), bool, timeout=120, what=name)
+        eventually(partial(certificate_ready, install, name), bool, timeout=120, what=name)
     ca = secret(install, CA)["ca.crt"]
     bundles = eventually(
         lambda: ca_bundles(install), lambda b: b == {ca}, timeout=120, what="caBundle injected"
