@@ -46,6 +46,17 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealInstall]:
     work = tmp_path_factory.mktemp("install-cm")
     with real_install(work, CERT_MANAGER_OVERLAY, cert_manager=True) as installed:
         installed.wait_ready(2, timeout=300)
+        # The queuectl resources below go through the Fail-policy webhooks: wait for the CA.
+        log = installed.plane.work_dir / "logs" / "cert-manager-cainjector.log"
+        try:
+            eventually(
+                lambda: ca_bundles(installed),
+                lambda b: b == {secret(installed, CA)["ca.crt"]},
+                timeout=120,
+                what="the CA injected into both webhook configurations",
+            )
+        except Exception as exc:
+            raise AssertionError(f"{exc}\ncainjector log:\n{log.read_text()[-3000:]}") from exc
         installed.plane.kubectl("create", "namespace", TEAM)
         apply(
             installed.plane,
