@@ -16,6 +16,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
+	"github.com/cert-manager/cert-manager/pkg/util"
 	apiext "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -43,6 +44,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The injectors server-side apply caBundle with a field manager taken from the user agent:
+	// an empty one is refused ("fieldManager: Required value").
+	config = util.RestConfigWithUserAgent(config, "cainjector")
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, cmapi.AddToScheme, apiext.AddToScheme, apireg.AddToScheme,
