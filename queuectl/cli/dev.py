@@ -18,6 +18,7 @@ from pathlib import Path
 from queuectl.api import gpushare
 from queuectl.cli.main import Subparsers
 from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, realnode
+from queuectl.testenv.certmanager import ensure_cert_manager, start_cert_manager
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.nodes import H100
 
@@ -123,6 +124,9 @@ def up(args: argparse.Namespace) -> int:
                 name_prefix=f"shared-x{replicas}",
                 replicas=replicas,
             )
+        if args.cert_manager:
+            _err("Starting cert-manager (controller, cainjector) and installing its CRDs")
+            start_cert_manager(plane, ensure_cert_manager(_err))
         for start in EXTRA_PROCESSES:
             start(plane)
         for archive in args.load_image:
@@ -298,6 +302,12 @@ def add_parser(subparsers: Subparsers) -> None:
         metavar="ARCHIVE",
         help="an OCI/Docker image archive to load into every real node (repeatable; no "
         "registry: use imagePullPolicy: Never or IfNotPresent)",
+    )
+    p.add_argument(
+        "--cert-manager",
+        action="store_true",
+        help="run real cert-manager (controller and CA injector, built once from its Go module) "
+        "against the cluster, with its CRDs, for the cert-manager overlay",
     )
     p.add_argument(
         "--image-base-name",

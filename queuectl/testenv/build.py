@@ -173,6 +173,35 @@ def _run_streaming(
         )
 
 
+def build_once(
+    root: Path,
+    key: str,
+    *,
+    ready: Callable[[Path], bool],
+    build: Callable[[Path, Path], dict[str, object]],
+) -> Path:
+    """The cache pattern every Go build here shares: `root/key` once its marker file exists,
+    else `build(staging, log)` into `root/key.partial` under a cross-process lock, its returned
+    record written as the marker, then one rename, so a half-finished build is never found.
+    `ready(final)` says whether a finished directory holds what the caller needs."""
+    final = root / key
+    if (final / _MARKER).exists() and ready(final):
+        return final
+    with _locked(root / f"{key}.lock"):
+        if (final / _MARKER).exists() and ready(final):
+            return final  # another process built it while we waited
+        staging = root / f"{key}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        log = root / f"{key}.build.log"
+        log.unlink(missing_ok=True)
+        record = build(staging, log)
+        (staging / _MARKER).write_text(json.dumps(record, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+    return final
+
+
 def build(dest: Path, *, go: Path, versions: Versions, progress: Progress, log: Path) -> None:
     """Compile the five programs into `dest`."""
     env = dict(os.environ, CGO_ENABLED="0")
@@ -211,30 +240,25 @@ def ensure_binaries(
             )
         return binaries
     versions = pinned()
-    root = root or cache_root()
-    final = root / cache_key(versions)
-    if (final / _MARKER).exists() and not Binaries(final).missing():
-        return Binaries(final)
-    with _locked(root / f"{final.name}.lock"):
-        if (final / _MARKER).exists() and not Binaries(final).missing():
-            return Binaries(final)  # another process built it while we waited
+
+    def compile_into(staging: Path, log: Path) -> dict[str, object]:
         toolchain = check_go(find_go(go), versions.go)
-        staging = root / f"{final.name}.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        log = root / f"{final.name}.build.log"
-        log.unlink(missing_ok=True)
         progress(
             f"Building the local control plane (Kubernetes {versions.kubernetes}, etcd "
-            f"{versions.etcd}, kwok {versions.kwok}) into {final}.\n"
+            f"{versions.etcd}, kwok {versions.kwok}) into {staging.with_suffix('')}.\n"
             "  First time only: a cold build downloads ~1.5 GB of modules and takes 15-30 min "
             "on 2 cores; later runs reuse the cache."
         )
         started = time.monotonic()
         build(staging, go=toolchain, versions=versions, progress=progress, log=log)
         seconds = time.monotonic() - started
-        record = {"versions": versions.__dict__, "build_seconds": round(seconds, 1)}
-        (staging / _MARKER).write_text(json.dumps(record, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
         progress(f"Built the control plane in {seconds:.0f}s.")
+        return {"versions": versions.__dict__, "build_seconds": round(seconds, 1)}
+
+    final = build_once(
+        root or cache_root(),
+        cache_key(versions),
+        ready=lambda d: not Binaries(d).missing(),
+        build=compile_into,
+    )
     return Binaries(final)
