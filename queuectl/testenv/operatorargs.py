@@ -29,8 +29,15 @@ class RunDir:
         return self.root / "config.yaml"
 
     @property
+    def tmp(self) -> Path:
+        """The operator's TMPDIR: controller-runtime's default webhook cert dir is
+        $TMPDIR/k8s-webhook-server/serving-certs, so an operator with no cert-dir setting
+        (Trainer) still finds this run's certificate, and two clusters never share one."""
+        return self.root / "tmp"
+
+    @property
     def cert_dir(self) -> Path:
-        return self.root / "serving-certs"
+        return self.tmp / "k8s-webhook-server" / "serving-certs"
 
     @classmethod
     def create(cls, root: Path, health_port: int, webhook_port: int) -> RunDir:
@@ -52,16 +59,23 @@ class RunDir:
         return run
 
 
-def kubebuilder_config(api_version: str, run: RunDir) -> str:
-    """The component config JobSet and LWS read with --config: no leader election (one
-    replica), no internal cert management, no metrics server (it would need TokenReview
-    wiring and a port), health and webhook on loopback ports picked per run."""
+def kubebuilder_config(
+    api_version: str, run: RunDir, *, cert_key: str = "internalCertManagement"
+) -> str:
+    """The component config JobSet, LWS and Trainer read with --config: no leader election
+    (one replica), no in-cluster cert management (it wants a Secret and a Service), no metrics
+    server (it would need TokenReview wiring and a port), health and webhook on loopback ports
+    picked per run. Trainer calls the cert switch `certManagement` and has no certDir (TMPDIR
+    covers it); unknown fields would be rejected, so only the ones each knows are written."""
+    webhook: dict[str, object] = {"host": HOST, "port": run.webhook_port}
+    if cert_key == "internalCertManagement":
+        webhook["certDir"] = str(run.cert_dir)
     config = {
         "apiVersion": api_version,
         "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
-        "webhook": {"host": HOST, "port": run.webhook_port, "certDir": str(run.cert_dir)},
+        cert_key: {"enable": False},
+        "webhook": webhook,
         "metrics": {"bindAddress": "0"},
         "health": {"healthProbeBindAddress": f"{HOST}:{run.health_port}"},
     }

@@ -12,6 +12,7 @@ docs/design/testenv.md.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
@@ -19,15 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from kubernetes import client as k8s
 
 from queuectl.testenv.build import Progress, _run_streaming, build_once, check_go, find_go
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
-from queuectl.testenv.errors import BuildFailed, TestEnvError
-from queuectl.testenv.operatorargs import RunDir, kubebuilder_config
+from queuectl.testenv.errors import BuildFailed, ComponentFailed, TestEnvError
+from queuectl.testenv.operatorargs import HOST, RunDir, kubebuilder_config
+from queuectl.testenv.operatorhooks import rewrite
 from queuectl.testenv.ports import free_ports
 from queuectl.testenv.readiness import http_probe
 from queuectl.testenv.versions import pinned
+from queuectl.testenv.waiting import WaitTimeout, eventually
 
 _LDFLAGS = "-s -w"
 
@@ -46,24 +50,92 @@ class Operator:
     package: str  # the main package, inside `module`
     crds: tuple[str, ...]  # globs relative to the module's root
     argv: Callable[[Path, RunDir], list[str]]  # (binary, run dir) -> command line
-    notes: str  # what is switched off and why, for the docs and `dev up`
+    notes: str  # what is switched off and why (docs/design/testenv.md says the same)
     go_directive: str = "1.25.0"
-    extra_env: dict[str, str] = field(default_factory=dict)
+    needs_crds_of: tuple[str, ...] = ()  # other operators whose CRDs it watches
+    env: dict[str, str] = field(default_factory=dict)
+    prepare: Callable[[Cluster], None] | None = None  # objects it expects before starting
+    webhooks: str | None = None  # glob of its webhook manifests, registered once it is ready
+    pod_label: str | None = None  # a label only its pods carry (selects its pod webhooks)
 
     @property
     def binary_name(self) -> str:
         return f"{self.name}-operator"
 
 
-def _kubebuilder(group: str) -> Callable[[Path, RunDir], list[str]]:
-    """JobSet and LWS share kubebuilder's component-config shape: one --config file."""
+def _config_file(
+    api_version: str, cert_key: str = "internalCertManagement"
+) -> Callable[[Path, RunDir], list[str]]:
+    """JobSet, LWS and Trainer share kubebuilder's component-config shape: one --config file."""
 
     def argv(binary: Path, run: RunDir) -> list[str]:
-        run.config.write_text(kubebuilder_config(group, run))
-        return [str(binary), f"--config={run.config}", "--leader-elect=false", "--zap-devel=false"]
+        run.config.write_text(kubebuilder_config(api_version, run, cert_key=cert_key))
+        return [str(binary), f"--config={run.config}", "--zap-devel=false"]
 
     return argv
 
+
+def _kuberay(binary: Path, run: RunDir) -> list[str]:
+    return [
+        str(binary),
+        "--enable-leader-election=false",
+        "--metrics-addr=0",
+        f"--health-probe-bind-address={HOST}:{run.health_port}",
+        "--log-stdout-encoder=console",
+    ]
+
+
+TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+TRAINING_OPERATOR_SECRET = "training-operator-webhook-cert"
+
+
+def _training_operator(binary: Path, run: RunDir) -> list[str]:
+    return [
+        str(binary),
+        "--leader-elect=false",
+        "--metrics-bind-address=0",
+        f"--health-probe-bind-address={HOST}:{run.health_port}",
+        f"--webhook-server-port={run.webhook_port}",
+        "--zap-devel=false",
+    ]
+
+
+def _training_operator_secret(cluster: Cluster) -> None:
+    """Its cert rotator cannot be switched off and only fills an existing Secret."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": TRAINING_OPERATOR_NAMESPACE},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": TRAINING_OPERATOR_SECRET,
+                    "namespace": TRAINING_OPERATOR_NAMESPACE,
+                },
+            },
+        ],
+    }
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=queuectl-testenv",
+        "-f",
+        "-",
+        input=yaml.safe_dump(manifest),
+    )
+
+
+_OWN_WEBHOOKS = (
+    "; its own webhooks are served on 127.0.0.1 with a self-signed cert and registered with "
+    "the API server by URL"
+)
+_NO_WEBHOOKS = "; its webhooks are not registered with the API server (nothing calls them)"
 
 OPERATORS: dict[str, Operator] = {
     op.name: op
@@ -74,9 +146,13 @@ OPERATORS: dict[str, Operator] = {
             version="v0.11.0",
             package="sigs.k8s.io/jobset",
             crds=("config/components/crd/bases/*.yaml",),
-            argv=_kubebuilder("config.jobset.x-k8s.io/v1alpha1"),
-            notes="internal cert management off; its webhook server gets a self-signed cert "
-            "but is not registered with the API server; metrics off",
+            argv=_config_file("config.jobset.x-k8s.io/v1alpha1"),
+            webhooks="config/components/webhook/manifests.yaml",
+            pod_label="jobset.sigs.k8s.io/jobset-name",
+            notes="config file: leader election off, internalCertManagement off, metrics off; "
+            "its controller needs its defaulting webhook (it panics on a JobSet the webhook "
+            "has not defaulted)" + _OWN_WEBHOOKS + " (pod webhooks: only pods labelled "
+            "jobset.sigs.k8s.io/jobset-name)",
         ),
         Operator(
             name="lws",
@@ -84,9 +160,49 @@ OPERATORS: dict[str, Operator] = {
             version="v0.7.0",
             package="sigs.k8s.io/lws/cmd",
             crds=("config/crd/bases/*.yaml",),
-            argv=_kubebuilder("config.lws.x-k8s.io/v1alpha1"),
-            notes="internal cert management off; its webhook server gets a self-signed cert "
-            "but is not registered with the API server; metrics off",
+            argv=_config_file("config.lws.x-k8s.io/v1alpha1"),
+            webhooks="config/webhook/manifests.yaml",
+            pod_label="leaderworkerset.sigs.k8s.io/name",
+            notes="as JobSet (the same kubebuilder config shape)" + _OWN_WEBHOOKS + " (pod "
+            "webhooks: only pods labelled leaderworkerset.sigs.k8s.io/name)",
+        ),
+        Operator(
+            name="ray",
+            module="github.com/ray-project/kuberay/ray-operator",
+            version="v1.5.0",
+            package="github.com/ray-project/kuberay/ray-operator",
+            crds=("config/crd/bases/*.yaml",),
+            argv=_kuberay,
+            notes="flags: leader election off, metrics off; webhooks are off unless "
+            "ENABLE_WEBHOOKS=true, which is left unset",
+        ),
+        Operator(
+            name="training-operator",
+            module="github.com/kubeflow/training-operator",
+            version="v1.8.1",
+            package="github.com/kubeflow/training-operator/cmd/training-operator.v1",
+            crds=("manifests/base/crds/*.yaml",),
+            argv=_training_operator,
+            # Its rotator writes to the fixed /tmp path, where its webhook server must look too.
+            env={"MY_POD_NAMESPACE": TRAINING_OPERATOR_NAMESPACE, "TMPDIR": "/tmp"},
+            prepare=_training_operator_secret,
+            notes="flags: leader election off, metrics off; its cert rotator cannot be turned "
+            f"off, so namespace {TRAINING_OPERATOR_NAMESPACE} and an empty Secret "
+            f"{TRAINING_OPERATOR_SECRET} are created for it to fill (it writes the serving cert to "
+            "the fixed /tmp/k8s-webhook-server/serving-certs)" + _NO_WEBHOOKS,
+        ),
+        Operator(
+            name="trainer",
+            module="github.com/kubeflow/trainer/v2",
+            version="v2.1.0",
+            package="github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+            crds=("manifests/base/crds/*.yaml",),
+            argv=_config_file("config.trainer.kubeflow.org/v1alpha1", cert_key="certManagement"),
+            needs_crds_of=("jobset",),
+            webhooks="manifests/base/webhook/manifests.yaml",
+            notes="config file: leader election off, certManagement off, metrics off; serves "
+            "webhooks with a self-signed cert found through TMPDIR; needs JobSet's CRDs (a "
+            "TrainJob becomes a JobSet)" + _OWN_WEBHOOKS + " (validating only)",
         ),
     )
 }
@@ -152,7 +268,7 @@ def module_dir(op: Operator) -> Path:
             "check access to the Go module proxy (GOPROXY) and that it serves this version",
             (done.stdout + done.stderr).strip()[-2000:],
         )
-    info = yaml.safe_load(done.stdout)
+    info = json.loads(done.stdout)
     return Path(str(info["Dir"]))
 
 
@@ -225,13 +341,28 @@ def install_crds(cluster: Cluster, name: str, *, timeout: float = 60) -> list[st
             "-f",
             str(path),
         )
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        f"--timeout={timeout:.0f}s",
-        *(f"crd/{n}" for n in names),
-        timeout=timeout + 30,
-    )
+    with cluster.api_client() as api:
+        ext = k8s.ApiextensionsV1Api(api)
+
+        def established() -> list[str]:
+            waiting = []
+            for crd_name in names:
+                status = ext.read_custom_resource_definition(crd_name).status
+                conditions = status.conditions if status is not None else None
+                if not any(
+                    c.type == "Established" and c.status == "True" for c in conditions or []
+                ):
+                    waiting.append(crd_name)
+            return waiting
+
+        try:
+            eventually(established, lambda left: not left, timeout=timeout, what="CRDs Established")
+        except WaitTimeout as exc:
+            raise ComponentFailed(
+                f"the {name} CRDs were not Established in {timeout:.0f}s",
+                "read the API server log",
+                str(exc),
+            ) from exc
     return names
 
 
@@ -244,15 +375,50 @@ def start(plane: ControlPlane, name: str, progress: Progress | None = None) -> P
     op = lookup(name)
     say = progress or plane.progress
     binary = build(name, say)
-    install_crds(plane, name)
+    for other in (*op.needs_crds_of, name):
+        install_crds(plane, other)
+    if op.prepare is not None:
+        op.prepare(plane)
     run = RunDir.create(plane.work_dir / "operators" / name, *free_ports(2))
+    env = dict(os.environ, KUBECONFIG=plane.kubeconfig, TMPDIR=str(run.tmp), **op.env)
     plane.start_process(
         process_name(name),
         op.argv(binary, run),
-        ready=http_probe(f"http://127.0.0.1:{run.health_port}/readyz"),
-        env=dict(os.environ, KUBECONFIG=plane.kubeconfig, **op.extra_env),
+        ready=http_probe(f"http://{HOST}:{run.health_port}/readyz"),
+        env=env,
     )
+    if op.webhooks is not None:
+        register_webhooks(plane, name, run)
     return binary
+
+
+def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
+    """Point the API server at the running operator's own webhooks (see operatorhooks)."""
+    op = lookup(name)
+    assert op.webhooks is not None
+    docs = [
+        doc
+        for path in sorted(module_dir(op).glob(op.webhooks))
+        for doc in yaml.safe_load_all(path.read_text())
+    ]
+    configs = rewrite(
+        docs,
+        operator=name,
+        port=run.webhook_port,
+        ca_pem=(run.cert_dir / "ca.crt").read_bytes(),
+        pod_label=op.pod_label,
+    )
+    manifest = {"apiVersion": "v1", "kind": "List", "items": configs}
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=queuectl-testenv",
+        "-f",
+        "-",
+        input=yaml.safe_dump(manifest),
+    )
+    return [str(c["metadata"]["name"]) for c in configs]
 
 
 def start_all(plane: ControlPlane, names: Sequence[str], progress: Progress | None = None) -> None:
