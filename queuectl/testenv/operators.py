@@ -366,6 +366,20 @@ def install_crds(cluster: Cluster, name: str, *, timeout: float = 60) -> list[st
     return names
 
 
+def crds_installed(cluster: Cluster, name: str) -> bool:
+    """Whether every CRD the operator owns is served (its manifests name them)."""
+    wanted = {
+        str(doc["metadata"]["name"])
+        for path in crd_files(name)
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    }
+    with cluster.api_client() as api:
+        items = k8s.ApiextensionsV1Api(api).list_custom_resource_definition().items
+        have = {c.metadata.name for c in items if c.metadata is not None}
+    return wanted <= have
+
+
 def process_name(name: str) -> str:
     return f"operator-{name}"
 
