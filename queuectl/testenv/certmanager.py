@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +25,6 @@ from queuectl.testenv.build import (
     Progress,
     _run_streaming,
     build_once,
-    cache_root,
     check_go,
     find_go,
 )
@@ -89,9 +87,6 @@ def ensure_cert_manager(
 
     def compile_into(staging: Path, log: Path) -> dict[str, object]:
         toolchain = check_go(find_go(go), pinned().go)
-        release = version()
-        progress(f"Building cert-manager {release} (first time only, ~5-10 min on 2 cores).")
-        started = time.monotonic()
         argv = [str(toolchain), "build", "-v", "-trimpath", "-ldflags", "-s -w"]
         _run_streaming(
             [*argv, "-o", f"{staging}/", "./controller", "./cainjector"],
@@ -104,11 +99,18 @@ def ensure_cert_manager(
         for source, name in PROGRAMS.items():
             (staging / source).rename(staging / name)
         _copy_crds(toolchain, release, staging / "crds")
-        seconds = time.monotonic() - started
-        progress(f"Built cert-manager in {seconds:.0f}s.")
-        return {"cert-manager": release, "build_seconds": round(seconds, 1)}
+        return {"cert-manager": release}
 
-    final = build_once(root or cache_root(), cache_key(), ready=_complete, build=compile_into)
+    release = version()
+    final = build_once(
+        cache_key(),
+        compile_into,
+        announce=f"Building cert-manager {release} (first time only, ~5-10 min on 2 cores).",
+        what="cert-manager",
+        progress=progress,
+        root=root,
+        complete=_complete,
+    )
     return CertManagerBinaries(final)
 
 

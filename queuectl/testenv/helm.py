@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from queuectl.testenv.build import (
     Progress,
     _run_streaming,
     build_once,
-    cache_root,
     check_go,
     find_go,
 )
@@ -104,8 +102,6 @@ def ensure_helm(
 
     def install_into(staging: Path, log: Path) -> dict[str, object]:
         toolchain = check_go(find_go(go), pinned().go)
-        progress(f"Building Helm {release.version} (first time only, a few minutes).")
-        started = time.monotonic()
         _run_streaming(
             [
                 str(toolchain),
@@ -122,14 +118,15 @@ def ensure_helm(
             what=f"go install helm {release.version}",
             progress=progress,
         )
-        seconds = time.monotonic() - started
-        progress(f"Built Helm {release.version} in {seconds:.0f}s.")
-        return {"helm": release.version, "build_seconds": round(seconds, 1)}
+        return {"helm": release.version}
 
     final = build_once(
-        root or cache_root(),
         release.cache_key(),
-        ready=lambda d: os.access(d / "helm", os.X_OK),
-        build=install_into,
+        install_into,
+        announce=f"Building Helm {release.version} (first time only, a few minutes).",
+        what=f"Helm {release.version}",
+        progress=progress,
+        root=root,
+        complete=lambda d: os.access(d / "helm", os.X_OK),
     )
     return final / "helm"

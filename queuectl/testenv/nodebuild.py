@@ -13,7 +13,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from queuectl.testenv.build import (
     Progress,
     _run_streaming,
     build_once,
-    cache_root,
     check_go,
     find_go,
     ldflags,
@@ -103,12 +101,10 @@ def host_tools(progress: Progress = print) -> dict[str, Path]:
 def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None) -> NodeBinaries:
     """Return cached real-node programs for the pinned Kubernetes, building them the first time."""
     containerd = host_tools(progress)["containerd"]
+    v = pinned()
 
-    def compile_into(staging: Path, log: Path) -> dict[str, object]:
-        v = pinned()
+    def make(staging: Path, log: Path) -> dict[str, object]:
         go = check_go(find_go(), v.go)
-        progress(f"Building kubelet, kube-proxy and CNI plugins {v.kubernetes} (first time only).")
-        started = time.monotonic()
         argv = [str(go), "build", "-v", "-trimpath", "-ldflags", ldflags(v), "-o", f"{staging}/"]
         _run_streaming(
             [*argv, *GO_PACKAGES],
@@ -118,9 +114,14 @@ def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None
             what=f"go build (kubelet {v.kubernetes})",
             progress=progress,
         )
-        seconds = time.monotonic() - started
-        progress(f"Built the real-node programs in {seconds:.0f}s.")
-        return {"kubernetes": v.kubernetes, "build_seconds": round(seconds, 1)}
+        return {"kubernetes": v.kubernetes}
 
-    final = build_once(root or cache_root(), cache_key(), ready=lambda _: True, build=compile_into)
+    final = build_once(
+        cache_key(),
+        make,
+        announce=f"Building kubelet, kube-proxy and CNI plugins {v.kubernetes}.",
+        what="the real-node programs",
+        progress=progress,
+        root=root,
+    )
     return NodeBinaries(final, containerd)
