@@ -92,6 +92,16 @@ REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
 REASON_FINISHED_FAILED: Final = "Failed"
 REASON_READY: Final = "Ready"
+# Two-phase admission (docs/design/admission-checks.md). A ClusterQueue naming a check that does
+# not exist, or is not Active, is inactive with one of these reasons (as in Kueue).
+REASON_ADMISSION_CHECK_NOT_FOUND: Final = "AdmissionCheckNotFound"
+REASON_ADMISSION_CHECK_INACTIVE: Final = "AdmissionCheckInactive"
+# Quota reserved, Admitted=False until every check is Ready.
+REASON_WAITING_FOR_CHECKS: Final = "WaitingForAdmissionChecks"
+# Evicted (reservation released) because a check said Retry; requeued with back-off.
+REASON_EVICTED_CHECK_RETRY: Final = "AdmissionCheck"
+# Deactivated because a check said Rejected.
+REASON_EVICTED_CHECK_REJECTED: Final = "AdmissionCheckRejected"
 
 # --- GPU node agent (docs/design/agent.md) -----------------------------------------------
 AGENT_FIELD_MANAGER: Final = "queuectl-agent"
