@@ -162,6 +162,7 @@ ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
 REASON_NAMESPACE_NOT_SELECTED: Final = "NamespaceNotSelected"
 # Event reasons (on the Workload and its Job).
 EVENT_ADMITTED: Final = "Admitted"
+EVENT_QUOTA_RESERVED: Final = "QuotaReserved"  # reserved; its admission checks decide next
 EVENT_PREEMPTED: Final = "Preempted"
 EVENT_EVICTED: Final = "Evicted"
 EVENT_REQUEUED: Final = "Requeued"

@@ -22,6 +22,7 @@ WATCHED: tuple[k.Resource, ...] = (
     k.TOPOLOGIES,
     k.COHORTS,
     k.CLUSTER_QUEUES,
+    k.ADMISSION_CHECKS,
     k.LOCAL_QUEUES,
     k.PRIORITY_CLASSES_OURS,
     k.PRIORITY_CLASSES,
@@ -83,7 +84,7 @@ class Cache:
         wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
         return (
             wl is not None
-            and convert.holds_quota(wl)
+            and convert.is_admitted(wl)  # quota reserved is not enough: checks must pass
             and not convert.is_true(wl, names.COND_EVICTED)
         )
 

@@ -51,8 +51,8 @@ def cluster_queue_status(cq: Obj, qs: QueueStatus | None, now: float) -> dict[st
     elif stop != "None":
         active, reason = False, names.REASON_CLUSTER_QUEUE_STOPPED
         message = f"stopPolicy is {stop}; set it to None to admit again"
-    elif not qs.active:
-        active, reason = False, names.REASON_INVALID_SPEC
+    elif not qs.active:  # a bad spec, or checks missing / not Active (AdmissionCheck...)
+        active, reason = False, qs.reason or names.REASON_INVALID_SPEC
         message = qs.problem or "The ClusterQueue cannot admit workloads"
     else:
         active, reason, message = True, names.REASON_READY, "Can admit new workloads"
