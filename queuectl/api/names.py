@@ -96,6 +96,8 @@ REASON_READY: Final = "Ready"
 # not exist, or is not Active, is inactive with one of these reasons (as in Kueue).
 REASON_ADMISSION_CHECK_NOT_FOUND: Final = "AdmissionCheckNotFound"
 REASON_ADMISSION_CHECK_INACTIVE: Final = "AdmissionCheckInactive"
+# The built-in trivial check controller (queuectl/controller/builtin_checks.py).
+CHECK_ALWAYS_READY: Final = "queuectl.io/always-ready"
 # Quota reserved, Admitted=False until every check is Ready.
 REASON_WAITING_FOR_CHECKS: Final = "WaitingForAdmissionChecks"
 # Evicted (reservation released) because a check said Retry; requeued with back-off.

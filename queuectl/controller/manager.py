@@ -109,6 +109,11 @@ class Controller:
             options.drain,
             clock,
         )
+        self.cache.store(k.ADMISSION_CHECKS).listeners.append(  # built-ins set Active
+            lambda kind, obj, old: (
+                None if kind == "DELETED" else self.enqueue(f"ac:{obj['metadata']['name']}")
+            )
+        )
         self.cycles = 0
         self.admitted_total = 0
         self.started = asyncio.Event()
@@ -176,6 +181,8 @@ class Controller:
         elif kind == "gone":
             ns, name = rest.split("/", 1)
             await self.reconciler.job_deleted(ns, name)
+        elif kind == "ac":  # an AdmissionCheck: its Active condition, if a built-in owns it
+            await self.reconciler.builtin_checks.sync_check(rest)
 
     async def _worker(self) -> None:
         while True:

@@ -19,6 +19,7 @@ from queuectl.api import names
 from queuectl.controller import checks, convert, placement, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.adoption import JobWorkloads
+from queuectl.controller.builtin_checks import BuiltinChecks
 from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop
@@ -63,6 +64,7 @@ class Reconciler(JobWorkloads, PendingReasons):
         self.clock = clock
         self.stats = {}
         self.squatters = {}
+        self.builtin_checks = BuiltinChecks(kube, cache, clock)
 
     async def reconcile(self, key: str) -> None:
         ns, name = split_key(key)
@@ -167,6 +169,7 @@ class Reconciler(JobWorkloads, PendingReasons):
         """Two-phase admission: the Workload to go on with once every check is Ready (Admitted
         written), else None: it waits holding its quota, or a Retry releases the reservation
         (requeued with back-off by the drain), or a Rejected deactivates it."""
+        wl = await self.builtin_checks.decide(wl) or wl  # checks queuectl itself decides
         v = checks.of(wl)
         if v == "admitted":
             if convert.is_true(wl, names.COND_ADMITTED):

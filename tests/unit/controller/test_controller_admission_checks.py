@@ -224,3 +224,39 @@ def test_maximum_execution_time_counts_admitted_time_only(
         },
     }
     assert convert.workload(wl, "cq").max_execution_seconds == expected
+
+
+# --- the built-in check controllers ---------------------------------------------------------
+def always_ready_check() -> dict[str, Any]:
+    return {"metadata": {"name": CHECK}, "spec": {"controllerName": names.CHECK_ALWAYS_READY}}
+
+
+async def test_the_built_in_always_ready_check_marks_itself_active_once() -> None:
+    w = gated_world(always_ready_check())
+    await w.rec.builtin_checks.sync_check(CHECK)
+    obj = w.cache.get(k.ADMISSION_CHECKS, CHECK)
+    assert obj is not None and convert.is_true(obj, names.COND_ACTIVE)
+    assert w.sched.admission_checks()[CHECK].active  # fed to the core: the queue admits
+    writes = len(w.kube.writes)
+    await w.rec.builtin_checks.sync_check(CHECK)
+    assert len(w.kube.writes) == writes
+
+
+async def test_a_check_someone_else_owns_is_left_alone() -> None:
+    w = gated_world(check_object(None))
+    writes = len(w.kube.writes)
+    await w.rec.builtin_checks.sync_check(CHECK)
+    assert len(w.kube.writes) == writes
+    key = await queued(w, new_job())
+    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert checks.states(w.workload()) == {CHECK: "Pending"}  # nobody of ours decides it
+
+
+async def test_a_workload_behind_always_ready_is_admitted_right_after_its_reservation() -> None:
+    w = gated_world(always_ready_check())
+    await w.rec.builtin_checks.sync_check(CHECK)
+    key = await queued(w, new_job())
+    assert await Decisions(w.rec).admit(key, ADMISSION)
+    wl = w.workload()
+    assert checks.states(wl) == {CHECK: "Ready"} and convert.is_admitted(wl)
+    assert w.job()["spec"]["suspend"] is False
