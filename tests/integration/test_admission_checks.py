@@ -237,3 +237,28 @@ def test_retry_releases_and_reserves_again_and_rejected_deactivates(
     assert rc == 0, text
     assert "Admission checks" in text and check in text
     assert "Rejected" in text and "region has no H100 offering" in text
+
+
+def test_the_built_in_always_ready_check_admits_by_itself(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    check = f"always-{namespace}"
+    ac = admission_check(check)
+    ac["spec"]["controllerName"] = names.CHECK_ALWAYS_READY
+    apply(control_plane, ac)
+    wait_for(
+        "the controller marks its built-in check Active",
+        lambda: is_true(get(control_plane, "admissioncheck", check), names.COND_ACTIVE),
+    )
+    gated_queue(control_plane, namespace, check)
+    apply(control_plane, gpu_job("a", namespace, "lq"))
+    wl = wait_for(
+        "a admitted",
+        lambda: (
+            (w := workload_of(control_plane, namespace, "a"))
+            and is_true(w, names.COND_ADMITTED)
+            and w
+        ),
+    )
+    assert check_states(wl) == {check: "Ready"}
+    wait_for("a running", lambda: running_pods(control_plane, namespace, "a"), timeout=90)
