@@ -33,10 +33,11 @@ class QueueStatusWriter:
         """Every queue's status that changed, then the gauges."""
         now = self.clock()
         cq_active: dict[str, bool] = {}
+        waiting = queues.waiting_for_checks(self.cache.store(k.WORKLOADS).values())
         for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
             name = cq["metadata"]["name"]
             qs = (await self.core.idle()).cluster_queue_status(name)
-            st = queues.cluster_queue_status(cq, qs, now)
+            st = queues.cluster_queue_status(cq, qs, now, waiting.get(name, 0))
             cq_active[name] = any(
                 c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
             )

@@ -260,3 +260,19 @@ async def test_a_workload_behind_always_ready_is_admitted_right_after_its_reserv
     wl = w.workload()
     assert checks.states(wl) == {CHECK: "Ready"} and convert.is_admitted(wl)
     assert w.job()["spec"]["suspend"] is False
+
+
+async def test_queue_statuses_count_a_reservation_as_reserving_not_admitted() -> None:
+    w, _ = await reserved()
+    workloads = list(w.cache.store(k.WORKLOADS).values())
+    cq = w.cache.get(k.CLUSTER_QUEUES, "cq")
+    assert cq is not None
+    waiting = queues.waiting_for_checks(workloads)
+    assert waiting == {"cq": 1}
+    st = queues.cluster_queue_status(cq, w.sched.cluster_queue_status("cq"), w.now, waiting["cq"])
+    assert (st["reservingWorkloads"], st["admittedWorkloads"]) == (1, 0)
+    lqs = queues.local_queue_statuses(
+        w.cache.store(k.LOCAL_QUEUES).values(), workloads, w.feed, {"cq": True}, w.now
+    )
+    lq = lqs[("ns", "lq")]
+    assert (lq["reservingWorkloads"], lq["admittedWorkloads"]) == (1, 0)
