@@ -204,8 +204,8 @@ class ClusterQueueSpec(KubeModel):
     )
     fair_sharing: FairSharing | None = None
     stop_policy: StopPolicy = StopPolicy.NONE
-    admission_checks: list[ObjectName] = Field(
-        default_factory=list,
+    admission_checks: list[ObjectName] | None = Field(
+        default=None,
         max_length=MAX_CHECKS,
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
