@@ -152,6 +152,7 @@ def cluster_queue(obj: Obj) -> core.ClusterQueue:
         ),
         fair_weight=_weight(spec),
         stop_policy=spec.get("stopPolicy") or "None",
+        admission_checks=tuple(spec.get("admissionChecks") or ()),
     )
 
 
@@ -303,6 +304,8 @@ def workload(
         admitted_at = parse_time(cond.get("lastTransitionTime") if cond else None)
     max_exec = spec.get("maximumExecutionTimeSeconds")
     past = float(status.get("accumulatedPastExecutionTimeSeconds") or 0)
+    if max_exec is not None and admission is not None:
+        max_exec = _exec_budget(obj, float(max_exec), admitted_at)
     requeue_at = parse_time((status.get("requeueState") or {}).get("requeueAt"))
     return core.Workload(
         key=workload_key(obj),
@@ -319,6 +322,26 @@ def workload(
         not_before=requeue_at or 0.0,
         front=admission is None and requeued_for_node_failure(obj),
     )
+
+
+def is_admitted(obj: Obj) -> bool:
+    """Holds quota and is Admitted: every admission check said Ready (the Job may run)."""
+    return holds_quota(obj) and is_true(obj, names.COND_ADMITTED)
+
+
+def _exec_budget(obj: Obj, max_exec: float, reserved_at: float | None) -> float | None:
+    """The core times maximumExecutionTimeSeconds from the reservation; only admitted time
+    counts, so a reservation still waiting for its checks has no deadline yet, and one admitted
+    later gets the wait added."""
+    cond = condition(obj, names.COND_ADMITTED)
+    if cond is None:
+        return max_exec
+    if cond.get("status") != "True":
+        return None  # quota reserved, waiting for its admission checks
+    since = parse_time(cond.get("lastTransitionTime"))
+    if since is None or reserved_at is None:
+        return max_exec
+    return max_exec + max(0.0, since - reserved_at)
 
 
 def requeued_for_node_failure(obj: Obj) -> bool:

@@ -102,6 +102,18 @@ REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
 REASON_FINISHED_FAILED: Final = "Failed"
 REASON_READY: Final = "Ready"
+# Two-phase admission (docs/design/admission-checks.md). A ClusterQueue naming a check that does
+# not exist, or is not Active, is inactive with one of these reasons (as in Kueue).
+REASON_ADMISSION_CHECK_NOT_FOUND: Final = "AdmissionCheckNotFound"
+REASON_ADMISSION_CHECK_INACTIVE: Final = "AdmissionCheckInactive"
+# The built-in trivial check controller (queuectl/controller/builtin_checks.py).
+CHECK_ALWAYS_READY: Final = "queuectl.io/always-ready"
+# Quota reserved, Admitted=False until every check is Ready.
+REASON_WAITING_FOR_CHECKS: Final = "WaitingForAdmissionChecks"
+# Evicted (reservation released) because a check said Retry; requeued with back-off.
+REASON_EVICTED_CHECK_RETRY: Final = "AdmissionCheck"
+# Deactivated because a check said Rejected.
+REASON_EVICTED_CHECK_REJECTED: Final = "AdmissionCheckRejected"
 
 # --- GPU node agent (docs/design/agent.md) -----------------------------------------------
 AGENT_FIELD_MANAGER: Final = "queuectl-agent"
@@ -162,6 +174,7 @@ ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
 REASON_NAMESPACE_NOT_SELECTED: Final = "NamespaceNotSelected"
 # Event reasons (on the Workload and its Job).
 EVENT_ADMITTED: Final = "Admitted"
+EVENT_QUOTA_RESERVED: Final = "QuotaReserved"  # reserved; its admission checks decide next
 EVENT_PREEMPTED: Final = "Preempted"
 EVENT_EVICTED: Final = "Evicted"
 EVENT_REQUEUED: Final = "Requeued"

@@ -28,6 +28,7 @@ from queuectl.core.results import (
 )
 from queuectl.core.state import charge_for
 from queuectl.core.types import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     Flavor,
@@ -96,6 +97,17 @@ class Scheduler:
 
     def delete_cluster_queue(self, name: str) -> None:
         if self.st.queues.pop(name, None) is not None:
+            self._specs_changed()
+
+    def upsert_admission_check(self, check: AdmissionCheck) -> None:
+        if self.st.checks.get(check.name) != check:
+            self.st.checks[check.name] = check
+            if any(check.name in q.admission_checks for q in self.st.queues.values()):
+                self._specs_changed()
+
+    def delete_admission_check(self, name: str) -> None:
+        gone = self.st.checks.pop(name, None)
+        if gone is not None and any(name in q.admission_checks for q in self.st.queues.values()):
             self._specs_changed()
 
     def upsert_node(self, node: Node) -> None:
@@ -229,6 +241,9 @@ class Scheduler:
         self.st.ensure_tree()
         return tuple(sorted(self.st.tree.cohorts))
 
+    def admission_checks(self) -> Mapping[str, AdmissionCheck]:
+        return MappingProxyType(self.st.checks)
+
     def flavors(self) -> Mapping[str, Flavor]:
         return MappingProxyType(self.st.flavors)
 
@@ -263,6 +278,7 @@ class Scheduler:
             name=name,
             active=name not in st.tree.inactive,
             problem=st.tree.inactive.get(name),
+            reason=st.tree.inactive_reason.get(name),
             pending=pending,
             admitted=len(st.by_cq.get(name, {})),
             usage=dict(node.usage),

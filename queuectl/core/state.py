@@ -23,6 +23,7 @@ from queuectl.core.topology import (
 from queuectl.core.tree import Tree, build
 from queuectl.core.types import (
     Admission,
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     Flavor,
@@ -164,6 +165,7 @@ class State:
     topologies: dict[str, Topology] = field(default_factory=dict)
     cohorts: dict[str, Cohort] = field(default_factory=dict)
     queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    checks: dict[str, AdmissionCheck] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
     workloads: dict[str, Workload] = field(default_factory=dict)
@@ -197,7 +199,7 @@ class State:
     def ensure_tree(self) -> None:
         if not self.stale_tree:
             return
-        self.tree = build(self.cohorts, self.queues, self.flavors)
+        self.tree = build(self.cohorts, self.queues, self.flavors, self.checks)
         self.borrowers.clear()
         for charge in self.charges.values():
             self._tree_usage(charge, 1)

@@ -20,6 +20,7 @@ BorrowPolicy = Literal["Never", "LowerPriority"]
 WhenCanBorrow = Literal["Borrow", "TryNextFlavor"]
 WhenCanPreempt = Literal["Preempt", "TryNextFlavor"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 GPU = "nvidia.com/gpu"
 
@@ -135,6 +136,18 @@ class ClusterQueue:
     flavor_fungibility: FlavorFungibility = FlavorFungibility()
     fair_weight: float = 1.0
     stop_policy: StopPolicy = "None"
+    admission_checks: tuple[str, ...] = ()
+    """AdmissionChecks its workloads pass after reserving quota (`queuectl.core.checks`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    """What the core needs of an AdmissionCheck: whether its controller says it is Active."""
+
+    name: str
+    active: bool = False
+    message: str = ""
+    """Why it is not Active (its condition's message), for the queue's reason."""
 
 
 @dataclass(frozen=True, slots=True)
