@@ -14,6 +14,7 @@ from typing import Any
 
 from queuectl.api.resource import Resource
 from queuectl.jobs.batch import BatchJob
+from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.kind import JobKind
 
 
@@ -85,6 +86,7 @@ def load_kind(spec: str) -> JobKind:
 KINDS = Registry(
     [
         BatchJob(),
+        JobSet(),
     ]
 )
 """Every kind queuectl queues: one line per kind."""
