@@ -322,7 +322,7 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
         problems.append(
             f"it is queued in LocalQueue {new_queue!r} and not admitted yet, so it cannot be "
             "unsuspended by hand; queuectl unsuspends it once quota is available (see why it "
-            f"waits with `kubectl get workloads -n {ns}`"
-            + (f" or `queuectl describe job {name} -n {ns}`)" if what == "Job" else ")")
+            f"waits with `kubectl get workloads -n {ns}` or "
+            f"`queuectl describe {what.lower()} {name} -n {ns}`)"
         )
     return problems
