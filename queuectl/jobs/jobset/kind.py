@@ -12,6 +12,10 @@ that already exist (merged: keys it had stay unless overwritten). So a placement
 with one allowed value per label (a flavor's nodeLabels, a chosen topology domain) reaches
 every child Job's pods; one with several values (pods spread over named nodes, no single
 domain) cannot be written there and is left out (docs/design/jobs.md, "JobSet").
+
+Its pods are owned by child Jobs that carry no queuectl label, so each template also gets the
+`queuectl.io/workload` label: the controller then knows those pods as the Workload's (not as
+foreign usage on their nodes) and finds the Workload from a pod on a failing node.
 """
 
 from __future__ import annotations
@@ -67,14 +71,24 @@ def _with_scheduling(
     return out
 
 
-def _replace_pod_specs(job: Obj, pod_specs: Mapping[str, Obj]) -> list[Obj]:
-    """The JobSet's replicatedJobs with the pod spec of each named one replaced."""
+def _with_labels(metadata: Obj, labels: Mapping[str, str] | None) -> dict[str, Any]:
+    out = copy.deepcopy(dict(metadata))
+    if labels:
+        out["labels"] = dict(labels)
+    else:
+        out.pop("labels", None)
+    return out
+
+
+def _replace_templates(job: Obj, templates: Mapping[str, Obj]) -> list[Obj]:
+    """The JobSet's replicatedJobs with the pod template of each named one replaced."""
     out = []
     for rjob in replicated_jobs(job):
         rjob = copy.deepcopy(rjob)
-        if rjob.get("name") in pod_specs:
-            template = rjob.setdefault("template", {}).setdefault("spec", {})
-            template.setdefault("template", {})["spec"] = pod_specs[rjob["name"]]
+        if rjob.get("name") in templates:
+            rjob.setdefault("template", {}).setdefault("spec", {})["template"] = templates[
+                rjob["name"]
+            ]
         out.append(rjob)
     return out
 
@@ -148,42 +162,59 @@ class JobSet:
     def run_patch(
         self, job: Obj, pod_sets: Sequence[Obj], placements: Sequence[PodSetPlacement]
     ) -> dict[str, Any]:
-        specs: dict[str, Obj] = {}
-        for placement in placements:
-            original = podtemplate.original_pod_spec(pod_sets, placement.name)
+        workload_label = {names.LABEL_WORKLOAD: self._workload(job)}
+        templates: dict[str, Obj] = {}
+        for ps in self.pod_sets(job):
+            by_name = {p.name: p for p in placements}
+            placement = by_name.get(ps.name, PodSetPlacement(ps.name))
+            original = podtemplate.original_pod_spec(pod_sets, ps.name)
             selector = {**(original.get("nodeSelector") or {}), **node_selector(placement)}
             tolerations = list(original.get("tolerations") or [])
             tolerations += [dict(t) for t in placement.tolerations if dict(t) not in tolerations]
-            current = podtemplate.at_path(self._rjob(job, placement.name), POD_TEMPLATE) or {}
-            specs[placement.name] = _with_scheduling(
-                current.get("spec") or {}, selector, tolerations
-            )
+            meta = ps.template.get("metadata") or {}
+            templates[ps.name] = {
+                **ps.template,
+                "metadata": _with_labels(meta, {**(meta.get("labels") or {}), **workload_label}),
+                "spec": _with_scheduling(ps.template.get("spec") or {}, selector, tolerations),
+            }
         patch: dict[str, Any] = {"spec": {"suspend": False}}
-        if specs:
-            patch["spec"]["replicatedJobs"] = _replace_pod_specs(job, specs)
+        if templates:
+            patch["spec"]["replicatedJobs"] = _replace_templates(job, templates)
         return patch
 
     def suspend_patch(self, job: Obj) -> dict[str, Any]:
         return {"spec": {"suspend": True}}
 
     def restore_patch(self, job: Obj, pod_sets: Sequence[Obj]) -> dict[str, Any] | None:
-        specs: dict[str, Obj] = {}
-        for ps in pod_sets:
-            name = str(ps.get("name") or "")
-            original = podtemplate.original_pod_spec(pod_sets, name)
-            current = (podtemplate.at_path(self._rjob(job, name), POD_TEMPLATE) or {}).get(
-                "spec"
-            ) or {}
-            wanted = _with_scheduling(
-                current, original.get("nodeSelector"), original.get("tolerations")
-            )
+        templates: dict[str, Obj] = {}
+        for ps in self.pod_sets(job):
+            recorded = next((p for p in pod_sets if p.get("name") == ps.name), None)
+            if recorded is None:
+                continue
+            original = (recorded.get("template") or {}).get("spec") or {}
+            original_labels = ((recorded.get("template") or {}).get("metadata") or {}).get("labels")
+            current = ps.template
+            wanted = {
+                **current,
+                "metadata": _with_labels(current.get("metadata") or {}, original_labels),
+                "spec": _with_scheduling(
+                    current.get("spec") or {},
+                    original.get("nodeSelector"),
+                    original.get("tolerations"),
+                ),
+            }
+            if not wanted["metadata"]:
+                del wanted["metadata"]
             if wanted != current:
-                specs[name] = wanted
-        return {"spec": {"replicatedJobs": _replace_pod_specs(job, specs)}} if specs else None
+                templates[ps.name] = wanted
+        if not templates:
+            return None
+        return {"spec": {"replicatedJobs": _replace_templates(job, templates)}}
 
     def suspend_ops(self, job: Obj) -> JsonPatch:
         return workload.suspend_ops_at(job, "suspend")
 
-    @staticmethod
-    def _rjob(job: Obj, name: str) -> Obj:
-        return next((r for r in replicated_jobs(job) if r.get("name") == name), {})
+    def _workload(self, job: Obj) -> str:
+        """The Workload's name: the label the controller put on the JobSet, else its own."""
+        found = workload.labels(job).get(names.LABEL_WORKLOAD)
+        return found or self.workload_name(job)

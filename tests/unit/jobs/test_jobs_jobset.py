@@ -172,6 +172,9 @@ def test_admission_becomes_node_selectors_and_tolerations_in_every_replicated_jo
         {"key": "dedicated", "operator": "Equal", "value": "a", "effect": "NoSchedule"},
         {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]
+    workload_label = {names.LABEL_WORKLOAD: KIND.workload_name(job)}
+    for rjob in running["spec"]["replicatedJobs"]:
+        assert rjob["template"]["spec"]["template"]["metadata"]["labels"] == workload_label
     # Node affinity is not touched: JobSet refuses it while suspended and never copies it on.
     assert "affinity" not in driver and "affinity" not in workers
     # Everything else of the JobSet is as it was: the shape the quota was sized for.
@@ -194,6 +197,7 @@ def test_injecting_twice_never_stacks_and_restore_puts_back_what_the_workload_re
     assert "nodeSelector" not in rjob_pod_spec(back, "driver")
     assert "tolerations" not in rjob_pod_spec(back, "driver")
     assert KIND.restore_patch(back, pod_sets) is None
+    assert back == job  # labels too: the workload label comes back out
     assert KIND.restore_patch(job, pod_sets) is None
 
 
@@ -206,10 +210,19 @@ def test_a_spread_over_several_nodes_is_left_out_a_node_selector_cannot_say_it()
     assert "nodeSelector" not in rjob_pod_spec(running, "one")
 
 
-def test_no_placement_only_unsuspends() -> None:
+def test_without_placement_it_unsuspends_and_labels_each_template_with_its_workload() -> None:
     job = sample("jobset-defaults.yaml")
+    job["metadata"]["labels"][names.LABEL_WORKLOAD] = "jobset-minimal-0123abcd"
     pod_sets = KIND.workload_spec(job)["podSets"]
-    assert KIND.run_patch(job, pod_sets, []) == {"spec": {"suspend": False}}
+    running = applied(job, KIND.run_patch(job, pod_sets, []))
+    assert not KIND.is_suspended(running)
+    for rjob, before in zip(
+        running["spec"]["replicatedJobs"], job["spec"]["replicatedJobs"], strict=True
+    ):
+        template = rjob["template"]["spec"]["template"]
+        # The controller knows the pods by this label: their child Jobs carry none of queuectl's.
+        assert template["metadata"]["labels"] == {names.LABEL_WORKLOAD: "jobset-minimal-0123abcd"}
+        assert template["spec"] == before["template"]["spec"]["template"]["spec"]
 
 
 # --- status --------------------------------------------------------------------------------------
