@@ -52,7 +52,7 @@ def owned_workload(name: str, uid: str) -> Obj:
     ids=["by the label the controller sets", "by ownership before the label is written"],
 )
 def test_a_job_leads_to_its_workload(the_job: Obj, workloads: list[Obj], found: str) -> None:
-    assert workload_of_job(FakeApi(the_job, workloads), "train", "team-a") == found  # type: ignore[arg-type]
+    assert workload_of_job(FakeApi(the_job, workloads), "train", "team-a") == found
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_a_job_leads_to_its_workload(the_job: Obj, workloads: list[Obj], found: 
 )
 def test_a_job_without_a_workload_is_a_one_line_error_saying_why(the_job: Obj, says: str) -> None:
     with pytest.raises(CliError, match=says):
-        workload_of_job(FakeApi(the_job, [owned_workload("x", "u-9")]), "train", "team-a")  # type: ignore[arg-type]
+        workload_of_job(FakeApi(the_job, [owned_workload("x", "u-9")]), "train", "team-a")
 
 
 def test_job_is_a_describe_kind_with_its_plural() -> None:
@@ -105,11 +105,11 @@ def test_a_jobset_leads_to_the_workload_it_owns_and_errors_name_the_kind() -> No
     }
     not_it = owned_workload("job-train-1", "u-1")  # a batch Job's: same uid, other kind
     api = FakeJobSetApi(job(**{names.LABEL_QUEUE_NAME: "lq"}), [not_it, owned])
-    assert workload_of_job(api, "train", "team-a", by_name("jobset")) == "jobset-train-1"  # type: ignore[arg-type]
+    assert workload_of_job(api, "train", "team-a", by_name("jobset")) == "jobset-train-1"
     with pytest.raises(CliError, match=r'^JobSet "train" in namespace team-a has no Workload yet'):
         workload_of_job(
             FakeJobSetApi(job(**{names.LABEL_QUEUE_NAME: "lq"}), []),
             "train",
             "team-a",
             by_name("jobset"),
-        )  # type: ignore[arg-type]
+        )
