@@ -91,6 +91,8 @@ def setup_queue(cluster: Cluster, namespace: str, gpus: int, **spec: Any) -> Non
         },
         cluster_queue(cq, namespace, {fl: gpus}, **spec),
         local_queue("lq", namespace, cq),
+        # A default LocalQueue queues every unlabelled job here: not the JobSets' child Jobs.
+        local_queue("default", namespace, cq),
     )
 
 
@@ -185,8 +187,12 @@ def four_running_in_one_rack(cluster: Cluster, namespace: str, name: str) -> str
     return str(rack)
 
 
+def child_jobs(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    return items(cluster, "jobs", namespace, "-l", f"{POD_LABEL}={name}")
+
+
 def child_jobs_suspended(cluster: Cluster, namespace: str, name: str) -> bool:
-    jobs = items(cluster, "jobs", namespace, "-l", f"{POD_LABEL}={name}")
+    jobs = child_jobs(cluster, namespace, name)
     return bool(jobs) and all(j["spec"].get("suspend") for j in jobs)
 
 
@@ -212,6 +218,15 @@ def test_a_jobset_gang_is_admitted_whole_inside_one_rack_and_finishes(
     blocker_rack = four_running_in_one_rack(control_plane, namespace, "blocker")
     gang_rack = four_running_in_one_rack(control_plane, namespace, "gang")
     assert gang_rack != blocker_rack  # one rack each: the fleet has two
+    # One Workload per JobSet, none for their child Jobs (queued whole, not twice).
+    owners = sorted(
+        ref["kind"]
+        for w in items(control_plane, WL, namespace)
+        for ref in w["metadata"]["ownerReferences"]
+    )
+    assert owners == ["JobSet", "JobSet"], owners
+    for child in child_jobs(control_plane, namespace, "gang"):
+        assert names.LABEL_QUEUE_NAME not in (child["metadata"].get("labels") or {})
     # `queuectl describe jobset` finds the Workload, as a user types it
     argv = ["describe", "jobset", "gang", "-n", namespace, "--kubeconfig", control_plane.kubeconfig]
     assert cli_main(argv) == 0

@@ -16,7 +16,7 @@ import yaml
 from queuectl.api import names
 from queuectl.jobs import PodSetPlacement
 from queuectl.jobs.jobset import JOBSETS, JobSet
-from queuectl.jobs.registry import KINDS
+from queuectl.jobs.registry import KINDS, controlled_by
 from queuectl.webhooks.jobs import mutate_job, validate_job
 from queuectl.webhooks.lookup import InMemoryLookup
 from queuectl.webhooks.review import decode_patch
@@ -283,3 +283,42 @@ def test_pods_are_gone_once_no_child_job_has_an_active_pod() -> None:
 def test_registered_once_by_kind_and_group() -> None:
     assert KINDS.for_group_kind("jobset.x-k8s.io", "JobSet") is not None
     assert KINDS.for_owner({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet"})
+
+
+# --- its child Jobs are never queued on their own ------------------------------------------------
+def child_job(owner_kind: str, api_version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "driver-workers-workers-0",
+            "namespace": NS,
+            "ownerReferences": [
+                {"apiVersion": api_version, "kind": owner_kind, "name": "o", "controller": True}
+            ],
+        },
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+    }
+
+
+def job_review(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **review(obj),
+        "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+    }
+
+
+def test_a_jobsets_child_job_is_not_queued_even_by_a_default_local_queue() -> None:
+    """The JobSet is queued whole; queueing its child Jobs too would hold them suspended after
+    the JobSet is admitted and count their pods twice."""
+    with_default = InMemoryLookup(local_queues={(NS, "default"): "cq-a", (NS, "lq"): "cq-a"})
+    child = child_job("JobSet", "jobset.x-k8s.io/v1alpha2")
+    assert "patch" not in mutate_job(job_review(child), with_default)
+    child["metadata"]["labels"] = {names.LABEL_QUEUE_NAME: "lq"}  # even labelled by hand
+    assert validate_job(job_review(child), with_default)["allowed"] is True
+    assert controlled_by(child, KINDS) is KINDS["JobSet"]
+    # A Job a CronJob makes is queued as before: CronJob is not a queued kind.
+    cron = child_job("CronJob", "batch/v1")
+    ops = decode_patch(mutate_job(job_review(cron), with_default))
+    assert {"op": "add", "path": "/spec/suspend", "value": True} in ops
+    assert controlled_by(cron, KINDS) is None
