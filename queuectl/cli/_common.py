@@ -21,14 +21,18 @@ ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 
-def kind_type(allowed: tuple[str, ...]) -> Callable[[str], str]:
-    """An argparse `type` that maps any alias of an allowed kind to its canonical name."""
-    lookup = {a: k for k in allowed for a in ALIASES[k]}
+def kind_type(
+    allowed: tuple[str, ...], extra: Mapping[str, tuple[str, ...]] | None = None
+) -> Callable[[str], str]:
+    """An argparse `type` that maps any alias of an allowed kind to its canonical name
+    (`extra` adds kinds and their aliases, as the job kinds' from their registry)."""
+    known = {**ALIASES, **(extra or {})}
+    lookup = {a: k for k in allowed for a in known[k]}
 
     def parse(value: str) -> str:
         found = lookup.get(value.lower())
         if found is None:
-            choices = ", ".join(f"{k} ({'/'.join(ALIASES[k][1:])})" for k in allowed)
+            choices = ", ".join(f"{k} ({'/'.join(known[k][1:])})" for k in allowed)
             raise argparse.ArgumentTypeError(f"unknown kind {value!r}; one of: {choices}")
         return found
 

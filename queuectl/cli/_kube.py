@@ -180,6 +180,11 @@ class Kube:
                     f"the queuectl CRDs are not installed in the cluster at {self.host} "
                     f"(no API {names.API_VERSION}); {CRDS_HINT}"
                 )
+            if not kind.ours and kind.group and not self.served(kind):
+                return CliError(
+                    f"the cluster at {self.host} does not serve {kind.kind} (no {kind.plural} in "
+                    f"{kind.group or 'core'}/{kind.version}); install its operator's CRDs first"
+                )
             return CliError(f"{what} not found")
         if err.status == 403:
             return CliError(f"access denied: {err.message}")
@@ -200,6 +205,17 @@ class Kube:
                     raise self.explain_failure(err, NODE, "API discovery") from err
                 self._ours_served = False
         return self._ours_served
+
+    def served(self, kind: Kind) -> bool:
+        """Whether the API server serves `kind` (an operator's CRD may not be installed)."""
+        base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+        try:
+            found = self.request("GET", base)
+        except ApiFailure as err:
+            if err.status == 404:
+                return False
+            raise self.explain_failure(err, NODE, "API discovery") from err
+        return any(r.get("name") == kind.plural for r in found.get("resources") or ())
 
     # --- conveniences -----------------------------------------------------------------------
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:

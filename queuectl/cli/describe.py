@@ -1,4 +1,5 @@
-"""`queuectl describe clusterqueue|localqueue|cohort|workload|job NAME`: quota, line, and why.
+"""`queuectl describe clusterqueue|localqueue|cohort|workload|job|jobset|... NAME`: quota, line,
+and why.
 
 Everything is computed from one listing of the cluster fed to the scheduling core (see
 `_snapshot`): the quota table from the core's quota tree, the pending order from the core's
@@ -14,19 +15,20 @@ from collections.abc import Callable
 from typing import Any
 
 from queuectl import convert
-from queuectl.api import names
 from queuectl.cli import _kube as kube
 from queuectl.cli import _sections as sec
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
 from queuectl.cli._explain import explain_lines
+from queuectl.cli._jobkinds import JOB_ALIASES, by_name, workload_of_job
 from queuectl.cli._kube import CliError
 from queuectl.cli._render import Cell, Term, duration, quantity, table
 from queuectl.cli._snapshot import Snapshot
 from queuectl.cli.main import Subparsers
 from queuectl.core import fleet
 
-KINDS = ("clusterqueue", "localqueue", "cohort", "workload", "job")
+KINDS = ("clusterqueue", "localqueue", "cohort", "workload", *JOB_ALIASES)
+__all__ = ["add_parser", "describe", "run", "workload_of_job"]
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -34,10 +36,13 @@ def add_parser(subparsers: Subparsers) -> None:
         "describe",
         help="quota, pending line and the reason a workload waits",
         description="Describe a ClusterQueue (cq), LocalQueue (lq), Cohort (co), Workload (wl), "
-        "or a Job by the Workload queuectl made for it.",
+        "or a queued job (job, " + ", ".join(k for k in JOB_ALIASES if k != "job") + ") by the "
+        "Workload queuectl made for it.",
     )
     p.add_argument(
-        "kind", type=kind_type(KINDS), help="clusterqueue|localqueue|cohort|workload|job"
+        "kind",
+        type=kind_type(KINDS, JOB_ALIASES),
+        help="clusterqueue|localqueue|cohort|workload|" + "|".join(JOB_ALIASES),
     )
     p.add_argument("name")
     add_connection_args(p)
@@ -48,9 +53,10 @@ def add_parser(subparsers: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     api = connect(args)
     try:
-        ns = namespace(args) if args.kind in ("localqueue", "workload", "job") else ""
-        if args.kind == "job":
-            args.kind, args.name = "workload", workload_of_job(api, args.name, ns)
+        ns = namespace(args) if args.kind in ("localqueue", "workload", *JOB_ALIASES) else ""
+        if args.kind in JOB_ALIASES:
+            job_kind = by_name(args.kind)
+            args.kind, args.name = "workload", workload_of_job(api, args.name, ns, job_kind)
         kind = {
             "clusterqueue": kube.CLUSTER_QUEUE,
             "localqueue": kube.LOCAL_QUEUE,
@@ -66,31 +72,6 @@ def run(args: argparse.Namespace) -> int:
     term = Term.detect(sys.stdout)
     print(describe(snap, args.kind, args.name, ns, term))
     return 0
-
-
-def workload_of_job(api: kube.Kube, name: str, ns: str) -> str:
-    """The Workload queuectl made for Job `name`: the `queuectl.io/workload` label the controller
-    puts on the Job, else a Workload in its namespace that the Job owns."""
-    job = api.get(kube.JOB, name, ns)  # "not found" / "denied" first, in the user's words
-    meta = job.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    if labels.get(names.LABEL_WORKLOAD):
-        return str(labels[names.LABEL_WORKLOAD])
-    uid = meta.get("uid")
-    for wl in api.list(kube.WORKLOAD, ns):
-        owners = (wl.get("metadata") or {}).get("ownerReferences") or ()
-        if any(o.get("kind") == "Job" and o.get("uid") == uid for o in owners):
-            return str(wl["metadata"]["name"])
-    if not labels.get(names.LABEL_QUEUE_NAME):
-        raise CliError(
-            f'Job "{name}" in namespace {ns} is not queued by queuectl: it has no '
-            f"{names.LABEL_QUEUE_NAME} label (and its namespace no LocalQueue named default); "
-            "label it with a LocalQueue to queue it"
-        )
-    raise CliError(
-        f'Job "{name}" in namespace {ns} has no Workload yet: the queuectl controller makes one '
-        "when it sees the Job; check that it runs (`kubectl -n queuectl-system get pods`)"
-    )
 
 
 def describe(snap: Snapshot, kind: str, name: str, ns: str, term: Term) -> str:

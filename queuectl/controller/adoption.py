@@ -15,6 +15,7 @@ from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.priority import follow_priority_class, resolve_priority
 from queuectl.controller.workload_writes import WorkloadWrites
 from queuectl.jobs import JobKind
+from queuectl.jobs.registry import controlled_by
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ class JobWorkloads(WorkloadWrites):
         job = self.cache.get(adapter.resource, name, namespace)
         if job is None or adapter.queue_name(job) is None:
             return None
+        if controlled_by(job, self.adapters) is not None:
+            return None  # a JobSet's child Job: its owner's Workload covers it
         wl_name = adapter.workload_name(job)
         key = f"{namespace}/{wl_name}"
         if (wl := self.cache.get(k.WORKLOADS, wl_name, namespace)) is not None:

@@ -128,11 +128,15 @@ def assigned_nodes(wl: Obj) -> set[str]:
 
 
 def pod_workload(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> str | None:
-    """The key of the Workload behind a pod: its controlling Job's `queuectl.io/workload` label."""
+    """The key of the Workload behind a pod: its own `queuectl.io/workload` label (a kind whose
+    pods no queued Job owns, as a JobSet's, puts it on its templates), else its controlling
+    Job's."""
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return None
-    job = convert.controlling_job(pod, jobs)
-    wl = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
+    wl = ((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_WORKLOAD)
+    if not wl:
+        job = convert.controlling_job(pod, jobs)
+        wl = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
     return f"{pod['metadata'].get('namespace') or ''}/{wl}" if wl else None
 
 

@@ -3,8 +3,9 @@
 The core places gangs on nodes from their allocatable minus what it has placed itself; a
 DaemonSet, a notebook pod or a Job nobody queued that holds GPUs on a node would otherwise be
 invisible, and a gang placed there would sit Pending. Only bound, unfinished pods are watched
-(the cache's field selector); a pod counts as queuectl's when its owning Job carries the queue
-or workload label.
+(the cache's field selector); a pod counts as queuectl's when it carries the workload label
+itself (a JobSet's pods: the kind puts it on their templates) or its owning Job carries the
+queue or workload label.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def foreign_usage(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> tuple[str
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    if names.LABEL_WORKLOAD in ((pod.get("metadata") or {}).get("labels") or {}):
         return None
     if convert.is_job_pod(pod):
         job = convert.controlling_job(pod, jobs)

@@ -39,7 +39,7 @@ from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import Scheduler
-from queuectl.jobs.registry import KINDS, Registry
+from queuectl.jobs.registry import KINDS, Registry, controlled_by
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,8 @@ class Controller:
         adapter = self.kinds.get(kind)
         if adapter is None or adapter.queue_name(obj) is None:
             return
+        if controlled_by(obj, self.kinds) is not None:
+            return  # part of a job queued whole (a JobSet's child Job)
         if event == "DELETED":
             name = adapter.workload_name(obj)
             ns = meta.get("namespace", "")

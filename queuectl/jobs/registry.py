@@ -14,6 +14,7 @@ from typing import Any
 
 from queuectl.api.resource import Resource
 from queuectl.jobs.batch import BatchJob
+from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.kind import JobKind
 
 
@@ -66,6 +67,21 @@ class Registry(Mapping[str, JobKind]):
         return Registry([*self.kinds(), *more])
 
 
+def controlled_by(job: Mapping[str, Any], kinds: Mapping[str, JobKind]) -> JobKind | None:
+    """The registered kind whose object controls `job` (a JobSet's child Job, a TrainJob's
+    JobSet), if any. Such a job is never queued on its own: its owner is the one queued, and
+    queueing both (a default LocalQueue would) would hold the child suspended after its owner
+    was admitted, and count its pods twice."""
+    for ref in (job.get("metadata") or {}).get("ownerReferences") or ():
+        if not ref.get("controller"):
+            continue
+        found = kinds.get(str(ref.get("kind") or ""))
+        group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+        if found is not None and found.resource.group == group:
+            return found
+    return None
+
+
 def load_kind(spec: str) -> JobKind:
     """A kind from `module:attribute` (a JobKind instance, or a class made with no arguments);
     a clear error when the module or attribute is missing."""
@@ -85,6 +101,7 @@ def load_kind(spec: str) -> JobKind:
 KINDS = Registry(
     [
         BatchJob(),
+        JobSet(),
     ]
 )
 """Every kind queuectl queues: one line per kind."""

@@ -354,10 +354,17 @@ def build(name: str, progress: Progress = print, *, root: Path | None = None) ->
 
 
 # ---- CRDs and process --------------------------------------------------------------------
+def _holds_crd(path: Path) -> bool:
+    """Whether a manifest holds a CRD (a glob also matches a kustomization.yaml beside them,
+    as Trainer's manifests/base/crds/ has, which kubectl cannot apply)."""
+    docs = yaml.safe_load_all(path.read_text())
+    return any(isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs)
+
+
 def crd_files(name: str) -> list[Path]:
     op = lookup(name)
     base = module_dir(op)
-    found = sorted({p for pattern in op.crds for p in base.glob(pattern)})
+    found = sorted({p for pattern in op.crds for p in base.glob(pattern) if _holds_crd(p)})
     if not found:
         raise BuildFailed(
             f"no CRD manifests under {base} for {', '.join(op.crds)}",

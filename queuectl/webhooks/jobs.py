@@ -21,7 +21,7 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs import JobKind
-from queuectl.jobs.registry import KINDS, Registry
+from queuectl.jobs.registry import KINDS, Registry, controlled_by
 from queuectl.jobs.shape import shape_changes
 from queuectl.webhooks.formats import LABEL_CHECKS, priority_class_problem
 from queuectl.webhooks.lookup import QueueLookup
@@ -88,8 +88,8 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
     """Queue a job on create; keep its cluster-queue label in step when its queue changes."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict):
-        return allow(request)
+    if kind is None or not isinstance(job, dict) or controlled_by(job, kinds) is not None:
+        return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     what = kind.resource.kind
     ns = _namespace(request)
     labels = _labels(job)
@@ -174,8 +174,8 @@ def validate_job(
     """Refuse changes to a queued job that would bypass the queue or corrupt its labels."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict):
-        return allow(request)
+    if kind is None or not isinstance(job, dict) or controlled_by(job, kinds) is not None:
+        return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     if user_name(request) in controller_users:
         return allow(request)
     operation = request.get("operation")
@@ -322,7 +322,7 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
         problems.append(
             f"it is queued in LocalQueue {new_queue!r} and not admitted yet, so it cannot be "
             "unsuspended by hand; queuectl unsuspends it once quota is available (see why it "
-            f"waits with `kubectl get workloads -n {ns}`"
-            + (f" or `queuectl describe job {name} -n {ns}`)" if what == "Job" else ")")
+            f"waits with `kubectl get workloads -n {ns}` or "
+            f"`queuectl describe {what.lower()} {name} -n {ns}`)"
         )
     return problems

@@ -8,6 +8,8 @@ from queuectl.cli import stopresume
 from queuectl.cli._kube import CLUSTER_QUEUE, NODE, WORKLOAD, ApiFailure, CliError, Kind, Kube
 from queuectl.cli.main import build_parser, main
 
+JOBSET = Kind("JobSet", "jobsets", group="jobset.x-k8s.io", version="v1alpha2", namespaced=True)
+
 
 @pytest.mark.parametrize(
     ("argv", "kind"),
@@ -82,6 +84,9 @@ class FakeKube(Kube):
     def host(self) -> str:
         return "https://example:6443"
 
+    def served(self, kind: Kind) -> bool:
+        return self._ours_served is True  # an operator's kind: served as scripted too
+
 
 @pytest.mark.parametrize(
     ("served", "status", "kind", "message"),
@@ -89,6 +94,8 @@ class FakeKube(Kube):
         (False, 404, CLUSTER_QUEUE, "the queuectl CRDs are not installed in the cluster at "),
         (True, 404, WORKLOAD, 'Workload "w" not found'),
         (False, 404, NODE, 'Workload "w" not found'),  # a core kind: never blame the CRDs
+        (True, 404, JOBSET, 'Workload "w" not found'),
+        (False, 404, JOBSET, "does not serve JobSet (no jobsets in jobset.x-k8s.io/v1alpha2); "),
         (True, 403, WORKLOAD, "access denied: workloads is forbidden"),
         (True, 401, WORKLOAD, "refused the kubeconfig's credentials"),
         (True, 500, WORKLOAD, "the API server answered 500"),

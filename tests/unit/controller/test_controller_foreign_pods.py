@@ -52,6 +52,17 @@ JOBS = {
         ("a pod of a Job the cache has not seen yet", pod("new-x", job="unseen"), False),
         ("a pod not bound to a node", pod("pending", node=None), False),
         ("a pod that finished", pod("done", phase="Succeeded"), False),
+        (
+            "a JobSet's pod: its child Job is plain, the pod carries the workload label",
+            {
+                **pod("js-x", job="plain"),
+                "metadata": {
+                    **pod("js-x", job="plain")["metadata"],
+                    "labels": {names.LABEL_WORKLOAD: "jobset-js-1234"},
+                },
+            },
+            False,
+        ),
     ],
 )
 def test_which_pods_count_as_foreign(case: str, obj: dict[str, Any], counted: bool) -> None:

@@ -183,6 +183,13 @@ def test_a_pod_leads_to_its_workload_through_its_job(obj: dict[str, Any], key: s
     assert drain.pod_workload(obj, jobs) == key
 
 
+def test_a_jobset_pod_leads_to_its_workload_by_its_own_label() -> None:
+    """A JobSet's pods belong to child Jobs with no queuectl label; the kind labels the pods."""
+    obj = pod(uid="child-job-of-a-jobset")
+    obj["metadata"]["labels"] = {names.LABEL_WORKLOAD: "jobset-train-1"}
+    assert drain.pod_workload(obj, lambda ns, name: None) == "ns/jobset-train-1"
+
+
 @pytest.mark.parametrize(
     ("obj", "unschedulable", "gpus"),
     [
