@@ -42,12 +42,15 @@ from queuectl.testenv.invariants import request_json
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet
 
-GRACE = 4
+GRACE = 5
 """Seconds of notice the `low` class gives a victim."""
 FLEET = "8x8:h100"
 """The standard fleet's H100 nodes, as the simulator reads them (the A100s serve no queue here)."""
 
-# name, submit (s), LocalQueue, pods, GPUs per pod, runtime (s), priority class
+TICK = 1.5
+"""Seconds per time unit of the rows below (both the simulator and the cluster run in seconds)."""
+
+# name, submit, LocalQueue, pods, GPUs per pod, runtime (submit and runtime in TICKs), class
 ROWS: tuple[tuple[str, float, str, int, int, float, str], ...] = (
     # cohort: a and b, 8 GPUs each, borrowing from each other, no preemption
     ("a-01", 0, "lq-a", 1, 8, 16, ""),
@@ -64,7 +67,7 @@ ROWS: tuple[tuple[str, float, str, int, int, float, str], ...] = (
     # c: 8 GPUs on its own, preemption by priority with a notice
     ("c-01", 0, "lq-c", 1, 8, 16, "low"),
     ("c-03", 3, "lq-c", 1, 4, 6, ""),  # too low to preempt; waits
-    ("c-02", 6, "lq-c", 1, 4, 10, "high"),  # preempts c-01: noticed at 6, suspended at 10
+    ("c-02", 6, "lq-c", 1, 4, 10, "high"),  # preempts c-01: noticed at 9 s, suspended at 14 s
     ("c-04", 26, "lq-c", 1, 2, 6, ""),
     # d: 8 GPUs on its own, BestEffortFIFO: small jobs pass a blocked big one
     ("d-01", 0, "lq-d", 1, 4, 22, ""),
@@ -72,7 +75,7 @@ ROWS: tuple[tuple[str, float, str, int, int, float, str], ...] = (
     ("d-03", 6, "lq-d", 1, 2, 6, ""),
     ("d-04", 9, "lq-d", 1, 2, 9, ""),
     ("d-05", 15, "lq-d", 1, 4, 8, ""),
-    ("d-06", 29, "lq-d", 1, 2, 4, ""),
+    ("d-06", 31, "lq-d", 1, 2, 4, ""),
 )
 
 
@@ -94,22 +97,24 @@ def manifests(ns: str) -> list[dict[str, Any]]:
 
 
 def trace(ns: str) -> tuple[Job, ...]:
-    return tuple(
+    """The rows as the simulator's jobs, in submit order (as `parse_trace` gives them)."""
+    jobs = (
         Job(
             name=name,
-            submit=submit,
+            submit=submit * TICK,
             namespace=ns,
             queue=lq,
             pods=pods,
             gpus=gpus,
-            runtime=runtime,
+            runtime=runtime * TICK,
             priority_class=f"{pc}-{ns}" if pc else "",
         )
         for name, submit, lq, pods, gpus, runtime, pc in ROWS
     )
+    return tuple(sorted(jobs, key=lambda j: (j.submit, j.key)))
 
 
-MARGIN = 3.0
+MARGIN = 3 * TICK
 """Least gap between two instants at which something happens in one cohort of the trace."""
 
 Admission = tuple[str, int]
@@ -178,23 +183,23 @@ class Observer(threading.Thread):
         self.errors: list[str] = []
         self._holding: set[str] = set()
         self._notices: set[tuple[str, str]] = set()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(30)
 
     def run(self) -> None:
         path = f"/apis/{names.API_VERSION}/namespaces/{self.ns}/{WL.split('.')[0]}"
         with self.cluster.api_client() as api:
-            while not self._stop.is_set():
+            while not self._halt.is_set():
                 try:
                     listed = request_json(api, "GET", path)
                 except Exception as exc:  # a slow answer is retried; the test reads `errors`
                     self.errors.append(repr(exc))
                     continue
                 self._note(listed["items"], time.monotonic() - self.t0)
-                self._stop.wait(0.1)
+                self._halt.wait(0.1)
 
     def _note(self, workloads: list[dict[str, Any]], now: float) -> None:
         for wl in workloads:
@@ -232,6 +237,20 @@ def out_of_order(
                     f"{later} at {real[later]:.1f} s"
                 )
     return bad
+
+
+def closest(
+    sim: dict[Admission, float], real: dict[Admission, float], group: dict[str, str]
+) -> float:
+    """The least real time between two admissions of one group that the simulator orders (how
+    near the cluster came to reordering them; negative when it did)."""
+    gaps = [
+        real[b] - real[a]
+        for a in real
+        for b in real
+        if group[a[0]] == group[b[0]] and a in sim and b in sim and sim[a] < sim[b]
+    ]
+    return min(gaps, default=float("inf"))
 
 
 def test_the_controller_admits_a_trace_in_the_order_the_simulator_does(
@@ -287,7 +306,8 @@ def test_the_controller_admits_a_trace_in_the_order_the_simulator_does(
         f"\nreplay: {len(real.admitted)} admissions; cluster minus simulator: "
         f"min {min(drift.values()):.2f} s, max {max(drift.values()):.2f} s; "
         f"Job creation at most {max(late.values()):.2f} s late; "
-        f"observer errors {len(observer.errors)}"
+        f"observer errors {len(observer.errors)}; "
+        f"closest call {closest(sim.admitted, real.admitted, group):.2f} s"
     )
     for a in sorted(sim.admitted, key=lambda a: (group[a[0]], sim.admitted[a], a)):
         print(
