@@ -1,17 +1,19 @@
 """Issue 15: the simulator and the controller share the core, so they admit in the same order.
 
 One short trace runs twice: (1) through `queuectl.sim.simulate` on a virtual clock, and (2) on
-the real control plane: the same manifests applied, the standard kwok GPU fleet, each Job
-created at its trace submit time (1 trace second = 1 s), its pods succeeding `runtime` seconds
-after they start (the kwok Stage's testenv.queuectl.io/succeed-after). Then every admission,
+the real control plane: the same manifests applied, the standard kwok GPU fleet, each Job created
+at its submit time, its pods succeeding `runtime` seconds after they start (the kwok Stage's
+testenv.queuectl.io/succeed-after). Then every admission,
 re-admissions after a preemption included, is compared: within a cohort (or a ClusterQueue on
 its own) two admissions the simulator makes at different instants happen in that order on the
 cluster; admissions of one simulated instant (one cycle) may land in any order among
 themselves. Independent cohorts are not ordered against each other: between them only latency
 differs, not a decision. docs/design/simulate.md ("Replay against the controller") says why.
 
-The trace keeps events of one cohort at least 3 s apart (the controller's latency from a pod's
-end to the next admission is about a second, and chains here are at most three links long).
+`crowded()` keeps events of one group at least 3 ticks (4.5 s) apart: the controller's latency
+from a pod's end to the next admission is about a second a link, and chains here are at most
+three links long (measured up to 3.7 s behind the simulator). Closer events could be reordered by
+latency alone, and a different order must only ever mean a different decision.
 """
 
 from __future__ import annotations
