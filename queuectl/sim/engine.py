@@ -270,6 +270,7 @@ class _Engine:
         rec = self.rec.jobs[key]
         if rec.admitted is None:
             rec.admitted = t
+        rec.admissions.append(t)
         flavors: dict[str, int] = {}
         for ps in admission.podsets:
             gpus = ps.usage.get(GPU, 0)

@@ -78,6 +78,11 @@ class JobRecord:
     finished: float | None = None
     stopped: bool = False
     """Stopped by its maximum execution time."""
+    admissions: list[float] = field(default_factory=list)
+    """Every admission, re-admissions after a preemption included (`admitted` is the first):
+    the sequence the replay test compares with the controller's."""
+    preemptions: list[str] = field(default_factory=list)
+    """The reason of each preemption notice it got, in order."""
 
 
 class Recorder:
@@ -157,6 +162,7 @@ class Recorder:
     # --- events ---------------------------------------------------------------------------
     def preempted(self, key: str, reason: str, gpus: int) -> None:
         team = self.jobs[key].team
+        self.jobs[key].preemptions.append(reason)
         self.preemptions[reason] += 1
         self.team_preemptions[team] += 1
         if reason in RECLAIM_REASONS:

@@ -55,6 +55,14 @@ def test_the_victim_keeps_running_through_its_grace_period() -> None:
     assert times(result, "low") == (0, 1100 + 1100)
 
 
+def test_each_job_records_every_admission_and_the_reason_of_each_notice() -> None:
+    result = run([job("low", 0, 8, 2000, pc="grace"), job("urgent", 700, 8, 100, pc="high")])
+    low = result.recorder.jobs["a/low"]
+    assert low.admissions == [0, 1100]  # requeued at its deadline, back when urgent is done
+    assert low.preemptions == ["InClusterQueue"]
+    assert result.recorder.jobs["a/urgent"].admissions == [1000]
+
+
 def test_a_victim_that_finishes_within_its_grace_period_just_finishes() -> None:
     result = run([job("low", 0, 8, 800, pc="grace"), job("urgent", 700, 8, 100, pc="high")])
     assert times(result, "low") == (0, 800)
