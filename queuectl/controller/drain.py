@@ -129,9 +129,13 @@ def assigned_nodes(wl: Obj) -> set[str]:
 
 
 def pod_workload(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> str | None:
-    """The key of the Workload behind a pod: its controlling Job's `queuectl.io/workload` label."""
+    """The key of the Workload behind a pod: its own `queuectl.io/workload` label (kinds whose
+    pods no Job owns put it on their templates), else its controlling Job's."""
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return None
+    own = ((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_WORKLOAD)
+    if own:
+        return f"{pod['metadata'].get('namespace') or ''}/{own}"
     job = convert.controlling_job(pod, jobs)
     wl = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
     return f"{pod['metadata'].get('namespace') or ''}/{wl}" if wl else None

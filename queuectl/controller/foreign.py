@@ -4,7 +4,8 @@ The core places gangs on nodes from their allocatable minus what it has placed i
 DaemonSet, a notebook pod or a Job nobody queued that holds GPUs on a node would otherwise be
 invisible, and a gang placed there would sit Pending. Only bound, unfinished pods are watched
 (the cache's field selector); a pod counts as queuectl's when its owning Job carries the queue
-or workload label.
+or workload label, or the pod itself carries the workload label (a RayCluster's,
+a PyTorchJob's pods).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def foreign_usage(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> tuple[str
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
+    if names.LABEL_WORKLOAD in ((pod.get("metadata") or {}).get("labels") or {}):
+        return None  # a kind whose pods no Job owns labels them with its Workload
     if convert.is_job_pod(pod):
         job = convert.controlling_job(pod, jobs)
         labels = ((job or {}).get("metadata") or {}).get("labels") or {}

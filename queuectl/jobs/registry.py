@@ -15,6 +15,8 @@ from typing import Any
 from queuectl.api.resource import Resource
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.kind import JobKind
+from queuectl.jobs.pytorch import PyTorchJob
+from queuectl.jobs.ray import RayCluster, RayJob
 
 
 class Registry(Mapping[str, JobKind]):
@@ -85,6 +87,9 @@ def load_kind(spec: str) -> JobKind:
 KINDS = Registry(
     [
         BatchJob(),
+        RayJob(),
+        RayCluster(),
+        PyTorchJob(),
     ]
 )
 """Every kind queuectl queues: one line per kind."""

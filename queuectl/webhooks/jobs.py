@@ -45,7 +45,18 @@ SYSTEM_ANNOTATIONS = (names.ANNOTATION_PREEMPTION_DEADLINE,)
 def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
     """The registered kind the request is about, None for any other (never sent one)."""
     gvk = request.get("kind") or {}
-    return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    kind = kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    job = request.get("object")
+    if kind is not None and isinstance(job, dict) and _parent_kind(job, kinds):
+        return None  # part of its parent's Workload (a RayJob's RayCluster or submitter Job)
+    return kind
+
+
+def _parent_kind(job: Mapping[str, Any], kinds: Registry) -> bool:
+    """Whether the job's controller is itself a registered kind, queued or not: its operator
+    made it, and whatever queues it is the parent's business."""
+    refs = (job.get("metadata") or {}).get("ownerReferences") or ()
+    return any(ref.get("controller") and kinds.for_owner(ref) is not None for ref in refs)
 
 
 def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
