@@ -34,12 +34,15 @@ def rewrite(
     port: int,
     ca_pem: bytes,
     pod_label: str | None,
+    name: str | None = None,
+    failure_policy: str | None = None,
 ) -> list[dict[str, Any]]:
     """The operator's webhook configurations, pointed at https://127.0.0.1:<port><path>.
 
     Names get the operator's name in front (kubebuilder calls every one
     `mutating-webhook-configuration`, so two operators would overwrite each other). Pod
-    webhooks are kept only when `pod_label` says which pods are the operator's.
+    webhooks are kept only when `pod_label` says which pods are the operator's. `name` (one
+    configuration only) and `failure_policy` override, for training-operator (see operators).
     """
     bundle = base64.b64encode(ca_pem).decode()
     out: list[dict[str, Any]] = []
@@ -47,7 +50,7 @@ def rewrite(
         if not isinstance(doc, dict) or doc.get("kind") not in _KINDS:
             continue
         config = copy.deepcopy(doc)
-        config["metadata"] = {"name": f"{operator}-{doc['metadata']['name']}"}
+        config["metadata"] = {"name": name or f"{operator}-{doc['metadata']['name']}"}
         hooks = []
         for hook in config.get("webhooks", []):
             if _targets_pods(hook):
@@ -58,6 +61,8 @@ def rewrite(
                 }
             path = hook["clientConfig"]["service"].get("path", "/")
             hook["clientConfig"] = {"url": f"https://{HOST}:{port}{path}", "caBundle": bundle}
+            if failure_policy is not None:
+                hook["failurePolicy"] = failure_policy
             hooks.append(hook)
         if hooks:
             config["webhooks"] = hooks

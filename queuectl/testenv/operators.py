@@ -11,6 +11,7 @@ docs/design/testenv.md.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ from queuectl.testenv.errors import BuildFailed, ComponentFailed, TestEnvError
 from queuectl.testenv.operatorargs import HOST, RunDir, kubebuilder_config
 from queuectl.testenv.operatorhooks import rewrite
 from queuectl.testenv.ports import free_ports
-from queuectl.testenv.readiness import http_probe
+from queuectl.testenv.readiness import http_probe, wait_ready
 from queuectl.testenv.versions import pinned
 from queuectl.testenv.waiting import WaitTimeout, eventually
 
@@ -55,8 +56,12 @@ class Operator:
     needs_crds_of: tuple[str, ...] = ()  # other operators whose CRDs it watches
     env: dict[str, str] = field(default_factory=dict)
     prepare: Callable[[Cluster], None] | None = None  # objects it expects before starting
+    # What a kubelet would do for it once it runs (before it can become ready).
+    after_start: Callable[[Cluster], None] | None = None
     webhooks: str | None = None  # glob of its webhook manifests, registered once it is ready
     pod_label: str | None = None  # a label only its pods carry (selects its pod webhooks)
+    webhook_config_name: str | None = None  # the one name its own code expects, if any
+    webhook_failure_policy: str | None = None  # override, where the API server cannot verify it
 
     @property
     def binary_name(self) -> str:
@@ -100,6 +105,31 @@ def _training_operator(binary: Path, run: RunDir) -> list[str]:
     ]
 
 
+TRAINING_OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")  # fixed in its code
+
+
+def _mount_training_operator_secret(cluster: Cluster, timeout: float = 60) -> None:
+    """Its rotator fills the Secret and then waits for the files a kubelet would mount from
+    it into its cert dir; write them there, as that mount would."""
+    with cluster.api_client() as api:
+        core = k8s.CoreV1Api(api)
+
+        def data() -> dict[str, str]:
+            secret = core.read_namespaced_secret(
+                TRAINING_OPERATOR_SECRET, TRAINING_OPERATOR_NAMESPACE
+            )
+            return {k: str(v) for k, v in (secret.data or {}).items()}
+
+        found = eventually(
+            data, lambda d: "tls.crt" in d and "tls.key" in d, timeout=timeout, what="its cert"
+        )
+    TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for key, value in found.items():
+        target = TRAINING_OPERATOR_CERT_DIR / key
+        target.touch(mode=0o600)
+        target.write_bytes(base64.b64decode(value))
+
+
 def _training_operator_secret(cluster: Cluster) -> None:
     """Its cert rotator cannot be switched off and only fills an existing Secret."""
     manifest = {
@@ -135,7 +165,6 @@ _OWN_WEBHOOKS = (
     "; its own webhooks are served on 127.0.0.1 with a self-signed cert and registered with "
     "the API server by URL"
 )
-_NO_WEBHOOKS = "; its webhooks are not registered with the API server (nothing calls them)"
 
 OPERATORS: dict[str, Operator] = {
     op.name: op
@@ -181,22 +210,33 @@ OPERATORS: dict[str, Operator] = {
             module="github.com/kubeflow/training-operator",
             version="v1.8.1",
             package="github.com/kubeflow/training-operator/cmd/training-operator.v1",
-            crds=("manifests/base/crds/*.yaml",),
+            crds=("manifests/base/crds/kubeflow.org_*.yaml",),
             argv=_training_operator,
             # Its rotator writes to the fixed /tmp path, where its webhook server must look too.
             env={"MY_POD_NAMESPACE": TRAINING_OPERATOR_NAMESPACE, "TMPDIR": "/tmp"},
+            # Its rotator starts the controllers only after injecting its CA into this
+            # configuration; its cert names training-operator.kubeflow.svc, not 127.0.0.1, so
+            # the API server cannot verify it and the hooks must fail open (validation off).
+            webhooks="manifests/base/webhook/manifests.yaml",
+            webhook_config_name="validator.training-operator.kubeflow.org",
+            webhook_failure_policy="Ignore",
             prepare=_training_operator_secret,
+            after_start=_mount_training_operator_secret,
             notes="flags: leader election off, metrics off; its cert rotator cannot be turned "
             f"off, so namespace {TRAINING_OPERATOR_NAMESPACE} and an empty Secret "
             f"{TRAINING_OPERATOR_SECRET} are created for it to fill (it writes the serving cert to "
-            "the fixed /tmp/k8s-webhook-server/serving-certs)" + _NO_WEBHOOKS,
+            "the fixed /tmp/k8s-webhook-server/serving-certs); its validating webhooks are "
+            "registered by URL under the name its rotator patches (it waits for that before "
+            "starting its controllers) with failurePolicy Ignore, as its cert names only "
+            "training-operator.kubeflow.svc: validation is effectively off; the Secret's cert "
+            "is written into that dir as a kubelet's volume mount would",
         ),
         Operator(
             name="trainer",
             module="github.com/kubeflow/trainer/v2",
             version="v2.1.0",
             package="github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
-            crds=("manifests/base/crds/*.yaml",),
+            crds=("manifests/base/crds/trainer.kubeflow.org_*.yaml",),
             argv=_config_file("config.trainer.kubeflow.org/v1alpha1", cert_key="certManagement"),
             needs_crds_of=("jobset",),
             webhooks="manifests/base/webhook/manifests.yaml",
@@ -394,15 +434,19 @@ def start(plane: ControlPlane, name: str, progress: Progress | None = None) -> P
     if op.prepare is not None:
         op.prepare(plane)
     run = RunDir.create(plane.work_dir / "operators" / name, *free_ports(2))
-    env = dict(os.environ, KUBECONFIG=plane.kubeconfig, TMPDIR=str(run.tmp), **op.env)
-    plane.start_process(
-        process_name(name),
-        op.argv(binary, run),
-        ready=http_probe(f"http://{HOST}:{run.health_port}/readyz"),
-        env=env,
-    )
     if op.webhooks is not None:
+        # Before the start: training-operator's rotator waits for its configuration to exist
+        # before it reports ready; the others' hooks only see their own kinds and pods, which
+        # nobody creates before start() returns.
         register_webhooks(plane, name, run)
+    env = {**os.environ, "KUBECONFIG": plane.kubeconfig, "TMPDIR": str(run.tmp), **op.env}
+    ready = http_probe(f"http://{HOST}:{run.health_port}/readyz")
+    if op.after_start is None:
+        plane.start_process(process_name(name), op.argv(binary, run), ready=ready, env=env)
+        return binary
+    record = plane.start_process(process_name(name), op.argv(binary, run), env=env)
+    op.after_start(plane)
+    wait_ready(record, ready, timeout=plane.timeout, what=process_name(name))
     return binary
 
 
@@ -421,6 +465,8 @@ def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
         port=run.webhook_port,
         ca_pem=(run.cert_dir / "ca.crt").read_bytes(),
         pod_label=op.pod_label,
+        name=op.webhook_config_name,
+        failure_policy=op.webhook_failure_policy,
     )
     manifest = {"apiVersion": "v1", "kind": "List", "items": configs}
     cluster.kubectl(
