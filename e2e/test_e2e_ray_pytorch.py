@@ -41,8 +41,10 @@ PAUSE = "registry.k8s.io/pause:3.10"
 AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _operators(operators: Any) -> None:
+    """Before the module's controller starts: it then watches these kinds from its start
+    rather than finding their CRDs on a later discovery poll."""
     operators("ray")
     operators("training-operator")
 
