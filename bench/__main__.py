@@ -12,13 +12,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "core": ("bench.core_bench", "the scheduling core alone: admissions/s and cycle latency"),
     "run": ("bench.cluster.cli", "a cluster scenario on testenv (bench/scenarios/*.yaml)"),
     "webhooks": ("bench.webhook_flood", "hostile AdmissionReviews over TLS: 400s, 408s, never 500"),
+    "simulate": ("bench.simulate_bench", "queuectl simulate: 7 days, 100,000 jobs, 1,024 GPUs"),
     "chaos": ("bench.chaos.cli", "the fault suite: faults and hostile input under a Job stream"),
 }
 
 
 def usage() -> str:
     lines = ["usage: python -m bench <command> [args]", "", "commands:"]
-    lines += [f"  {name:<6} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
 

@@ -270,6 +270,11 @@ def panels() -> list[dict[str, Any]]:
                     "/ sum(rate(queuectl_admissions_per_cycle_count[$__rate_interval]))",
                     "admissions per cycle",
                 ),
+                target("queuectl_decisions_in_flight", "decisions not yet written"),
+                target(
+                    "rate(queuectl_cycle_write_wait_seconds_total[$__rate_interval])",
+                    "share of time cycles wait for writes",
+                ),
             ],
             (12, 50, 12, 8),
         ),

@@ -10,7 +10,14 @@ import re
 from dataclasses import dataclass
 from itertools import combinations
 
-from queuectl.agent.reader import GpuInfo, GpuNotAnswering, GpuReader, PairTopology, PcieLevel
+from queuectl.agent.reader import (
+    GpuInfo,
+    GpuNotAnswering,
+    GpuReader,
+    MigState,
+    PairTopology,
+    PcieLevel,
+)
 from queuectl.api import names
 
 MIB = 1024 * 1024
@@ -33,6 +40,8 @@ class Inventory:
 
     gpus: tuple[GpuInfo, ...]
     pairs: tuple[PairTopology, ...] = ()
+    mig: tuple[MigState, ...] = ()
+    """Per GPU, in the order of `gpus` (empty: not read)."""
 
     @property
     def count(self) -> int:
@@ -48,7 +57,13 @@ def read_inventory(reader: GpuReader) -> Inventory:
         except GpuNotAnswering:
             continue
     pairs = [reader.pair(a.index, b.index) for a, b in combinations(gpus, 2)]
-    return Inventory(tuple(gpus), tuple(pairs))
+    mig = []
+    for gpu in gpus:
+        try:
+            mig.append(reader.mig(gpu.index))
+        except GpuNotAnswering:
+            mig.append(MigState())
+    return Inventory(tuple(gpus), tuple(pairs), tuple(mig))
 
 
 def family(cc: tuple[int, int] | None) -> str:
@@ -169,5 +184,11 @@ GFD_LABEL_KEYS = frozenset(
         names.LABEL_GPU_COMPUTE_MAJOR,
         names.LABEL_GPU_COMPUTE_MINOR,
         names.LABEL_GPU_CLIQUE,
+        names.LABEL_MIG_CAPABLE,
+        names.LABEL_MIG_STRATEGY,
+        names.LABEL_GPU_REPLICAS,
+        names.LABEL_GPU_SHARING_STRATEGY,
     }
 )
+GFD_LABEL_PREFIXES = (names.RESOURCE_MIG_PREFIX,)
+"""GFD's per-profile MIG labels (`nvidia.com/mig-1g.10gb.count`): owned by prefix."""

@@ -13,14 +13,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from queuectl.agent import discovery
+from queuectl.agent import discovery, sharing
 from queuectl.agent.discovery import Inventory
 from queuectl.agent.health import NodeHealth
 from queuectl.api import names
 
 # Labels and annotations this agent owns: a key it owns but no longer wants is removed.
 OWN_LABELS = discovery.GFD_LABEL_KEYS | {names.LABEL_GPU_NVLINK, names.LABEL_GPU_HEALTHY_COUNT}
-OWN_ANNOTATIONS = frozenset({names.ANNOTATION_GPU_TOPOLOGY_MATRIX, names.ANNOTATION_GPU_HEALTH})
+OWN_ANNOTATIONS = frozenset(
+    {names.ANNOTATION_GPU_TOPOLOGY_MATRIX, names.ANNOTATION_GPU_HEALTH, names.ANNOTATION_MIG_LAYOUT}
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class DesiredNode:
     taint_reason: str | None
     condition: Condition
     manage_taint: bool = True
+    label_prefixes: tuple[str, ...] = ()
+    """Labels under these prefixes are ours too: a current one not in `labels` is removed."""
 
 
 def desired_node(
@@ -74,20 +78,32 @@ def desired_node(
     health_annotation: str | None,
     *,
     gfd_labels: bool = True,
+    shared: sharing.Sharing | None = None,
 ) -> DesiredNode:
-    """The full desired state from discovery and health."""
+    """The full desired state from discovery, health and the device plugin's sharing config."""
+    cfg = shared or sharing.Sharing()
     owned = OWN_LABELS if gfd_labels else OWN_LABELS - discovery.GFD_LABEL_KEYS
     labels: dict[str, str | None] = dict.fromkeys(owned)
     if gfd_labels:
-        labels.update(discovery.gfd_labels(inventory))
+        plain = discovery.gfd_labels(inventory)
+        labels.update(plain)
+        product = plain.get(names.LABEL_GPU_PRODUCT, "")
+        labels.update(sharing.labels(inventory.gpus, inventory.mig, cfg, product))
     labels[names.LABEL_GPU_NVLINK] = discovery.nvlink_class(inventory)
     labels[names.LABEL_GPU_HEALTHY_COUNT] = str(health.healthy_count)
     annotations: dict[str, str | None] = {
         names.ANNOTATION_GPU_TOPOLOGY_MATRIX: discovery.topology_matrix(inventory),
         names.ANNOTATION_GPU_HEALTH: health_annotation,
+        names.ANNOTATION_MIG_LAYOUT: sharing.layout(inventory.gpus, inventory.mig),
     }
     condition = Condition("True" if health.healthy else "False", health.reason, health.message)
-    return DesiredNode(labels, annotations, None if health.healthy else health.reason, condition)
+    return DesiredNode(
+        labels,
+        annotations,
+        None if health.healthy else health.reason,
+        condition,
+        label_prefixes=discovery.GFD_LABEL_PREFIXES if gfd_labels else (),
+    )
 
 
 def desired_unavailable(reason: str) -> DesiredNode:
@@ -208,7 +224,11 @@ def diff(
     The condition's heartbeat is refreshed at most every `heartbeat_s` seconds."""
     changes: list[str] = []
     metadata: dict[str, Any] = {}
-    labels = _diff_map("label", current.labels, desired.labels, changes)
+    want_labels = dict(desired.labels)
+    for key in current.labels:
+        if key not in want_labels and key.startswith(desired.label_prefixes or ("\0",)):
+            want_labels[key] = None
+    labels = _diff_map("label", current.labels, want_labels, changes)
     if labels:
         metadata["labels"] = labels
     annotations = _diff_map("annotation", current.annotations, desired.annotations, changes)

@@ -8,6 +8,7 @@ All of it blocks; the shell runs it on its NVML thread.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import uuid as uuidlib
@@ -21,6 +22,8 @@ from queuectl.agent.reader import (
     GpuInfo,
     GpuNotAnswering,
     GpuSample,
+    MigDevice,
+    MigState,
     NvmlUnavailable,
     PairTopology,
     PcieLevel,
@@ -307,6 +310,48 @@ class NvmlReader:
         if answered == 0 or not uuid:
             raise GpuNotAnswering(index, f"none of {failed} queries answered")
         return result
+
+    def mig(self, index: int) -> MigState:
+        """MIG mode and devices: each device's slices and memory from its attributes, its
+        placement from its GPU instance (left 0/0 where the driver will not say)."""
+        nv, h = self._nvml, self._handle(index)
+        try:
+            current, _pending = self._query(index, lambda: nv.nvmlDeviceGetMigMode(h))
+        except _Unsupported:
+            return MigState()  # not a MIG-capable GPU
+        if current != nv.NVML_DEVICE_MIG_ENABLE:
+            return MigState(capable=True)
+        devices: list[MigDevice] = []
+        slots = self._try(lambda: int(nv.nvmlDeviceGetMaxMigDeviceCount(h)), 0)
+        for slot in range(slots):
+            try:
+                mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)
+                attrs = nv.nvmlDeviceGetAttributes(mh)
+                uuid = _text(nv.nvmlDeviceGetUUID(mh))
+            except nv.NVMLError:
+                continue  # an empty slot answers NOT_FOUND
+            start, size = self._try(functools.partial(self._placement, h, mh), (0, 0))
+            devices.append(
+                MigDevice(
+                    parent=index,
+                    uuid=uuid,
+                    gi_slices=int(attrs.gpuInstanceSliceCount),
+                    ci_slices=int(attrs.computeInstanceSliceCount),
+                    memory_mib=int(attrs.memorySizeMB),
+                    multiprocessors=int(attrs.multiprocessorCount),
+                    start=start,
+                    size=size,
+                )
+            )
+        return MigState(capable=True, enabled=True, devices=tuple(devices))
+
+    def _placement(self, handle: Any, mig_handle: Any) -> tuple[int, int]:
+        nv = self._nvml
+        instance = nv.nvmlDeviceGetGpuInstanceById(
+            handle, nv.nvmlDeviceGetGpuInstanceId(mig_handle)
+        )
+        placement = nv.nvmlGpuInstanceGetInfo(instance).placement
+        return int(placement.start), int(placement.size)
 
     def wait_events(self, timeout_s: float) -> list[GpuEvent]:
         """Block up to `timeout_s` for the first event, then drain what is queued."""

@@ -46,6 +46,29 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class MigDevice:
+    """One MIG device (a GPU instance with its compute instance) carved out of a GPU."""
+
+    parent: int  # the GPU's index
+    uuid: str
+    gi_slices: int  # gpuInstanceSliceCount
+    ci_slices: int  # computeInstanceSliceCount
+    memory_mib: int  # memorySizeMB
+    multiprocessors: int = 0
+    start: int = 0  # placement: first memory slice
+    size: int = 0  # placement: memory slices taken
+
+
+@dataclass(frozen=True)
+class MigState:
+    """A GPU's MIG mode and devices; `capable` False on GPUs without MIG (the query fails)."""
+
+    capable: bool = False
+    enabled: bool = False
+    devices: tuple[MigDevice, ...] = ()
+
+
+@dataclass(frozen=True)
 class PairTopology:
     """How GPUs `a` < `b` reach each other.
 
@@ -135,5 +158,7 @@ class GpuReader(Protocol):
     def pair(self, a: int, b: int) -> PairTopology: ...
 
     def sample(self, index: int) -> GpuSample: ...
+
+    def mig(self, index: int) -> MigState: ...
 
     def wait_events(self, timeout_s: float) -> list[GpuEvent]: ...

@@ -22,10 +22,13 @@ from queuectl.agent.reader import (
     GpuInfo,
     GpuNotAnswering,
     GpuSample,
+    MigDevice,
+    MigState,
     NvmlUnavailable,
     PairTopology,
     PcieLevel,
 )
+from queuectl.api import gpushare
 
 MIB = 1024 * 1024
 
@@ -37,6 +40,38 @@ MODELS: dict[str, tuple[str, int, tuple[int, int], int]] = {
     "L40S": ("NVIDIA L40S", 46068, (8, 9), 0),
     "B200": ("NVIDIA B200", 183359, (10, 0), 18),
 }
+
+
+def mig_states(gpus: list[GpuInfo], layouts: Mapping[int, str], seed: str) -> list[MigState]:
+    """MIG devices per GPU from layout names (`all-1g.10gb`, `3g.40gb+2g.20gb`); GPUs without a
+    layout are MIG-capable but disabled (every model here but L40S is MIG-capable)."""
+    out = []
+    for gpu in gpus:
+        capable = not gpu.name.endswith("L40S")
+        spec = layouts.get(gpu.index)
+        if spec is None or not capable:
+            out.append(MigState(capable=capable))
+            continue
+        total_mib = gpu.memory_total_bytes // MIB
+        total_gb = -(-gpu.memory_total_bytes // (1024 * MIB))
+        devices, start = [], 0
+        for i, profile in enumerate(gpushare.parse_layout(spec, total_gb)):
+            slices, size = gpushare.parse_profile(profile, total_gb)
+            devices.append(
+                MigDevice(
+                    parent=gpu.index,
+                    uuid=f"MIG-{uuidlib.uuid5(uuidlib.NAMESPACE_DNS, f'{seed}/{gpu.index}/{i}')}",
+                    gi_slices=slices,
+                    ci_slices=slices,
+                    memory_mib=int(total_mib * size / 8 * 0.985),
+                    multiprocessors=slices * 16,
+                    start=start,
+                    size=size,
+                )
+            )
+            start += size
+        out.append(MigState(capable=True, enabled=True, devices=tuple(devices)))
+    return out
 
 
 class ManualClock:
@@ -145,6 +180,7 @@ class ScriptedReader:
             for g in gpus
         ]
         self._pairs = {(p.a, p.b): p for p in pairs}
+        self._mig = [MigState(capable=not g.name.endswith("L40S")) for g in gpus]
         self._unavailable = unavailable
         self._steps: list[_Step] = []
         self._events: list[GpuEvent] = []
@@ -163,20 +199,23 @@ class ScriptedReader:
         seed: str = "node",
         fabric: FabricInfo | None = None,
         unavailable: str | None = None,
+        mig: str | Mapping[int, str] | None = None,
     ) -> ScriptedReader:
+        """`mig`: one layout for every GPU (`all-1g.10gb`) or per GPU index."""
         links = MODELS[model][3]
-        return cls(
-            make_gpus(model, count, seed, fabric),
-            make_pairs(topology, count, links),
-            clock,
-            unavailable=unavailable,
-        )
+        gpus = make_gpus(model, count, seed, fabric)
+        reader = cls(gpus, make_pairs(topology, count, links), clock, unavailable=unavailable)
+        if mig is not None:
+            layouts = dict.fromkeys(range(count), mig) if isinstance(mig, str) else dict(mig)
+            reader._mig = mig_states(gpus, {int(k): str(v) for k, v in layouts.items()}, seed)
+        return reader
 
     @classmethod
     def from_scenario(
         cls, scenario: Mapping[str, Any], clock: Callable[[], float]
     ) -> ScriptedReader:
-        """From a mapping (a YAML file): model, count, topology, seed, unavailable, and `timeline`
+        """From a mapping (a YAML file): model, count, topology, seed, unavailable, mig (a layout
+        for every GPU, or GPU index -> layout), and `timeline`
         entries {at (seconds from now), gpu, one of xid|dbe|temperature|stop|answer|pending}."""
         fabric = scenario.get("fabric")
         reader = cls.node(
@@ -187,6 +226,7 @@ class ScriptedReader:
             seed=str(scenario.get("seed", "node")),
             fabric=FabricInfo(str(fabric["cluster"]), int(fabric["clique"])) if fabric else None,
             unavailable=scenario.get("unavailable"),
+            mig=scenario.get("mig"),
         )
         start = clock()
         for entry in scenario.get("timeline", []):
@@ -288,6 +328,12 @@ class ScriptedReader:
         if not gpu.answering:
             raise GpuNotAnswering(index, "GPU is lost")
         return gpu.sample
+
+    def mig(self, index: int) -> MigState:
+        self._advance()
+        if not self._gpus[index].answering:
+            raise GpuNotAnswering(index, "GPU is lost")
+        return self._mig[index]
 
     def wait_events(self, timeout_s: float) -> list[GpuEvent]:
         """Events already due; never sleeps on a manual clock (sleeps `timeout_s` if none and the

@@ -24,6 +24,7 @@ from queuectl.agent.kube import Conflict, NodeClient
 from queuectl.agent.nodestate import DesiredNode, NodePatch, NodeView
 from queuectl.agent.observe import observation, sample_gpu
 from queuectl.agent.reader import GpuEvent, GpuReader, GpuSample, NvmlUnavailable
+from queuectl.agent.sharing import Sharing
 from queuectl.api import names
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class AgentConfig:
     heartbeat_s: float = 300.0  # refresh the condition's heartbeat at least this often
     resync_s: float = 60.0  # re-read the Node (others may have changed it) this often
     gfd_labels: bool = True
+    sharing: Sharing = field(default_factory=Sharing)
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,11 @@ class Agent:
         node_health = health.summarize(self.state)
         self._publish(samples)
         desired = nodestate.desired_node(
-            self.inventory, node_health, health.encode(self.state), gfd_labels=cfg.gfd_labels
+            self.inventory,
+            node_health,
+            health.encode(self.state),
+            gfd_labels=cfg.gfd_labels,
+            shared=cfg.sharing,
         )
         patch, written = None, False
         if self.node_client is not None:

@@ -5,6 +5,14 @@ Read an object as the API server returns it with ``Kind.model_validate(obj)``; w
 :mod:`queuectl.api.names`; quantities in :mod:`queuectl.api.quantity`.
 """
 
+from queuectl.api.admissioncheck import (
+    AdmissionCheck,
+    AdmissionCheckParametersReference,
+    AdmissionCheckSpec,
+    AdmissionCheckState,
+    AdmissionCheckStatus,
+    CheckState,
+)
 from queuectl.api.base import (
     Condition,
     ConditionStatus,
@@ -70,6 +78,7 @@ KINDS: tuple[type[Resource], ...] = (
     ClusterQueue,
     LocalQueue,
     WorkloadPriorityClass,
+    AdmissionCheck,
     Workload,
 )
 """Every top-level kind, in the order an installer should apply them."""
@@ -77,8 +86,14 @@ KINDS: tuple[type[Resource], ...] = (
 __all__ = [
     "KINDS",
     "Admission",
+    "AdmissionCheck",
+    "AdmissionCheckParametersReference",
+    "AdmissionCheckSpec",
+    "AdmissionCheckState",
+    "AdmissionCheckStatus",
     "BorrowWithinCohort",
     "BorrowWithinCohortPolicy",
+    "CheckState",
     "ClusterQueue",
     "ClusterQueuePreemption",
     "ClusterQueueSpec",

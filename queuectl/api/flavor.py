@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field, model_validator
 from queuectl.api import names
 from queuectl.api.base import MAX_NAME_LENGTH, KubeModel, Resource, Rule, cel_rules
 from queuectl.api.corev1 import Taint, Toleration
-from queuectl.api.quota import ObjectName
+from queuectl.api.quota import ObjectName, ResourceName
 
 MAX_NODE_LABELS: Final = 8
 MAX_TAINTS: Final = 8
@@ -20,6 +20,12 @@ TOPOLOGY_NEEDS_NODE_LABELS: Final = Rule(
     "!has(self.topologyName) || (has(self.nodeLabels) && size(self.nodeLabels) > 0)",
     "topologyName needs nodeLabels: say which nodes belong to this flavor before "
     "placing them in a topology",
+)
+GPU_RESOURCE_IS_NVIDIA: Final = Rule(
+    "!has(self.gpuResource) || (self.gpuResource.startsWith('nvidia.com/') && "
+    "self.gpuResource != 'nvidia.com/gpu')",
+    "gpuResource names the NVIDIA device that stands in for nvidia.com/gpu on this flavor, "
+    "such as nvidia.com/mig-3g.40gb or nvidia.com/gpu.shared",
 )
 LEVELS_UNIQUE: Final = Rule(
     "self.levels.all(l, self.levels.filter(x, x.nodeLabel == l.nodeLabel).size() == 1)",
@@ -35,7 +41,9 @@ HOSTNAME_LAST: Final = Rule(
 class ResourceFlavorSpec(KubeModel):
     """Which nodes a flavor stands for and what a pod needs to land on them."""
 
-    model_config = ConfigDict(json_schema_extra=cel_rules(TOPOLOGY_NEEDS_NODE_LABELS))
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(TOPOLOGY_NEEDS_NODE_LABELS, GPU_RESOURCE_IS_NVIDIA)
+    )
 
     node_labels: dict[str, str] | None = Field(default=None, max_length=MAX_NODE_LABELS)
     """Labels of the flavor's nodes; injected as required node affinity on admission."""
@@ -45,11 +53,16 @@ class ResourceFlavorSpec(KubeModel):
     """Tolerations injected into admitted pods."""
     topology_name: ObjectName | None = None
     """The Topology that groups this flavor's nodes (enables topology-aware placement)."""
+    gpu_resource: ResourceName | None = None
+    """The device serving nvidia.com/gpu on this flavor's nodes (nvidia.com/mig-3g.40gb): pods admitted here ask for it instead; quota stays in nvidia.com/gpu."""  # noqa: E501
 
     @model_validator(mode="after")
     def _check(self) -> ResourceFlavorSpec:
         if self.topology_name is not None and not self.node_labels:
             raise ValueError(TOPOLOGY_NEEDS_NODE_LABELS.message)
+        gpu = self.gpu_resource
+        if gpu is not None and (not gpu.startswith("nvidia.com/") or gpu == "nvidia.com/gpu"):
+            raise ValueError(GPU_RESOURCE_IS_NVIDIA.message)
         return self
 
 

@@ -37,6 +37,16 @@ LABEL_GPU_CLIQUE: Final = "nvidia.com/gpu.clique"
 LABEL_GPU_NVLINK: Final = "gpu.queuectl.io/nvlink"
 LABEL_GPU_HEALTHY_COUNT: Final = "gpu.queuectl.io/healthy-count"
 ANNOTATION_GPU_TOPOLOGY_MATRIX: Final = "gpu.queuectl.io/topology-matrix"
+# GPU sharing (docs/design/gpu-sharing.md): GFD's MIG and time-slicing labels, and the pod-template
+# annotation that records which device stood in for nvidia.com/gpu at admission.
+LABEL_MIG_CAPABLE: Final = "nvidia.com/mig.capable"
+LABEL_MIG_STRATEGY: Final = "nvidia.com/mig.strategy"
+LABEL_GPU_REPLICAS: Final = "nvidia.com/gpu.replicas"
+LABEL_GPU_SHARING_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
+RESOURCE_GPU: Final = "nvidia.com/gpu"
+RESOURCE_MIG_PREFIX: Final = "nvidia.com/mig-"
+ANNOTATION_GPU_RESOURCE: Final = "gpu.queuectl.io/gpu-resource"
+ANNOTATION_MIG_LAYOUT: Final = "gpu.queuectl.io/mig-layout"
 TAINT_GPU_UNHEALTHY: Final = "gpu.queuectl.io/unhealthy"
 NODE_CONDITION_GPU_HEALTHY: Final = "GPUHealthy"
 
@@ -92,6 +102,18 @@ REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
 REASON_FINISHED_FAILED: Final = "Failed"
 REASON_READY: Final = "Ready"
+# Two-phase admission (docs/design/admission-checks.md). A ClusterQueue naming a check that does
+# not exist, or is not Active, is inactive with one of these reasons (as in Kueue).
+REASON_ADMISSION_CHECK_NOT_FOUND: Final = "AdmissionCheckNotFound"
+REASON_ADMISSION_CHECK_INACTIVE: Final = "AdmissionCheckInactive"
+# The built-in trivial check controller (queuectl/controller/builtin_checks.py).
+CHECK_ALWAYS_READY: Final = "queuectl.io/always-ready"
+# Quota reserved, Admitted=False until every check is Ready.
+REASON_WAITING_FOR_CHECKS: Final = "WaitingForAdmissionChecks"
+# Evicted (reservation released) because a check said Retry; requeued with back-off.
+REASON_EVICTED_CHECK_RETRY: Final = "AdmissionCheck"
+# Deactivated because a check said Rejected.
+REASON_EVICTED_CHECK_REJECTED: Final = "AdmissionCheckRejected"
 
 # --- GPU node agent (docs/design/agent.md) -----------------------------------------------
 AGENT_FIELD_MANAGER: Final = "queuectl-agent"
@@ -152,6 +174,7 @@ ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
 REASON_NAMESPACE_NOT_SELECTED: Final = "NamespaceNotSelected"
 # Event reasons (on the Workload and its Job).
 EVENT_ADMITTED: Final = "Admitted"
+EVENT_QUOTA_RESERVED: Final = "QuotaReserved"  # reserved; its admission checks decide next
 EVENT_PREEMPTED: Final = "Preempted"
 EVENT_EVICTED: Final = "Evicted"
 EVENT_REQUEUED: Final = "Requeued"

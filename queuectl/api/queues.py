@@ -7,6 +7,7 @@ from typing import Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from queuectl.api.admissioncheck import MAX_CHECKS
 from queuectl.api.base import (
     INT32_MAX,
     Condition,
@@ -203,6 +204,12 @@ class ClusterQueueSpec(KubeModel):
     )
     fair_sharing: FairSharing | None = None
     stop_policy: StopPolicy = StopPolicy.NONE
+    admission_checks: list[ObjectName] | None = Field(
+        default=None,
+        max_length=MAX_CHECKS,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """AdmissionChecks every workload must pass after reserving quota, before it is admitted."""
 
     @model_validator(mode="after")
     def _check(self) -> ClusterQueueSpec:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from queuectl.api import names
+from queuectl.api.admissioncheck import MAX_CHECKS, AdmissionCheckState
 from queuectl.api.base import (
     INT32_MAX,
     MAX_NAME_LENGTH,
@@ -162,6 +163,12 @@ class WorkloadStatus(KubeModel):
     conditions: list[Condition] = conditions_field()
     requeue_state: RequeueState | None = None
     preemption: PreemptionNotice | None = None
+    admission_checks: list[AdmissionCheckState] = Field(
+        default_factory=list,
+        max_length=MAX_CHECKS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """What each check of its ClusterQueue says: all Pending at reservation, then their own."""
     accumulated_past_execution_time_seconds: int | None = Field(default=None, ge=0)
 
 

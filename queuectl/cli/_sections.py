@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from queuectl import convert
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._explain import one_line
 from queuectl.cli._render import Cell, Term, duration, quantity, table
 from queuectl.cli._snapshot import Snapshot
-from queuectl.controller import convert
 from queuectl.core.fleet import QuotaRow
 
 Obj = wlv.Obj

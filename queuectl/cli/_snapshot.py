@@ -30,6 +30,7 @@ LOAD_ORDER: tuple[Kind, ...] = (
     kube.TOPOLOGY,
     kube.COHORT,
     kube.CLUSTER_QUEUE,
+    kube.ADMISSION_CHECK,
     kube.LOCAL_QUEUE,
     kube.WORKLOAD_PRIORITY_CLASS,
     kube.PRIORITY_CLASS,
@@ -37,7 +38,7 @@ LOAD_ORDER: tuple[Kind, ...] = (
     kube.WORKLOAD,
 )
 # Kinds a namespace-scoped user may not be allowed to list; we go on without them, and say so.
-OPTIONAL: frozenset[str] = frozenset({"nodes", "namespaces", "priorityclasses"})
+OPTIONAL: frozenset[str] = frozenset({"nodes", "namespaces", "priorityclasses", "admissionchecks"})
 
 Objects = Mapping[str, list[Obj]]
 """plural -> objects"""
@@ -54,6 +55,7 @@ def _by_plural() -> dict[str, Any]:
             ck.TOPOLOGIES,
             ck.COHORTS,
             ck.CLUSTER_QUEUES,
+            ck.ADMISSION_CHECKS,
             ck.LOCAL_QUEUES,
             ck.PRIORITY_CLASSES_OURS,
             ck.PRIORITY_CLASSES,
@@ -179,4 +181,5 @@ _WITHOUT = {
     "nodes": "node capacity and topology placement are not checked",
     "namespaces": "namespaceSelectors are matched on namespace names only",
     "priorityclasses": "PriorityClass priorities are taken from the Workloads",
+    "admissionchecks": "queues with admission checks are shown as waiting for them",
 }

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert
 
 Obj = Mapping[str, Any]
 

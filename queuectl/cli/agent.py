@@ -30,6 +30,7 @@ from queuectl.agent.nvml import NvmlReader
 from queuectl.agent.reader import GpuReader
 from queuectl.agent.scripted import ScriptedReader
 from queuectl.agent.server import serve
+from queuectl.agent.sharing import MIG_STRATEGIES, Sharing
 from queuectl.agent.shell import Agent, AgentConfig
 from queuectl.cli.main import Subparsers
 
@@ -93,6 +94,19 @@ def add_parser(subparsers: Subparsers) -> None:
         help="leave nvidia.com/gpu.* labels to GPU Feature Discovery",
     )
     p.add_argument(
+        "--mig-strategy",
+        choices=MIG_STRATEGIES,
+        default="none",
+        help="how the device plugin advertises MIG devices (as its MIG_STRATEGY): "
+        "mixed: nvidia.com/mig-<profile>; single: nvidia.com/gpu; none: MIG not advertised",
+    )
+    p.add_argument(
+        "--time-slicing-replicas",
+        type=int,
+        default=1,
+        help="time-slicing replicas the device plugin makes of each GPU (1: not shared)",
+    )
+    p.add_argument(
         "--scripted",
         type=Path,
         metavar="SCENARIO.yaml",
@@ -122,6 +136,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         policy=policy,
         poll_s=args.poll_seconds,
         gfd_labels=not args.no_gfd_labels,
+        sharing=Sharing(args.mig_strategy, args.time_slicing_replicas),
     )
 
 

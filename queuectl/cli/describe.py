@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.cli import _kube as kube
 from queuectl.cli import _sections as sec
@@ -153,6 +155,11 @@ def cluster_queue(snap: Snapshot, name: str, term: Term) -> str:
                 f"whenCanPreempt={spec.flavor_fungibility.when_can_preempt}",
             ),
             ("Workloads", f"{n_pending} pending, {n_admitted} admitted"),
+            *(
+                [("Admission checks", _check_states(snap, spec.admission_checks))]
+                if spec.admission_checks
+                else []
+            ),
         ],
         term,
     )
@@ -170,6 +177,16 @@ def cluster_queue(snap: Snapshot, name: str, term: Term) -> str:
             sec.heading("Admitted", term),
             sec.admitted_table(snap, workloads, term),
         ]
+    )
+
+
+def _check_states(snap: Snapshot, gates: tuple[str, ...]) -> str:
+    known = snap.sched.admission_checks()
+    return ", ".join(
+        f"{n} ({'Active' if known[n].active else 'not Active'})"
+        if n in known
+        else f"{n} (not found)"
+        for n in gates
     )
 
 
@@ -301,7 +318,11 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         ("State", term.paint(wlv.state(obj), "green" if st == "admitted" else "yellow")),
         ("Created", f"{duration(snap.now - (wlv.created(obj) or snap.now))} ago"),
     ]
-    if st == "admitted":
+    if st == "admitted" and not convert.is_admitted(obj):
+        since = wlv.admitted_at(obj)
+        waited = duration(snap.now - since) if since is not None else "-"
+        pairs.append(("Reserved", f"{waited} ago; its admission checks decide (below)"))
+    elif st == "admitted":
         pairs.append(("Runtime", duration(wlv.runtime(obj, snap.now))))
     if st == "pending":
         pos = positions.get(key)
@@ -317,11 +338,32 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         expl = snap.explain(key) if snap.sched.workload(key) is not None else None
         parts += ["", sec.heading("Why pending (the scheduler's own reasoning, now)", term)]
         parts += explain_lines(expl, snap.withheld(key), term)
+    gates = (obj.get("status") or {}).get("admissionChecks") or []
+    if gates:
+        parts += ["", sec.heading("Admission checks (quota reserved, then every one Ready)", term)]
+        parts.append(_checks(gates, snap.now, term))
     cond = wlv.condition_message(obj)
     if cond is not None and st != "finished":
         parts += ["", sec.heading("Controller's last word (QuotaReserved)", term)]
         parts.append(f"{cond[0]}: {cond[1]}" if cond[1] else cond[0])
     return "\n".join(parts)
+
+
+def _checks(gates: list[dict[str, Any]], now: float, term: Term) -> str:
+    style = {"Ready": "green", "Retry": "yellow", "Rejected": "red"}
+    rows = []
+    for c in gates:
+        state = str(c.get("state") or "Pending")
+        since = convert.parse_time(c.get("lastTransitionTime"))
+        rows.append(
+            [
+                str(c.get("name") or ""),
+                term.paint(state, style.get(state, "yellow")),
+                f"{duration(now - since)} ago" if since is not None else "-",
+                str(c.get("message") or "") or "-",
+            ]
+        )
+    return table(["CHECK", "STATE", "SINCE", "MESSAGE"], rows, term)
 
 
 def _podsets(obj: wlv.Obj, term: Term) -> str:

@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from queuectl.api import gpushare
 from queuectl.cli.main import Subparsers
 from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, operators, realnode
+from queuectl.testenv.certmanager import ensure_cert_manager, start_cert_manager
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.nodes import H100
 
@@ -102,6 +104,29 @@ def up(args: argparse.Namespace) -> int:
                 racks_per_block=args.racks_per_block,
                 name_prefix=args.node_prefix,
             )
+        for count, mig_layout in args.mig_nodes:
+            _err(f"Adding {count} fake MIG nodes ({args.gpus_per_node} x {mig_layout})")
+            plane.add_gpu_nodes(
+                count,
+                args.gpus_per_node,
+                args.product,
+                args.gpu_memory_mib,
+                name_prefix=f"mig-{mig_layout.removeprefix('all-').replace('+', '-')}",
+                mig_layout=mig_layout,
+            )
+        for count, replicas in args.shared_nodes:
+            _err(f"Adding {count} fake time-sliced nodes ({args.gpus_per_node} GPUs x {replicas})")
+            plane.add_gpu_nodes(
+                count,
+                args.gpus_per_node,
+                args.product,
+                args.gpu_memory_mib,
+                name_prefix=f"shared-x{replicas}",
+                replicas=replicas,
+            )
+        if args.cert_manager:
+            _err("Starting cert-manager (controller, cainjector) and installing its CRDs")
+            start_cert_manager(plane, ensure_cert_manager(_err))
         for operator in args.operators:
             _err(f"Starting the {operator} operator")
             operators.start(plane, operator, _err)
@@ -216,6 +241,26 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def mig_nodes(text: str) -> tuple[int, str]:
+    """'2:all-1g.10gb' -> (2, 'all-1g.10gb'), the layout checked on an 80 GB GPU."""
+    count, _, layout = text.partition(":")
+    try:
+        gpushare.parse_layout(layout, 80)
+        return int(count), layout
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"--mig-nodes {text!r}: {exc} (e.g. 2:all-1g.10gb)"
+        ) from exc
+
+
+def shared_nodes(text: str) -> tuple[int, int]:
+    """'2x4' -> two nodes, each GPU time-sliced four ways."""
+    count, _, replicas = text.partition("x")
+    if not (count.isdigit() and replicas.isdigit() and int(replicas) >= 1):
+        raise argparse.ArgumentTypeError(f"--shared-nodes {text!r} is not NxREPLICAS (e.g. 2x4)")
+    return int(count), int(replicas)
+
+
 def add_parser(subparsers: Subparsers) -> None:
     dev = subparsers.add_parser(
         "dev", help="run a local Kubernetes control plane with fake GPU nodes"
@@ -241,6 +286,23 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
     p.add_argument("--product", default=H100, help=f"nvidia.com/gpu.product (default {H100})")
     p.add_argument("--gpu-memory-mib", type=int, default=81559, help="nvidia.com/gpu.memory")
+    p.add_argument(
+        "--mig-nodes",
+        type=mig_nodes,
+        action="append",
+        default=[],
+        metavar="N:LAYOUT",
+        help="also add N nodes whose GPUs are MIG-partitioned, mixed strategy "
+        "(all-1g.10gb, all-balanced, 3g.40gb+2g.20gb+1g.10gb); repeatable",
+    )
+    p.add_argument(
+        "--shared-nodes",
+        type=shared_nodes,
+        action="append",
+        default=[],
+        metavar="NxREPLICAS",
+        help="also add N nodes whose GPUs are time-sliced REPLICAS ways; repeatable",
+    )
     p.add_argument("--blocks", type=int, default=1, help="topology blocks (default 1)")
     p.add_argument("--racks-per-block", type=int, default=1, help="racks per block (default 1)")
     p.add_argument("--node-prefix", default="gpu", help="node name prefix (default gpu)")
@@ -259,6 +321,12 @@ def add_parser(subparsers: Subparsers) -> None:
         metavar="ARCHIVE",
         help="an OCI/Docker image archive to load into every real node (repeatable; no "
         "registry: use imagePullPolicy: Never or IfNotPresent)",
+    )
+    p.add_argument(
+        "--cert-manager",
+        action="store_true",
+        help="run real cert-manager (controller and CA injector, built once from its Go module) "
+        "against the cluster, with its CRDs, for the cert-manager overlay",
     )
     p.add_argument(
         "--image-base-name",

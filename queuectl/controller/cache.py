@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api.corev1 import LabelSelector
 from queuectl.api.resource import Resource
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.watcher import Store, Watcher
@@ -24,6 +24,7 @@ WATCHED: tuple[Resource, ...] = (
     k.TOPOLOGIES,
     k.COHORTS,
     k.CLUSTER_QUEUES,
+    k.ADMISSION_CHECKS,
     k.LOCAL_QUEUES,
     k.PRIORITY_CLASSES_OURS,
     k.PRIORITY_CLASSES,
@@ -105,7 +106,7 @@ class Cache:
         wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
         return (
             wl is not None
-            and convert.holds_quota(wl)
+            and convert.is_admitted(wl)  # quota reserved is not enough: checks must pass
             and not convert.is_true(wl, names.COND_EVICTED)
         )
 

@@ -171,6 +171,12 @@ class CoreThread:
     def delete_cluster_queue(self, name: str) -> None:
         self._mutate(self._sched.delete_cluster_queue, name)
 
+    def upsert_admission_check(self, check: core.AdmissionCheck) -> None:
+        self._mutate(self._sched.upsert_admission_check, check)
+
+    def delete_admission_check(self, name: str) -> None:
+        self._mutate(self._sched.delete_admission_check, name)
+
     def upsert_node(self, node: core.Node) -> None:
         self._mutate(self._sched.upsert_node, node)
 

@@ -18,9 +18,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api.errors import is_transient
-from queuectl.controller import convert, settle, status
+from queuectl.controller import checks, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.reconcile import Reconciler
@@ -49,9 +50,12 @@ class Decisions:
                 return False
             if convert.holds_quota(wl):
                 return False  # already admitted by an earlier writer: its status is the truth
+            gates = checks.queue_checks(
+                self.rec.cache.get(k.CLUSTER_QUEUES, admission.cluster_queue)
+            )
             try:
                 written = await self.rec.write_status(
-                    wl, status.admit(wl, admission, self.rec.clock())
+                    wl, status.admit(wl, admission, self.rec.clock(), gates)
                 )
             except Exception as err:
                 if not is_transient(err):
@@ -65,7 +69,13 @@ class Decisions:
             if written is not None:
                 self.rec._count("admitted")
                 note = f"Admitted by ClusterQueue {admission.cluster_queue}"
-                self.rec.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
+                if gates:
+                    note = (
+                        f"Quota reserved in ClusterQueue {admission.cluster_queue}; waiting for "
+                        f"admission checks {', '.join(gates)}"
+                    )
+                event = names.EVENT_QUOTA_RESERVED if gates else names.EVENT_ADMITTED
+                self.rec.events.emit(written, "Normal", event, "Admit", note)
                 await self.rec.reconcile(key)
                 return True
         self._requeue(key)

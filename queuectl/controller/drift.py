@@ -14,8 +14,8 @@ from typing import Any
 from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
-from queuectl.controller.convert import pod_requests
 from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.convert import pod_requests
 from queuectl.jobs import JobKind
 
 PodSetShape = tuple[str, int, tuple[tuple[str, int], ...], tuple[str | None, str | None]]

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import convert
+from queuectl.controller import checks
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.foreign import ForeignPods
@@ -36,6 +37,8 @@ class CoreInputs(Protocol):
     def delete_cohort(self, name: str) -> None: ...
     def upsert_cluster_queue(self, cq: core.ClusterQueue) -> None: ...
     def delete_cluster_queue(self, name: str) -> None: ...
+    def upsert_admission_check(self, check: core.AdmissionCheck) -> None: ...
+    def delete_admission_check(self, name: str) -> None: ...
     def upsert_node(self, node: core.Node) -> None: ...
     def delete_node(self, name: str) -> None: ...
     def upsert_workload(self, workload: core.Workload) -> None: ...
@@ -60,6 +63,7 @@ def _core_view(wl: Obj) -> tuple[Any, ...]:
         st.get("requeueState"),
         st.get("accumulatedPastExecutionTimeSeconds"),
         convert.holds_quota(wl),
+        convert.is_true(wl, names.COND_ADMITTED),  # the execution clock starts (checks passed)
         convert.is_true(wl, names.COND_FINISHED),
     )
 
@@ -111,6 +115,7 @@ class Feed:
         cache.store(k.CLUSTER_QUEUES).listeners.append(
             lambda kind, obj, old: None if _same_spec(obj, old) else self.refeed_all()
         )
+        cache.store(k.ADMISSION_CHECKS).listeners.append(self._admission_check)
         cache.store(k.LOCAL_QUEUES).listeners.append(self._local_queue)
         cache.store(k.NAMESPACES).listeners.append(self._namespace)
         cache.store(k.PRIORITY_CLASSES_OURS).listeners.append(
@@ -266,6 +271,20 @@ class Feed:
 
     def refeed_all(self) -> None:
         self.refeed(lambda _: True)
+
+    def _admission_check(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        """Its controller's Active condition is status, not spec: feed on either changing."""
+        if (
+            kind != "DELETED"
+            and old is not None
+            and checks.active_view(obj) == checks.active_view(old)
+        ):
+            return
+        if kind == "DELETED":
+            self.sched.delete_admission_check(obj["metadata"]["name"])
+        else:
+            self.sched.upsert_admission_check(checks.admission_check(obj))
+        self.on_change()
 
     def _local_queue(self, kind: str, obj: Obj, old: Obj | None) -> None:
         if kind != "DELETED" and _same_spec(obj, old):

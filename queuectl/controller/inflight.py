@@ -25,6 +25,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from queuectl import metrics
+
 log = logging.getLogger(__name__)
 
 Action = Callable[[], Awaitable[Any]]
@@ -49,6 +51,7 @@ class InFlight:
                 self.drop((tracked,))
 
         self._live.add(tracked)
+        metrics.CONTROLLER_DECISIONS_IN_FLIGHT.set(len(self._live))
         return tracked
 
     def drop(self, actions: Iterable[Action]) -> None:
@@ -56,6 +59,7 @@ class InFlight:
         before = len(self._live)
         self._live.difference_update(actions)
         if len(self._live) < before:
+            metrics.CONTROLLER_DECISIONS_IN_FLIGHT.set(len(self._live))
             self._released.set()
 
     @property
@@ -79,5 +83,7 @@ class InFlight:
             self._released.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._released.wait(), left)
-        self.waited_s += clock() - start
+        waited = clock() - start
+        self.waited_s += waited
+        metrics.CONTROLLER_CYCLE_WRITE_WAIT.inc(waited)
         return self.count <= limit

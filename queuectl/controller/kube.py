@@ -79,6 +79,7 @@ COHORTS: Final = _ours("cohorts", "Cohort")
 RESOURCE_FLAVORS: Final = _ours("resourceflavors", "ResourceFlavor")
 TOPOLOGIES: Final = _ours("topologies", "Topology")
 PRIORITY_CLASSES_OURS: Final = _ours("workloadpriorityclasses", "WorkloadPriorityClass")
+ADMISSION_CHECKS: Final = _ours("admissionchecks", "AdmissionCheck")
 
 
 _PLURALS: Final = frozenset(

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from queuectl import metrics
+from queuectl import convert, metrics
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.corethread import CoreThread
@@ -116,6 +115,11 @@ class Controller:
             options.drain,
             clock,
         )
+        self.cache.store(k.ADMISSION_CHECKS).listeners.append(  # built-ins set Active
+            lambda kind, obj, old: (
+                None if kind == "DELETED" else self.enqueue(f"ac:{obj['metadata']['name']}")
+            )
+        )
         self.cycles = 0
         self.admitted_total = 0
         self.started = asyncio.Event()
@@ -183,6 +187,8 @@ class Controller:
         elif kind == "gone":
             ns, name = rest.split("/", 1)
             await self.reconciler.job_deleted(ns, name)
+        elif kind == "ac":  # an AdmissionCheck: its Active condition, if a built-in owns it
+            await self.reconciler.builtin_checks.sync_check(rest)
 
     async def _worker(self) -> None:
         while True:

@@ -22,9 +22,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from queuectl import metrics
+from queuectl import convert, metrics
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj

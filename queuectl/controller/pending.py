@@ -6,8 +6,9 @@ the core's. Writes are paced by `PendingRefresh` (pending writes must not crowd 
 
 from __future__ import annotations
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert, status
+from queuectl.controller import status
 from queuectl.controller.kube import Obj
 from queuectl.controller.workload_writes import WorkloadWrites
 

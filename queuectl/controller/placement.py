@@ -39,9 +39,12 @@ def placements(admission: core.Admission, flavors: Mapping[str, Obj]) -> list[Po
             for tol in spec.get("tolerations") or ():
                 if tol not in tolerations:
                     tolerations.append(tol)
+        gpu_flavor = psa.flavors.get(core.GPU)
+        gpu_spec = (flavors.get(gpu_flavor) or {}).get("spec") or {} if gpu_flavor else {}
         out.append(
             PodSetPlacement(
                 name=psa.name,
+                gpu_resource=gpu_spec.get("gpuResource") or None,
                 node_labels=labels,
                 tolerations=tuple(tolerations),
                 domain=domain_constraint(psa.topology) if psa.topology else {},

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from queuectl import metrics
+from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import convert, queues
 from queuectl.controller import kube as k
+from queuectl.controller import queues
 from queuectl.controller.cache import Cache
 from queuectl.controller.corethread import CoreThread
 from queuectl.controller.feed import Feed
@@ -34,10 +34,11 @@ class QueueStatusWriter:
         """Every queue's status that changed, then the gauges."""
         now = self.clock()
         cq_active: dict[str, bool] = {}
+        waiting = queues.waiting_for_checks(self.cache.store(k.WORKLOADS).values())
         for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
             name = cq["metadata"]["name"]
             qs = (await self.core.idle()).cluster_queue_status(name)
-            st = queues.cluster_queue_status(cq, qs, now)
+            st = queues.cluster_queue_status(cq, qs, now, waiting.get(name, 0))
             cq_active[name] = any(
                 c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
             )

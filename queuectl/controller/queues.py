@@ -7,8 +7,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert, status
+from queuectl.controller import status
 from queuectl.controller.feed import Feed
 from queuectl.controller.kube import Obj
 from queuectl.core.results import QueueStatus
@@ -44,15 +45,27 @@ def _with_condition(obj: Obj, active: bool, reason: str, message: str, now: floa
     return conds
 
 
-def cluster_queue_status(cq: Obj, qs: QueueStatus | None, now: float) -> dict[str, Any]:
+def waiting_for_checks(workloads: Iterable[Obj]) -> dict[str, int]:
+    """ClusterQueue -> workloads holding quota there that their admission checks still hold."""
+    out: dict[str, int] = defaultdict(int)
+    for wl in workloads:
+        if convert.holds_quota(wl) and not convert.is_admitted(wl):
+            out[str(wl["status"]["admission"].get("clusterQueue", ""))] += 1
+    return out
+
+
+def cluster_queue_status(
+    cq: Obj, qs: QueueStatus | None, now: float, waiting: int = 0
+) -> dict[str, Any]:
+    """`waiting`: of the workloads holding quota, those not admitted yet (admission checks)."""
     stop = (cq.get("spec") or {}).get("stopPolicy") or "None"
     if qs is None:
         active, reason, message = False, names.REASON_PENDING, "Not yet seen by the scheduler"
     elif stop != "None":
         active, reason = False, names.REASON_CLUSTER_QUEUE_STOPPED
         message = f"stopPolicy is {stop}; set it to None to admit again"
-    elif not qs.active:
-        active, reason = False, names.REASON_INVALID_SPEC
+    elif not qs.active:  # a bad spec, or checks missing / not Active (AdmissionCheck...)
+        active, reason = False, qs.reason or names.REASON_INVALID_SPEC
         message = qs.problem or "The ClusterQueue cannot admit workloads"
     else:
         active, reason, message = True, names.REASON_READY, "Can admit new workloads"
@@ -60,7 +73,7 @@ def cluster_queue_status(cq: Obj, qs: QueueStatus | None, now: float) -> dict[st
     return {
         "pendingWorkloads": qs.pending if qs else 0,
         "reservingWorkloads": qs.admitted if qs else 0,
-        "admittedWorkloads": qs.admitted if qs else 0,
+        "admittedWorkloads": max(0, qs.admitted - waiting) if qs else 0,
         "flavorsReservation": usage,
         "flavorsUsage": usage,
         "fairSharing": {"weightedShare": round(qs.weighted_share * 1000) if qs else 0},
@@ -78,13 +91,15 @@ def local_queue_statuses(
     """(namespace, name) -> status for every LocalQueue."""
     pending: dict[tuple[str, str], int] = defaultdict(int)
     admitted: dict[tuple[str, str], int] = defaultdict(int)
+    reserving: dict[tuple[str, str], int] = defaultdict(int)
     usage: dict[tuple[str, str], dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for wl in workloads:
         if convert.is_true(wl, names.COND_FINISHED):
             continue
         lq_key = (wl["metadata"].get("namespace", ""), (wl.get("spec") or {}).get("queueName", ""))
         if convert.holds_quota(wl):
-            admitted[lq_key] += 1
+            reserving[lq_key] += 1
+            admitted[lq_key] += 1 if convert.is_admitted(wl) else 0
             adm = convert.admission_from_status(wl["status"]["admission"])
             for ps in adm.podsets:
                 for res, total in ps.usage.items():
@@ -113,7 +128,7 @@ def local_queue_statuses(
         fl = flavors_usage(used, {}, [])
         out[key] = {
             "pendingWorkloads": pending.get(key, 0),
-            "reservingWorkloads": admitted.get(key, 0),
+            "reservingWorkloads": reserving.get(key, 0),
             "admittedWorkloads": admitted.get(key, 0),
             "flavorsReservation": fl,
             "flavorsUsage": fl,

@@ -15,15 +15,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert, placement, settle, status
+from queuectl.controller import checks, placement, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.adoption import JobWorkloads
+from queuectl.controller.builtin_checks import BuiltinChecks
 from queuectl.controller.cache import Cache
 from queuectl.controller.drift import drift, follow_job
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop
-from queuectl.controller.kube import Kube, Obj
+from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.controller.pending import PendingReasons
 from queuectl.controller.priority import follow_priority_class
@@ -32,6 +34,8 @@ from queuectl.jobs import JobKind
 
 JOB_CHANGED_HOLD_S = 5.0
 """How long a Workload requeued for a changed Job stays out of the core until it follows."""
+RETRY_BACKOFF_BASE_S = 5.0
+"""Back-off after an admission check's Retry: 5 s, doubling per retry, at most 10 minutes."""
 
 
 class Reconciler(JobWorkloads, PendingReasons):
@@ -61,6 +65,7 @@ class Reconciler(JobWorkloads, PendingReasons):
         self.clock = clock
         self.stats = {}
         self.squatters = {}
+        self.builtin_checks = BuiltinChecks(kube, cache, clock)
 
     async def reconcile(self, key: str) -> None:
         ns, name = split_key(key)
@@ -129,6 +134,11 @@ class Reconciler(JobWorkloads, PendingReasons):
                 wl, names.REASON_LOCAL_QUEUE_STOPPED, "LocalQueue stopped with HoldAndDrain"
             )
             return
+        if checks.entries(wl):
+            gated = await self._checks(wl, now)
+            if gated is None:
+                return
+            wl = gated
         if (
             adapter is not None
             and job is not None
@@ -155,6 +165,40 @@ class Reconciler(JobWorkloads, PendingReasons):
             )
             if await self.patch_job(adapter, job, patch):
                 self._count("jobs_started")
+
+    async def _checks(self, wl: Obj, now: float) -> Obj | None:
+        """Two-phase admission: the Workload to go on with once every check is Ready (Admitted
+        written), else None: it waits holding its quota, or a Retry releases the reservation
+        (requeued with back-off by the drain), or a Rejected deactivates it."""
+        wl = await self.builtin_checks.decide(wl) or wl  # checks queuectl itself decides
+        v = checks.of(wl)
+        if v == "admitted":
+            if convert.is_true(wl, names.COND_ADMITTED):
+                return wl
+            patch = status.checks_passed(wl, now)
+            written = await self.write_status(wl, patch) if patch is not None else None
+            if written is not None:
+                note = f"Every admission check is Ready ({checks.summary(written)})"
+                self.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
+            return written
+        if v == "waiting":
+            return None  # a check controller's write brings it back here
+        said = "; ".join(f"{n}: {m}" if m else n for n, m in checks.deciding(wl, v))
+        if v == "retry":
+            await self.evict(
+                wl,
+                names.REASON_EVICTED_CHECK_RETRY,
+                f"Admission check(s) said Retry ({said}); quota released, tried again later",
+            )
+            return None
+        deactivated = await self.deactivate(wl)
+        if deactivated is not None:
+            await self.evict(
+                deactivated,
+                names.REASON_EVICTED_CHECK_REJECTED,
+                f"Admission check(s) rejected the workload ({said})",
+            )
+        return None
 
     async def _drain(
         self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
@@ -189,7 +233,7 @@ class Reconciler(JobWorkloads, PendingReasons):
             self,
             wl,
             lambda w: (
-                status.requeued(w, now, status.admitted_seconds(w, now))
+                status.requeued(w, now, status.admitted_seconds(w, now), RETRY_BACKOFF_BASE_S)
                 if convert.holds_quota(w)
                 else None
             ),
@@ -199,10 +243,12 @@ class Reconciler(JobWorkloads, PendingReasons):
             # before the Workload follows the Job (that write refeeds it, clearing the hold).
             why = (convert.condition(written, names.COND_REQUEUED) or {}).get("reason")
             stale = why == names.REASON_EVICTED_JOB_CHANGED
+            not_before = now + JOB_CHANGED_HOLD_S if stale else 0.0
+            if why == names.REASON_EVICTED_CHECK_RETRY:  # backs off before it reserves again
+                requeue = (written.get("status") or {}).get("requeueState") or {}
+                not_before = convert.parse_time(requeue.get("requeueAt")) or now
             self.sched.requeue_workload(
-                key,
-                not_before=now + JOB_CHANGED_HOLD_S if stale else 0.0,
-                front=convert.requeued_for_node_failure(written),
+                key, not_before=not_before, front=convert.requeued_for_node_failure(written)
             )
             self._count("requeued")
             self.events.emit(
@@ -244,6 +290,20 @@ class Reconciler(JobWorkloads, PendingReasons):
                 self._count("priority_changed")
                 return
         await self.sync_pending(key, wl, now)
+
+    async def deactivate(self, wl: Obj) -> Obj | None:
+        """spec.active: false (a plain merge patch: repeating it is harmless); None if gone."""
+        meta = wl["metadata"]
+        try:
+            written = await self.kube.patch(
+                k.WORKLOADS, meta["name"], {"spec": {"active": False}}, meta.get("namespace")
+            )
+        except KubeError as err:
+            if err.not_found:
+                return None
+            raise
+        self.cache.store(k.WORKLOADS).upsert_local(written)
+        return written
 
     async def evict(self, wl: Obj, reason: str, message: str) -> None:
         written = await settle.write_settled(

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from queuectl import convert
 from queuectl.api.errors import is_transient
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.workload_writes import WorkloadWrites

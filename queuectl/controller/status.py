@@ -11,8 +11,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert
+from queuectl.controller import checks
+from queuectl.core import backoff_seconds
 from queuectl.core import types as core
 from queuectl.core.results import Preemption
 
@@ -75,7 +77,11 @@ def _gen(wl: Obj) -> int | None:
     return int(gen) if gen is not None else None
 
 
-def admit(wl: Obj, admission: core.Admission, now: float) -> Patch:
+def admit(
+    wl: Obj, admission: core.Admission, now: float, check_names: tuple[str, ...] = ()
+) -> Patch:
+    """Reserve quota; admitted at once unless its queue has admission checks, which then all
+    start Pending (`checks_passed` admits it once they are all Ready)."""
     conds = _conditions(wl)
     flavors = ", ".join(
         f"{ps.name}: " + ", ".join(f"{r}={f}" for r, f in sorted(ps.flavors.items()))
@@ -85,15 +91,26 @@ def admit(wl: Obj, admission: core.Admission, now: float) -> Patch:
     set_condition(
         conds, names.COND_QUOTA_RESERVED, True, names.REASON_QUOTA_RESERVED, msg, now, _gen(wl)
     )
-    set_condition(
-        conds,
-        names.COND_ADMITTED,
-        True,
-        names.REASON_ADMITTED,
-        "The workload is admitted",
-        now,
-        _gen(wl),
-    )
+    if check_names:
+        set_condition(
+            conds,
+            names.COND_ADMITTED,
+            False,
+            names.REASON_WAITING_FOR_CHECKS,
+            f"Quota reserved; waiting for admission checks: {', '.join(check_names)}",
+            now,
+            _gen(wl),
+        )
+    else:
+        set_condition(
+            conds,
+            names.COND_ADMITTED,
+            True,
+            names.REASON_ADMITTED,
+            "The workload is admitted",
+            now,
+            _gen(wl),
+        )
     for stale in (names.COND_EVICTED, names.COND_PREEMPTED, names.COND_REQUEUED):
         for cond in conds:
             if cond.get("type") == stale and cond.get("status") == "True":
@@ -106,14 +123,25 @@ def admit(wl: Obj, admission: core.Admission, now: float) -> Patch:
                     now,
                     _gen(wl),
                 )
-    return _patch(
-        wl,
-        {
-            "admission": convert.admission_to_status(admission),
-            "conditions": conds,
-            "preemption": None,
-        },
-    )
+    body: dict[str, Any] = {
+        "admission": convert.admission_to_status(admission),
+        "conditions": conds,
+        "preemption": None,
+    }
+    if check_names or checks.entries(wl):
+        body["admissionChecks"] = checks.pending(check_names, now) or None
+    return _patch(wl, body)
+
+
+def checks_passed(wl: Obj, now: float) -> Patch | None:
+    """Every admission check is Ready: Admitted (None when it already is)."""
+    conds = _conditions(wl)
+    message = f"The workload is admitted; its admission checks are Ready ({checks.summary(wl)})"
+    if not set_condition(
+        conds, names.COND_ADMITTED, True, names.REASON_ADMITTED, message, now, _gen(wl)
+    ):
+        return None
+    return _patch(wl, {"conditions": conds})
 
 
 def pending(wl: Obj, reason: str, message: str, now: float) -> Patch | None:
@@ -143,11 +171,25 @@ def evicted(wl: Obj, reason: str, message: str, now: float) -> Patch:
     return _patch(wl, {"conditions": conds})
 
 
-def requeued(wl: Obj, now: float, accumulated: float) -> Patch:
-    """Quota released after the pods are gone: back to pending, at its original position."""
+def requeued(wl: Obj, now: float, accumulated: float, retry_backoff_s: float = 0.0) -> Patch:
+    """Quota released after the pods are gone: back to pending, at its original position.
+
+    After an admission check's Retry it backs off (`requeueState`, `retry_backoff_s` for the
+    count it now reaches) and its checks start again from Pending; after a Rejected one it is
+    inactive and the check states stay as the checks left them, for `describe`."""
     conds = _conditions(wl)
     evicted_cond = convert.condition({"status": {"conditions": conds}}, names.COND_EVICTED)
     why = (evicted_cond or {}).get("reason") or names.REASON_EVICTED_PREEMPTION
+    evicted_message = (evicted_cond or {}).get("message") or "an admission check rejected it"
+    extra: dict[str, Any] = {}
+    if why == names.REASON_EVICTED_CHECK_RETRY:
+        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0) + 1
+        extra["requeueState"] = {
+            "count": count,
+            "requeueAt": convert.format_time(now + backoff_seconds(count, base=retry_backoff_s)),
+        }
+    if why != names.REASON_EVICTED_CHECK_REJECTED and checks.entries(wl):
+        extra["admissionChecks"] = checks.reset(wl, now)
     set_condition(
         conds,
         names.COND_QUOTA_RESERVED,
@@ -164,9 +206,14 @@ def requeued(wl: Obj, now: float, accumulated: float) -> Patch:
         conds, names.COND_EVICTED, False, why, "Eviction complete; pods are gone", now, _gen(wl)
     )
     set_condition(conds, names.COND_PREEMPTED, False, why, "Eviction complete", now, _gen(wl))
-    set_condition(
-        conds, names.COND_REQUEUED, True, why, "Requeued at its original position", now, _gen(wl)
-    )
+    if why == names.REASON_EVICTED_CHECK_REJECTED:
+        message = f"Deactivated: {evicted_message}"
+        set_condition(conds, names.COND_REQUEUED, False, why, message, now, _gen(wl))
+    else:
+        message = "Requeued at its original position"
+        if "requeueState" in extra:
+            message += f", backing off until {extra['requeueState']['requeueAt']}"
+        set_condition(conds, names.COND_REQUEUED, True, why, message, now, _gen(wl))
     return _patch(
         wl,
         {
@@ -174,6 +221,7 @@ def requeued(wl: Obj, now: float, accumulated: float) -> Patch:
             "conditions": conds,
             "preemption": None,
             "accumulatedPastExecutionTimeSeconds": int(accumulated),
+            **extra,
         },
     )
 

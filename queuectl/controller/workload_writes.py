@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from queuectl.controller import convert
+from queuectl import convert
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder

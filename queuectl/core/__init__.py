@@ -20,7 +20,9 @@ from queuectl.core.scheduler import Scheduler, backoff_seconds
 from queuectl.core.types import (
     GPU,
     Admission,
+    AdmissionCheck,
     BorrowWithinCohort,
+    CheckState,
     ClusterQueue,
     Cohort,
     DomainAssignment,
@@ -45,8 +47,10 @@ from queuectl.core.types import (
 __all__ = [
     "GPU",
     "Admission",
+    "AdmissionCheck",
     "Admitted",
     "BorrowWithinCohort",
+    "CheckState",
     "ClusterQueue",
     "Cohort",
     "CycleResult",

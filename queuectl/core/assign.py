@@ -20,7 +20,15 @@ from queuectl.core.preempt import search
 from queuectl.core.quota import QNode, available, potential
 from queuectl.core.results import PendingInfo, waiting_for_quota
 from queuectl.core.state import State
-from queuectl.core.topology import NodeUse, add_use, charge_of, place, tolerated, with_use
+from queuectl.core.topology import (
+    NodeUse,
+    add_use,
+    charge_of,
+    node_requests,
+    place,
+    tolerated,
+    with_use,
+)
 from queuectl.core.types import (
     Admission,
     ClusterQueue,
@@ -71,7 +79,8 @@ def place_podset(
         return f"topology {flavor.topology_name} of flavor {flavor.name} not found"
     used = with_use(st.node_used, extra)
     nodes = st.nodes_for(flavor, ps)
-    return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, ps.requests)
+    per_pod = node_requests(ps.requests, flavor.node_resources)
+    return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, per_pod)
 
 
 class _Fail(Exception):
@@ -244,7 +253,8 @@ def assign(st: State, w: Workload, now: float) -> Decision:
                     borrows = True
                 if choice.topology is not None and topo is None:
                     topo = choice.topology
-                    add_use(extra, charge_of(topo, ps.requests))
+                    resources = st.flavors[choice.flavor].node_resources
+                    add_use(extra, charge_of(topo, node_requests(ps.requests, resources)))
             chosen.append(flavors)
             picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
     except _Fail as fail:
@@ -291,7 +301,7 @@ def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[]
             topo = place_podset(st, flavor, ps, extra)
             if topo is None or isinstance(topo, str):
                 return False
-            add_use(extra, charge_of(topo, ps.requests))
+            add_use(extra, charge_of(topo, node_requests(ps.requests, flavor.node_resources)))
         return True
 
     return check

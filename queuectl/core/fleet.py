@@ -134,7 +134,8 @@ def pending_order(s: Scheduler, cluster_queue: str) -> tuple[str, ...]:
 class FlavorGpus:
     flavor: str
     capacity: int
-    """Healthy GPUs of the schedulable nodes that carry the flavor's node labels."""
+    """Healthy GPUs of the schedulable nodes that carry the flavor's node labels; for a flavor
+    that serves `nvidia.com/gpu` with MIG slices (`node_resources`), those slices."""
     allocated: int
     """GPUs of the flavor held by admitted workloads (quota charged)."""
 
@@ -156,11 +157,12 @@ def gpu_allocation(s: Scheduler) -> tuple[FlavorGpus, ...]:
         spec = st.flavors.get(name)
         capacity = 0
         if spec is not None:
+            device = spec.node_resources.get(GPU, GPU)
             for node in st.nodes.values():
                 if node.unschedulable:
                     continue
                 if all(node.labels.get(k) == v for k, v in spec.node_labels.items()):
-                    capacity += st.capacity.get(node.name, {}).get(GPU, 0)
+                    capacity += st.capacity.get(node.name, {}).get(device, 0)
         out.append(FlavorGpus(name, capacity, allocated.get(name, 0)))
     return tuple(out)
 

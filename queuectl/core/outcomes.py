@@ -56,7 +56,7 @@ def report(s: Book, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out
 
 
 def admit(s: Book, w: Workload, admission: Admission, now: float, out: Out) -> None:
-    s.st.admit(charge_for(w, admission, now))
+    s.st.admit(charge_for(w, admission, now, s.st.flavors))
     s.st.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
     s.track_deadline(w.key)
     out.admitted.append(Admitted(w.key, admission))

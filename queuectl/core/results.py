@@ -141,3 +141,5 @@ class QueueStatus:
     usage: Mapping[FlavorResource, int] = field(default_factory=dict)
     borrowed: Mapping[FlavorResource, int] = field(default_factory=dict)
     weighted_share: float = 0.0
+    reason: str | None = None
+    """Why it is inactive: InvalidSpec, or AdmissionCheckNotFound/Inactive (see `problem`)."""

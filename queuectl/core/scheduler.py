@@ -28,6 +28,7 @@ from queuectl.core.results import (
 )
 from queuectl.core.state import charge_for
 from queuectl.core.types import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     Flavor,
@@ -98,6 +99,17 @@ class Scheduler:
         if self.st.queues.pop(name, None) is not None:
             self._specs_changed()
 
+    def upsert_admission_check(self, check: AdmissionCheck) -> None:
+        if self.st.checks.get(check.name) != check:
+            self.st.checks[check.name] = check
+            if any(check.name in q.admission_checks for q in self.st.queues.values()):
+                self._specs_changed()
+
+    def delete_admission_check(self, name: str) -> None:
+        gone = self.st.checks.pop(name, None)
+        if gone is not None and any(name in q.admission_checks for q in self.st.queues.values()):
+            self._specs_changed()
+
     def upsert_node(self, node: Node) -> None:
         if self.st.nodes.get(node.name) != node:
             self.st.set_node(node, node.name)
@@ -123,7 +135,9 @@ class Scheduler:
             if w.admission is not None and w.admission != charge.admission:
                 st.drop(w.key)
                 st.apply(charge, -1)
-                st.admit(charge_for(w, w.admission, w.admitted_at or charge.admitted_at))
+                st.admit(
+                    charge_for(w, w.admission, w.admitted_at or charge.admitted_at, st.flavors)
+                )
             else:
                 charge.priority = w.priority
                 charge.min_runtime = w.minimum_runtime_seconds
@@ -135,7 +149,12 @@ class Scheduler:
                 self.book.unqueue(old)
             self.book.cancel_nomination(w.key)
             st.admit(
-                charge_for(w, w.admission, w.admitted_at if w.admitted_at is not None else self.now)
+                charge_for(
+                    w,
+                    w.admission,
+                    w.admitted_at if w.admitted_at is not None else self.now,
+                    st.flavors,
+                )
             )
             self.book.track_deadline(w.key)
             return
@@ -222,6 +241,9 @@ class Scheduler:
         self.st.ensure_tree()
         return tuple(sorted(self.st.tree.cohorts))
 
+    def admission_checks(self) -> Mapping[str, AdmissionCheck]:
+        return MappingProxyType(self.st.checks)
+
     def flavors(self) -> Mapping[str, Flavor]:
         return MappingProxyType(self.st.flavors)
 
@@ -256,6 +278,7 @@ class Scheduler:
             name=name,
             active=name not in st.tree.inactive,
             problem=st.tree.inactive.get(name),
+            reason=st.tree.inactive_reason.get(name),
             pending=pending,
             admitted=len(st.by_cq.get(name, {})),
             usage=dict(node.usage),

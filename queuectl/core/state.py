@@ -7,14 +7,23 @@ restoring what they touched before they return.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from queuectl.core.notes import WakeNotes
 from queuectl.core.quota import QNode, add_usage, available_then
-from queuectl.core.topology import NodeUse, add_use, charge_of, node_capacity, tolerated
+from queuectl.core.topology import (
+    NodeUse,
+    add_use,
+    charge_of,
+    node_capacity,
+    node_requests,
+    tolerated,
+)
 from queuectl.core.tree import Tree, build
 from queuectl.core.types import (
     Admission,
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     Flavor,
@@ -41,19 +50,30 @@ class Charge:
     admission: Admission
 
 
-def charge_for(w: Workload, admission: Admission, admitted_at: float) -> Charge:
+def charge_for(
+    w: Workload,
+    admission: Admission,
+    admitted_at: float,
+    flavors: Mapping[str, Flavor] | None = None,
+) -> Charge:
+    """The hold of an admitted workload; `flavors` rename node resources (MIG flavors)."""
     usage: dict[FlavorResource, int] = {}
     nodes: NodeUse = {}
     per_pod = {ps.name: ps.requests for ps in w.podsets}
     for psa in admission.podsets:
+        renames: dict[str, str] = {}
         for res, amount in psa.usage.items():
             flavor = psa.flavors.get(res)
             if flavor is None or amount <= 0:
                 continue
             fr = (flavor, res)
             usage[fr] = usage.get(fr, 0) + amount
+            spec = flavors.get(flavor) if flavors is not None else None
+            if spec is not None and res in spec.node_resources:
+                renames[res] = spec.node_resources[res]
         if psa.topology is not None:
-            add_use(nodes, charge_of(psa.topology, per_pod.get(psa.name, {})))
+            requests = node_requests(per_pod.get(psa.name, {}), renames)
+            add_use(nodes, charge_of(psa.topology, requests))
     return Charge(
         key=w.key,
         cq=admission.cluster_queue,
@@ -145,6 +165,7 @@ class State:
     topologies: dict[str, Topology] = field(default_factory=dict)
     cohorts: dict[str, Cohort] = field(default_factory=dict)
     queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    checks: dict[str, AdmissionCheck] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
     workloads: dict[str, Workload] = field(default_factory=dict)
@@ -178,7 +199,7 @@ class State:
     def ensure_tree(self) -> None:
         if not self.stale_tree:
             return
-        self.tree = build(self.cohorts, self.queues, self.flavors)
+        self.tree = build(self.cohorts, self.queues, self.flavors, self.checks)
         self.borrowers.clear()
         for charge in self.charges.values():
             self._tree_usage(charge, 1)

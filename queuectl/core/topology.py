@@ -52,13 +52,15 @@ def pods_fit(
 ) -> int:
     """How many pods of `per_pod` the node still holds (at most `limit`).
 
-    Only resources the node reports are checked; a node that reports `pods` also caps the count.
+    Only resources the node reports are checked, except extended resources (`vendor/name`,
+    such as `nvidia.com/mig-1g.10gb`): as for the kube-scheduler, a node that does not report
+    one has none. A node that reports `pods` also caps the count.
     """
     best = limit
     for res, want in per_pod.items():
-        if want <= 0 or res not in capacity:
+        if want <= 0 or (res not in capacity and "/" not in res):
             continue
-        free = capacity[res] - node.used.get(res, 0) - used.get(res, 0)
+        free = capacity.get(res, 0) - node.used.get(res, 0) - used.get(res, 0)
         n = free // want if free > 0 else 0
         if n < best:
             best = n
@@ -217,6 +219,18 @@ def with_use(base: NodeUse, more: NodeUse) -> NodeUse:
     for node in more:
         out[node] = dict(base.get(node, {}))
     add_use(out, more)
+    return out
+
+
+def node_requests(per_pod: Mapping[str, int], resources: Mapping[str, str]) -> Mapping[str, int]:
+    """Per-pod requests as a node sees them: quota resources renamed by a flavor's
+    `node_resources` (one `nvidia.com/gpu` is one `nvidia.com/mig-3g.40gb` on a MIG flavor)."""
+    if not resources:
+        return per_pod
+    out: dict[str, int] = {}
+    for res, v in per_pod.items():
+        name = resources.get(res, res)
+        out[name] = out.get(name, 0) + v
     return out
 
 

@@ -4,6 +4,8 @@ Bad input is confined to the objects it affects: a negative quota is counted as 
 a cohort in a parent cycle is reported and every queue under it is inactive (detached from the
 tree so nothing it holds touches a neighbour); a queue naming an unknown flavor, or covering a
 resource twice, is inactive. Cohorts that queues name but nobody created exist implicitly.
+A queue whose admission checks are missing or not Active is inactive too (`checks.queue_issue`),
+with that reason: its spec is fine, it waits for the checks.
 """
 
 from __future__ import annotations
@@ -12,9 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from queuectl.core import reasons
+from queuectl.core.checks import queue_issue
 from queuectl.core.quota import QNode, compute_subtree
 from queuectl.core.results import Problem
-from queuectl.core.types import ClusterQueue, Cohort, Flavor, FlavorResource, ResourceGroup
+from queuectl.core.types import (
+    AdmissionCheck,
+    ClusterQueue,
+    Cohort,
+    Flavor,
+    FlavorResource,
+    ResourceGroup,
+)
 
 
 @dataclass(slots=True)
@@ -23,6 +33,8 @@ class Tree:
     cohorts: dict[str, QNode] = field(default_factory=dict)
     inactive: dict[str, str] = field(default_factory=dict)
     """queue name -> why it admits nothing"""
+    inactive_reason: dict[str, str] = field(default_factory=dict)
+    """queue name -> the reason of `inactive` (InvalidSpec unless the queue waits for checks)"""
     problems: list[Problem] = field(default_factory=list)
     leaves: dict[QNode, list[QNode]] = field(default_factory=dict)
     """root node -> the queues under it, in name order"""
@@ -95,7 +107,10 @@ def _cyclic(cohorts: Mapping[str, Cohort]) -> set[str]:
 
 
 def build(
-    cohorts: Mapping[str, Cohort], queues: Mapping[str, ClusterQueue], flavors: Mapping[str, Flavor]
+    cohorts: Mapping[str, Cohort],
+    queues: Mapping[str, ClusterQueue],
+    flavors: Mapping[str, Flavor],
+    checks: Mapping[str, AdmissionCheck] | None = None,
 ) -> Tree:
     tree = Tree()
     bad = _cyclic(cohorts)
@@ -143,6 +158,9 @@ def build(
                 parent.children.append(node)
         if issues:
             tree.inactive[name] = "; ".join(issues)
+            tree.inactive_reason[name] = reasons.INVALID_SPEC
+        elif cq.admission_checks and (gate := queue_issue(cq, checks or {})) is not None:
+            tree.inactive_reason[name], tree.inactive[name] = gate
     for node in list(tree.cohorts.values()) + list(tree.queues.values()):
         if node.parent is None:
             compute_subtree(node)

@@ -20,6 +20,7 @@ BorrowPolicy = Literal["Never", "LowerPriority"]
 WhenCanBorrow = Literal["Borrow", "TryNextFlavor"]
 WhenCanPreempt = Literal["Preempt", "TryNextFlavor"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 GPU = "nvidia.com/gpu"
 
@@ -56,6 +57,10 @@ class Flavor:
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     topology_name: str | None = None
+    node_resources: Mapping[str, str] = field(default_factory=dict)
+    """Quota resource -> the node resource that serves it on this flavor's nodes: a flavor of
+    MIG slices maps `nvidia.com/gpu` to `nvidia.com/mig-3g.40gb`, so one requested GPU is one
+    slice there (placement and node usage count the slice; quota stays in the quota resource)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +136,18 @@ class ClusterQueue:
     flavor_fungibility: FlavorFungibility = FlavorFungibility()
     fair_weight: float = 1.0
     stop_policy: StopPolicy = "None"
+    admission_checks: tuple[str, ...] = ()
+    """AdmissionChecks its workloads pass after reserving quota (`queuectl.core.checks`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    """What the core needs of an AdmissionCheck: whether its controller says it is Active."""
+
+    name: str
+    active: bool = False
+    message: str = ""
+    """Why it is not Active (its condition's message), for the queue's reason."""
 
 
 @dataclass(frozen=True, slots=True)

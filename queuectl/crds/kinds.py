@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from queuectl.api import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -129,6 +130,16 @@ KIND_INFOS: Final[tuple[KindInfo, ...]] = (
         ),
     ),
     KindInfo(
+        AdmissionCheck,
+        "admissionchecks",
+        ("ac",),
+        (
+            Column("Controller", ".spec.controllerName", description="Who decides the check"),
+            Column("Active", _cond(names.COND_ACTIVE), description="Set by its controller"),
+            AGE,
+        ),
+    ),
+    KindInfo(
         Workload,
         "workloads",
         ("wl",),
@@ -140,6 +151,12 @@ KIND_INFOS: Final[tuple[KindInfo, ...]] = (
                 description="ClusterQueue holding its quota",
             ),
             Column("Admitted", _cond(names.COND_ADMITTED), description="Admitted"),
+            Column(
+                "Checks",
+                ".status.admissionChecks[*].state",
+                description="States of its admission checks",
+                priority=1,
+            ),
             Column("Finished", _cond(names.COND_FINISHED), description="Finished"),
             Column("Priority", ".spec.priority", "integer", "Priority", 1),
             AGE,

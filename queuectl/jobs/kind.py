@@ -46,6 +46,9 @@ class PodSetPlacement:
     """The chosen flavors' tolerations, as core/v1 Toleration dicts."""
     domain: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Topology: node label -> the values allowed (the chosen domain, or the nodes used)."""
+    gpu_resource: str | None = None
+    """The device that serves nvidia.com/gpu in the chosen flavor (a MIG slice): the containers
+    ask for it instead (docs/design/gpu-sharing.md)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from queuectl.api import names
+from queuectl.api import gpushare, names
 from queuectl.api.resource import Obj
 from queuectl.jobs.kind import PodSetPlacement
 
@@ -79,6 +79,10 @@ def inject(pod_spec: Obj, placement: PodSetPlacement) -> dict[str, Any]:
             tolerations.append(dict(tol))
     if placement.tolerations:
         out["tolerations"] = tolerations
+    if placement.gpu_resource:
+        out["containers"] = gpushare.rename_containers(
+            pod_spec, names.RESOURCE_GPU, placement.gpu_resource
+        )
     return out
 
 
@@ -106,7 +110,11 @@ def run_fragment(
     """A merge patch injecting `placement` into the template at `template_path`, computed over
     the Workload's original pod spec of that pod set; {} when there is nothing to inject."""
     injected = inject(original_pod_spec(pod_sets, placement.name), placement)
-    return merge_at([*template_path, "spec"], injected) if injected else {}
+    out = merge_at([*template_path, "spec"], injected) if injected else {}
+    if placement.gpu_resource:  # say which device stands in, so `original` can undo it
+        annotations = {names.ANNOTATION_GPU_RESOURCE: placement.gpu_resource}
+        out = deep_merge(out, merge_at([*template_path, "metadata"], {"annotations": annotations}))
+    return out
 
 
 def restore_fragment(
@@ -114,13 +122,24 @@ def restore_fragment(
 ) -> dict[str, Any] | None:
     """A merge patch putting the template at `template_path` back as the Workload recorded it
     for `pod_set`; None when it already is."""
-    wanted = restore(original_pod_spec(pod_sets, pod_set))
+    original = original_pod_spec(pod_sets, pod_set)
+    wanted = restore(original)
     current = at_path(job, [*template_path, "spec"]) or {}
     now_aff = ((current.get("affinity") or {}).get("nodeAffinity") or {}).get(AFFINITY_KEY)
     want_aff = wanted["affinity"]["nodeAffinity"][AFFINITY_KEY]
-    if now_aff == want_aff and current.get("tolerations") == wanted["tolerations"]:
+    renamed = gpushare.served_by(at_path(job, template_path) or {})
+    if (
+        now_aff == want_aff
+        and current.get("tolerations") == wanted["tolerations"]
+        and renamed is None
+    ):
         return None
-    return merge_at([*template_path, "spec"], wanted)
+    out = merge_at([*template_path, "spec"], wanted)
+    if renamed is not None:  # the containers ask for nvidia.com/gpu again
+        wanted["containers"] = copy.deepcopy(original.get("containers"))
+        annotations = {names.ANNOTATION_GPU_RESOURCE: None}
+        out = deep_merge(out, merge_at([*template_path, "metadata"], {"annotations": annotations}))
+    return out
 
 
 def topology_request(template: Mapping[str, Any]) -> dict[str, str] | None:

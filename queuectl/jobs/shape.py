@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from queuectl.api import names
+from queuectl.api import gpushare, names
 from queuectl.jobs.kind import JobKind, PodSet
 
 
@@ -26,8 +26,9 @@ class PodSetShape:
 
 
 def _shape(ps: PodSet) -> PodSetShape:
-    pod = ps.template.get("spec") or {}
-    annotations = (ps.template.get("metadata") or {}).get("annotations") or {}
+    template = gpushare.original(ps.template)  # a MIG slice placement renamed back
+    pod = template.get("spec") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
     resources = (
         [(c.get("name"), c.get("resources")) for c in pod.get("containers") or ()],
         [

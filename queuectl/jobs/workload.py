@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from queuectl.api import names
+from queuectl.api import gpushare, names
 from queuectl.jobs.kind import JsonPatch, PodSet
 from queuectl.jobs.podtemplate import topology_request
 
@@ -40,7 +40,7 @@ def workload_spec(job: Mapping[str, Any], pod_sets: Sequence[PodSet]) -> dict[st
     annotations, and the queue, priority class and time limit from the job's labels."""
     out_sets = []
     for ps in pod_sets:
-        template = copy.deepcopy(dict(ps.template))
+        template = copy.deepcopy(gpushare.original(ps.template))  # as the user wrote it
         entry: dict[str, Any] = {"name": ps.name, "count": ps.count, "template": template}
         if topo := topology_request(template):
             entry["topologyRequest"] = topo

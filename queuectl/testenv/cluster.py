@@ -77,6 +77,8 @@ class Cluster:
         labels: dict[str, str] | None = None,
         taints: list[dict[str, str]] | None = None,
         timeout: float = 90.0,
+        mig_layout: str | None = None,
+        replicas: int = 1,
     ) -> list[FakeNode]:
         """Create kwok GPU nodes and wait until they are Ready and schedulable."""
         spec = GpuNodeSpec(
@@ -89,6 +91,8 @@ class Cluster:
             name_prefix=name_prefix,
             labels=dict(labels or {}),
             taints=list(taints or []),
+            mig_layout=mig_layout,
+            replicas=replicas,
         )
         with self.api_client() as api:
             return create_gpu_nodes(api, spec, timeout=timeout)

@@ -1,56 +1,106 @@
 """Build the Helm CLI once from its Go module and cache it, for the chart's tests.
 
 Like kwok, Helm is built with `go install module@version`, outside the Kubernetes build module
-(`gobuild/`), so Helm's own dependency versions never move the pins of the control plane. It has
-its own cache directory (`helm-<version>/`), so adding or bumping Helm never rebuilds Kubernetes.
+(`gobuild/`), so Helm's own dependency versions never move the pins of the control plane. Each
+release has its own cache directory (`helm-<version>-<hash>/`), so adding or bumping Helm never
+rebuilds Kubernetes. Two majors are tested: v3 (what most platform teams run) and v4.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from queuectl.testenv.build import Progress, _run_streaming, build_once, check_go, find_go
+from queuectl.testenv.build import (
+    Progress,
+    _run_streaming,
+    build_once,
+    check_go,
+    find_go,
+)
 from queuectl.testenv.errors import BuildFailed
 from queuectl.testenv.versions import pinned
 
-HELM_MODULE = "helm.sh/helm/v3"
-HELM_VERSION = "v3.19.0"
-HELM_KUBE_MINOR = "34"  # the client-go minor that Helm release pins (its go.mod: v0.34.0)
-HELM_ENV = "QUEUECTL_HELM"
+
+@dataclass(frozen=True)
+class HelmRelease:
+    """One Helm release: its module, the client-go minor its go.mod pins, and the packages
+    whose `k8sVersionMajor/Minor` variables set the Kubernetes version `helm template` assumes."""
+
+    module: str
+    version: str
+    kube_minor: str
+    version_packages: tuple[str, ...]
+    env: str  # names a prebuilt binary instead
+
+    def ldflags(self) -> str:
+        """As Helm's Makefile sets them: `helm version` reports the release, and `helm template`
+        assumes the Kubernetes of its client-go rather than the source default 1.20, which would
+        fail a chart's kubeVersion constraint."""
+        flags = [f"-X {self.module}/internal/version.version={self.version}"]
+        for package in self.version_packages:
+            flags.append(f"-X {self.module}/{package}.k8sVersionMajor=1")
+            flags.append(f"-X {self.module}/{package}.k8sVersionMinor={self.kube_minor}")
+        return " ".join(["-s -w", *flags])
+
+    def cache_key(self) -> str:
+        digest = hashlib.sha256(f"{self.version};{self.ldflags()};cgo=0".encode()).hexdigest()
+        return f"helm-{self.version}-{digest[:12]}"
 
 
-def helm_ldflags() -> str:
-    """As Helm's Makefile sets them: `helm version` reports the release, and `helm template`
-    assumes Kubernetes 1.34 (its client-go) rather than the source default 1.20, which would fail
-    a chart's kubeVersion constraint."""
-    flags = [f"-X {HELM_MODULE}/internal/version.version={HELM_VERSION}"]
-    for package in ("pkg/chartutil", "pkg/lint/rules"):
-        flags.append(f"-X {HELM_MODULE}/{package}.k8sVersionMajor=1")
-        flags.append(f"-X {HELM_MODULE}/{package}.k8sVersionMinor={HELM_KUBE_MINOR}")
-    return " ".join(["-s -w", *flags])
+HELM_V3 = HelmRelease(
+    module="helm.sh/helm/v3",
+    version="v3.19.0",
+    kube_minor="34",  # its go.mod: client-go v0.34.0
+    version_packages=("pkg/chartutil", "pkg/lint/rules"),
+    env="QUEUECTL_HELM",
+)
+# v4 moved the variables (its Makefile still names older paths; these are where the source
+# declares them in v4.0.0).
+HELM_V4 = HelmRelease(
+    module="helm.sh/helm/v4",
+    version="v4.0.0",
+    kube_minor="34",  # its go.mod: client-go v0.34.1
+    version_packages=(
+        "pkg/chart/common",
+        "pkg/chart/v2/lint/rules",
+        "internal/chart/v3/lint/rules",
+    ),
+    env="QUEUECTL_HELM4",
+)
+HELM_VERSION = HELM_V3.version
+HELM_ENV = HELM_V3.env
 
 
-def cache_key() -> str:
-    digest = hashlib.sha256(f"{HELM_VERSION};{helm_ldflags()};cgo=0".encode()).hexdigest()
-    return f"helm-{HELM_VERSION}-{digest[:12]}"
+def helm_ldflags(release: HelmRelease = HELM_V3) -> str:
+    return release.ldflags()
+
+
+def cache_key(release: HelmRelease = HELM_V3) -> str:
+    return release.cache_key()
 
 
 def ensure_helm(
-    progress: Progress = print, *, go: str | None = None, root: Path | None = None
+    progress: Progress = print,
+    *,
+    go: str | None = None,
+    root: Path | None = None,
+    release: HelmRelease = HELM_V3,
 ) -> Path:
-    """Return the cached `helm` binary for the pinned version, building it the first time."""
-    prebuilt = os.environ.get(HELM_ENV)
+    """Return the cached `helm` binary of `release`, building it the first time."""
+    prebuilt = os.environ.get(release.env)
     if prebuilt:
         if not os.access(prebuilt, os.X_OK):
             raise BuildFailed(
-                f"{HELM_ENV}={prebuilt} is not an executable file",
-                f"unset {HELM_ENV} to build Helm {HELM_VERSION}, or point it at a helm binary",
+                f"{release.env}={prebuilt} is not an executable file",
+                f"unset {release.env} to build Helm {release.version}, or point it at a helm "
+                "binary",
             )
         return Path(prebuilt)
 
-    def make(staging: Path, log: Path) -> dict[str, object]:
+    def install_into(staging: Path, log: Path) -> dict[str, object]:
         toolchain = check_go(find_go(go), pinned().go)
         _run_streaming(
             [
@@ -59,22 +109,22 @@ def ensure_helm(
                 "-v",
                 "-trimpath",
                 "-ldflags",
-                helm_ldflags(),
-                f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}",
+                release.ldflags(),
+                f"{release.module}/cmd/helm@{release.version}",
             ],
             cwd=staging,
             env=dict(os.environ, CGO_ENABLED="0", GOBIN=str(staging)),
             log=log,
-            what=f"go install helm {HELM_VERSION}",
+            what=f"go install helm {release.version}",
             progress=progress,
         )
-        return {"helm": HELM_VERSION}
+        return {"helm": release.version}
 
     final = build_once(
-        cache_key(),
-        make,
-        announce=f"Building Helm {HELM_VERSION} (first time only, a few minutes).",
-        what="Helm",
+        release.cache_key(),
+        install_into,
+        announce=f"Building Helm {release.version} (first time only, a few minutes).",
+        what=f"Helm {release.version}",
         progress=progress,
         root=root,
         complete=lambda d: os.access(d / "helm", os.X_OK),

@@ -16,7 +16,7 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from queuectl.api import names
+from queuectl.api import gpushare, names
 from queuectl.testenv.errors import ComponentFailed
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -60,8 +60,17 @@ class GpuNodeSpec:
     pods: int = 110
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
+    mig_layout: str | None = None
+    """Every GPU partitioned so (`all-1g.10gb`, `3g.40gb+2g.20gb+1g.10gb`), advertised under
+    the mixed strategy as the GPU Operator does: `nvidia.com/mig-<profile>`, no nvidia.com/gpu."""
+    replicas: int = 1
+    """Time-slicing replicas per GPU (1: not shared): nvidia.com/gpu = GPUs x replicas."""
 
     def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError("replicas must be at least 1")
+        if self.mig_layout is not None:
+            gpushare.parse_layout(self.mig_layout, -(-self.memory_mib // 1024))
         if self.count < 0 or self.gpus_per_node < 0 or self.memory_mib < 0:
             raise ValueError("count, gpus_per_node and memory_mib must not be negative")
         if self.blocks < 1 or self.racks_per_block < 1:
@@ -100,6 +109,39 @@ def family_labels(product: str) -> dict[str, str]:
     return {}
 
 
+def _mig_counts(node: FakeNode, spec: GpuNodeSpec) -> dict[str, int]:
+    if spec.mig_layout is None:
+        return {}
+    per_gpu = gpushare.parse_layout(spec.mig_layout, -(-spec.memory_mib // 1024))
+    return {p: per_gpu.count(p) * node.gpus for p in sorted(set(per_gpu))}
+
+
+def device_resources(node: FakeNode, spec: GpuNodeSpec) -> dict[str, str]:
+    """What the NVIDIA device plugin would advertise: MIG slices (mixed strategy) or GPUs,
+    times the time-slicing replicas."""
+    if spec.mig_layout is not None:
+        return {
+            f"{names.RESOURCE_MIG_PREFIX}{p}": str(n) for p, n in _mig_counts(node, spec).items()
+        }
+    return {names.GPU_RESOURCE: str(node.gpus * spec.replicas)}
+
+
+def sharing_labels(node: FakeNode, spec: GpuNodeSpec) -> dict[str, str]:
+    """GPU Feature Discovery's MIG and time-slicing labels for this configuration."""
+    out = {
+        names.LABEL_GPU_REPLICAS: str(spec.replicas),
+        names.LABEL_GPU_SHARING_STRATEGY: "time-slicing" if spec.replicas > 1 else "none",
+    }
+    if spec.replicas > 1:
+        out[names.LABEL_GPU_PRODUCT] = f"{node.product}-SHARED"
+    if spec.mig_layout is not None:
+        out[names.LABEL_MIG_CAPABLE] = "true"
+        out[names.LABEL_MIG_STRATEGY] = "mixed"
+        for p, n in _mig_counts(node, spec).items():
+            out[f"{names.RESOURCE_MIG_PREFIX}{p}.count"] = str(n)
+    return out
+
+
 def node_manifest(node: FakeNode, spec: GpuNodeSpec) -> dict[str, Any]:
     """The Node object for one fake GPU server (status included: kwok keeps it)."""
     labels = {
@@ -118,7 +160,8 @@ def node_manifest(node: FakeNode, spec: GpuNodeSpec) -> dict[str, Any]:
         labels[names.LABEL_GPU_PRODUCT] = node.product
         labels[names.LABEL_GPU_COUNT] = str(node.gpus)
         labels[names.LABEL_GPU_MEMORY] = str(spec.memory_mib)
-        resources[names.GPU_RESOURCE] = str(node.gpus)
+        labels.update(sharing_labels(node, spec))
+        resources.update(device_resources(node, spec))
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -36,7 +36,7 @@ from queuectl.testenv.build import Binaries, ensure_binaries
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
 from queuectl.testenv.errors import TestEnvError
-from queuectl.testenv.helm import ensure_helm
+from queuectl.testenv.helm import HELM_V3, HELM_V4, ensure_helm
 from queuectl.testenv.nodebuild import ensure_node_binaries
 from queuectl.testenv.nodes import A100, H100, FakeNode
 
@@ -48,7 +48,9 @@ LABEL_TEST_NAMESPACE = "testenv.queuectl.io/test"
 
 _binaries: Binaries | None = None
 _build_error: TestEnvError | None = None
-_helm: Path | TestEnvError | None = None
+_helms: dict[str, Path | TestEnvError] = {}
+# Each Helm fixture and the release it gives: `helm` is v3, what most platform teams run.
+HELM_FIXTURES = {"helm": HELM_V3, "helm4": HELM_V4}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -60,7 +62,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """Build (or find cached) binaries once, outside every test's timeout."""
-    global _binaries, _build_error, _helm
+    global _binaries, _build_error
     if session.config.option.collectonly:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -69,11 +71,12 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         if reporter is not None:
             reporter.write_line(line)
 
-    if any("helm" in getattr(item, "fixturenames", ()) for item in session.items):
-        try:
-            _helm = ensure_helm(progress)
-        except TestEnvError as exc:
-            _helm = exc  # reported by every test that uses `helm` as its setup error
+    for fixture, release in HELM_FIXTURES.items():
+        if any(fixture in getattr(item, "fixturenames", ()) for item in session.items):
+            try:
+                _helms[fixture] = ensure_helm(progress, release=release)
+            except TestEnvError as exc:
+                _helms[fixture] = exc  # reported by every test that uses it as its setup error
     if os.environ.get(EXTERNAL_KUBECONFIG_ENV):
         return
     if not any(item.get_closest_marker("cluster") for item in session.items):
@@ -137,12 +140,23 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         plane.stop()
 
 
-@pytest.fixture(scope="session")
-def helm() -> Path:
-    found = _helm if _helm is not None else ensure_helm()
+def _helm_of(fixture: str) -> Path:
+    found = _helms.get(fixture) or ensure_helm(release=HELM_FIXTURES[fixture])
     if isinstance(found, TestEnvError):
         raise found
     return found
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """Helm v3 (HELM_V3), built once from its Go module."""
+    return _helm_of("helm")
+
+
+@pytest.fixture(scope="session")
+def helm4() -> Path:
+    """Helm v4 (HELM_V4), built once from its Go module."""
+    return _helm_of("helm4")
 
 
 @pytest.fixture(scope="session")

@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 import aiohttp
 
 from e2e.harness import apply, one_queue
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.cli.controller import install_crds
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube
 from queuectl.controller.leader import LeaderElector

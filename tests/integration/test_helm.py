@@ -7,6 +7,7 @@ The chart is generated from the kustomize base (deploy/helm/generate.py); here a
 - the API server accepts every rendered object (server-side dry run, strict validation);
 - `helm install` creates the objects in the release namespace, and `helm uninstall` removes
   every webhook configuration, so no Fail-policy webhook is left to block the cluster.
+Each of these runs with Helm v3 (v3.19.0) and Helm v4 (v4.0.0).
 
 The controller pods never serve here (no image on kwok nodes), so while the release is installed
 its Fail-policy webhooks would refuse labelled Jobs and queuectl resources cluster-wide: the
@@ -50,16 +51,20 @@ Obj = dict[str, Any]
 __all__ = ["cert_manager_stubs"]  # a fixture, used by name
 
 
-@pytest.fixture
-def run_helm(helm: Path, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """`helm ARGS` with its cache, config and data kept in the test's temp dir."""
+@pytest.fixture(params=["v3", "v4"], ids=["helm-v3", "helm-v4"])
+def run_helm(
+    helm: Path, helm4: Path, request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`helm ARGS` with its cache, config and data kept in the test's temp dir; every test runs
+    with Helm v3 and with Helm v4 (both built from their Go modules)."""
+    binary = helm if request.param == "v3" else helm4
     env = dict(os.environ)
     for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
         env[var] = str(tmp_path / var.lower())
 
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [str(helm), *args], capture_output=True, text=True, timeout=300, env=env, check=False
+            [str(binary), *args], capture_output=True, text=True, timeout=300, env=env, check=False
         )
         if check:
             assert done.returncode == 0, f"helm {' '.join(args)} failed:\n{done.stderr}"

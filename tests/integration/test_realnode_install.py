@@ -11,89 +11,26 @@ once by deploy/image/build.sh, ~4 min as root, and cached by the hash of its inp
 from __future__ import annotations
 
 import json
-import os
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from queuectl.testenv import ControlPlane, eventually
-from queuectl.testenv.build import ensure_binaries
-from queuectl.testenv.image import ensure_image
-from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
-from queuectl.testenv.realnode import load_image, recorded
+from queuectl.testenv.realinstall import NAMESPACE as NS
+from queuectl.testenv.realinstall import RealInstall, real_install
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
-
-REPO = Path(__file__).resolve().parents[2]
-IMAGE = "localhost/queuectl/queuectl"
-NS = "queuectl-system"
-
-
-def oci_layout(work: Path) -> Path:
-    return ensure_image().path
-
-
-def overlay(work: Path, tag: str) -> Path:
-    """The base as shipped, with the local image and the controller on the real node."""
-    directory = work / "overlay"
-    directory.mkdir()
-    base = os.path.relpath(REPO / "deploy" / "kustomize" / "base", directory)
-    patch = [
-        {
-            "op": "add",
-            "path": "/spec/template/spec/nodeSelector",
-            "value": {REAL_NODE_LABEL: "true"},
-        },
-        {
-            "op": "replace",
-            "path": "/spec/template/spec/containers/0/imagePullPolicy",
-            "value": "Never",
-        },
-    ]
-    kustomization = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [base],
-        "images": [{"name": "queuectl", "newName": IMAGE, "newTag": tag}],
-        "patches": [
-            {
-                "target": {"kind": "Deployment", "name": "queuectl-controller"},
-                "patch": json.dumps(patch),
-            }
-        ],
-    }
-    (directory / "kustomization.yaml").write_text(json.dumps(kustomization))
-    return directory
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    work = tmp_path_factory.mktemp("install")
-    layout = oci_layout(work)
-    [manifest] = json.loads((layout / "index.json").read_text())["manifests"]
-    tag = manifest["annotations"]["org.opencontainers.image.ref.name"]
-    archive = work / "image.tar"
-    with tarfile.open(archive, "w") as tar:
-        for entry in sorted(layout.iterdir()):
-            tar.add(entry, arcname=entry.name)
-    cp = ControlPlane(work / "cluster", name="install", binaries=ensure_binaries(), real_nodes=1)
-    try:
-        cp.start()
-        cp.add_gpu_nodes(2)  # GPU nodes next to it, as in any queuectl cluster
-        (node,) = recorded(cp.work_dir)
-        load_image(node, archive, IMAGE)
-        cp.kubectl("apply", "--server-side", "-k", str(overlay(work, tag)), timeout=300)
-        yield cp
-    finally:
-        cp.stop()
+    with real_install(tmp_path_factory.mktemp("install")) as install:
+        yield install.plane
 
 
 def ready_replicas(plane: ControlPlane) -> list[tuple[str, str, str]]:
-    out = plane.kubectl(
-        "get", "pods", "-n", NS, "-l", "app.kubernetes.io/component=controller", "-o", "json"
-    ).stdout
+    pods = RealInstall(plane, Path()).controller_pods()
     return sorted(
         (
             p["metadata"]["name"],
@@ -103,7 +40,7 @@ def ready_replicas(plane: ControlPlane) -> list[tuple[str, str, str]]:
                 "",
             ),
         )
-        for p in json.loads(out)["items"]
+        for p in pods
     )
 
 

@@ -52,6 +52,10 @@ class FakeNvml:
     def nvmlShutdown(self) -> None:
         self.shutdown_called = True
 
+    def nvmlDeviceGetMigMode(self, h: int) -> list[int]:
+        self._gpu(h, "nvmlDeviceGetMigMode")
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)  # these GPUs have no MIG
+
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)
 

@@ -65,6 +65,7 @@ def test_names_scope_and_status() -> None:
         "LocalQueue": "lq",
         "WorkloadPriorityClass": "wpc",
         "Workload": "wl",
+        "AdmissionCheck": "ac",
     }
     for kind, c in by_kind.items():
         assert c["spec"]["group"] == names.GROUP
@@ -72,7 +73,7 @@ def test_names_scope_and_status() -> None:
         assert "queuectl" in c["spec"]["names"]["categories"]
         namespaced = kind in {"LocalQueue", "Workload"}
         assert c["spec"]["scope"] == ("Namespaced" if namespaced else "Cluster")
-        has_status = kind in {"Cohort", "ClusterQueue", "LocalQueue", "Workload"}
+        has_status = kind in {"Cohort", "ClusterQueue", "LocalQueue", "Workload", "AdmissionCheck"}
         assert ("subresources" in c["spec"]["versions"][0]) == has_status, kind
 
 

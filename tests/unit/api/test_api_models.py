@@ -10,6 +10,7 @@ import pytest
 
 from queuectl.api import (
     KINDS,
+    AdmissionCheck,
     ClusterQueue,
     ClusterQueueSpec,
     Cohort,
@@ -93,6 +94,7 @@ CLUSTER_QUEUE: dict[str, Any] = {
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
         "fairSharing": {"weight": "3"},
         "stopPolicy": "None",
+        "admissionChecks": ["capacity"],
     },
     "status": {
         "conditions": [CONDITION],
@@ -247,8 +249,26 @@ WORKLOAD: dict[str, Any] = {
             "deadline": "2026-01-02T03:09:05Z",
             "reason": "InCohortReclamation",
         },
+        "admissionChecks": [
+            {
+                "name": "capacity",
+                "state": "Ready",
+                "message": "nodes provisioned",
+                "lastTransitionTime": "2026-01-02T03:04:05Z",
+            }
+        ],
         "accumulatedPastExecutionTimeSeconds": 120,
     },
+}
+ADMISSION_CHECK: dict[str, Any] = {
+    "apiVersion": "queuectl.io/v1beta1",
+    "kind": "AdmissionCheck",
+    "metadata": {"name": "capacity"},
+    "spec": {
+        "controllerName": "queuectl.io/provision",
+        "parameters": {"apiGroup": "queuectl.io", "kind": "ProvisioningConfig", "name": "gpu"},
+    },
+    "status": {"conditions": [CONDITION]},
 }
 
 CASES: list[tuple[type[Resource], dict[str, Any]]] = [
@@ -259,6 +279,7 @@ CASES: list[tuple[type[Resource], dict[str, Any]]] = [
     (Topology, TOPOLOGY),
     (WorkloadPriorityClass, PRIORITY_CLASS),
     (Workload, WORKLOAD),
+    (AdmissionCheck, ADMISSION_CHECK),
 ]
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.core import types as core
 
 

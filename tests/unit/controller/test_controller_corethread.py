@@ -17,9 +17,8 @@ from controller_fakes import World, merge, new_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuectl import metrics
+from queuectl import convert, metrics
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.corethread import CoreThread
 from queuectl.controller.manager import Controller

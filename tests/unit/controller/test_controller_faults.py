@@ -24,9 +24,9 @@ from controller_fakes import FakeKube, World, gpu_node, merge, new_job, queued
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.kube import KubeError

@@ -7,8 +7,8 @@ import asyncio
 
 from controller_fakes import World, new_job, queued
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.pacing import PendingRefresh, TokenBucket
 from queuectl.controller.workqueue import WorkQueue

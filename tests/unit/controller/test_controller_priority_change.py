@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from controller_fakes import World, new_job, queued
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, queued
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.core.results import Preemption

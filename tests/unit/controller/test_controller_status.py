@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert, placement, status
+from queuectl.controller import placement, status
 from queuectl.core import types as core
 from queuectl.core.results import Preemption
 

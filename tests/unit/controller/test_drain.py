@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import convert, drain
+from queuectl.controller import drain
 
 
 def node(

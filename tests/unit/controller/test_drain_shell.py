@@ -11,9 +11,8 @@ from typing import Any
 
 from controller_fakes import World, admitted_world, gpu_node, merge
 
-from queuectl import metrics
+from queuectl import convert, metrics
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.drain import Drainer, DrainOptions
 

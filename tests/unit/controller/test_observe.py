@@ -12,9 +12,8 @@ from controller_fakes import FakeKube, World, admitted_world, gpu_node, merge, n
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuectl import metrics
+from queuectl import convert, metrics
 from queuectl.api import names
-from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.manager import Controller

@@ -81,6 +81,9 @@ def test_the_waiting_preemptors_queue_admits_nothing_else_meanwhile() -> None:
     # big/small would fit in the free GPU, and become big/high's victim next cycle.
     assert admitted(r) == ["owner/new-0-0"] and r.preemptions == ()
     assert reason_of(s, "big/small") == "Pending"  # not evaluated: its queue waits for its head
+    e = s.explain("big/small", 2.0)
+    assert e.pending is not None and e.admission is not None
+    assert "big/high ahead of it in ClusterQueue big waits for quota" in e.pending.message
 
 
 def test_a_preemptor_that_never_had_a_fit_preempts_at_once() -> None:

@@ -23,6 +23,7 @@ PLURALS = {
     "clusterqueues",
     "localqueues",
     "workloadpriorityclasses",
+    "admissionchecks",
     "workloads",
 }
 

@@ -58,6 +58,8 @@ GRANTED = [
     Ask("update", "queuectl.io", "clusterqueues/status"),
     Ask("patch", "queuectl.io", "localqueues/status", "team-a"),
     Ask("watch", "queuectl.io", "workloadpriorityclasses"),
+    Ask("watch", "queuectl.io", "admissionchecks"),
+    Ask("patch", "queuectl.io", "admissionchecks/status"),
     Ask("list", "", "pods"),
     Ask("watch", "", "pods"),
     Ask("list", "", "nodes"),

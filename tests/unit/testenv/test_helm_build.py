@@ -9,7 +9,7 @@ import pytest
 
 from queuectl.testenv import build
 from queuectl.testenv.errors import BuildFailed
-from queuectl.testenv.helm import HELM_VERSION, cache_key, ensure_helm, helm_ldflags
+from queuectl.testenv.helm import HELM_V4, HELM_VERSION, cache_key, ensure_helm, helm_ldflags
 from queuectl.testenv.versions import gobuild_dir, pinned
 
 
@@ -59,3 +59,22 @@ def test_a_prebuilt_helm_that_is_not_executable_is_refused_naming_the_variable(
     monkeypatch.setenv("QUEUECTL_HELM", str(tmp_path / "nope"))
     with pytest.raises(BuildFailed, match=r"QUEUECTL_HELM=.*not an executable"):
         ensure_helm(lambda _: None, root=tmp_path / "cache")
+
+
+def test_helm_v4_has_its_own_module_cache_and_the_v4_locations_of_the_version_variables() -> None:
+    assert HELM_V4.cache_key().startswith("helm-v4.0.0-")
+    assert HELM_V4.cache_key() != cache_key()
+    flags = HELM_V4.ldflags()
+    assert "helm.sh/helm/v4/internal/version.version=v4.0.0" in flags
+    assert "helm.sh/helm/v4/pkg/chart/common.k8sVersionMinor=34" in flags
+
+
+def test_helm_v4_is_installed_from_the_v4_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(HELM_V4.env, raising=False)
+    go = fake_go(tmp_path)
+    built = ensure_helm(lambda _: None, go=str(go), root=tmp_path / "cache", release=HELM_V4)
+    assert built == tmp_path / "cache" / HELM_V4.cache_key() / "helm"
+    (call,) = (tmp_path / "calls").read_text().splitlines()
+    assert "helm.sh/helm/v4/cmd/helm@v4.0.0" in call

@@ -76,3 +76,27 @@ def test_a_cpu_only_node_has_no_gpu_labels_or_capacity() -> None:
 def test_nonsense_shapes_are_refused(bad: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         GpuNodeSpec(**bad)  # type: ignore[arg-type]
+
+
+def test_a_mig_node_advertises_slices_under_the_mixed_strategy_not_gpus() -> None:
+    from queuectl.testenv.nodes import GpuNodeSpec, layout, node_manifest
+
+    spec = GpuNodeSpec(count=1, gpus_per_node=2, name_prefix="mig", mig_layout="all-1g.10gb")
+    node = node_manifest(layout(spec)[0], spec)
+    labels, allocatable = node["metadata"]["labels"], node["status"]["allocatable"]
+    assert allocatable["nvidia.com/mig-1g.10gb"] == "14"
+    assert "nvidia.com/gpu" not in allocatable
+    assert labels["nvidia.com/mig.strategy"] == "mixed"
+    assert labels["nvidia.com/mig-1g.10gb.count"] == "14"
+
+
+def test_a_time_sliced_node_advertises_replicas_and_a_shared_product() -> None:
+    from queuectl.testenv.nodes import GpuNodeSpec, layout, node_manifest
+
+    spec = GpuNodeSpec(count=1, gpus_per_node=8, name_prefix="shared", replicas=4)
+    node = node_manifest(layout(spec)[0], spec)
+    labels = node["metadata"]["labels"]
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "32"
+    assert labels["nvidia.com/gpu.replicas"] == "4"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert labels["nvidia.com/gpu.product"].endswith("-SHARED")

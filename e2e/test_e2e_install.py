@@ -1,0 +1,155 @@
+"""e2e on the real install (issue 13 item 5): the kustomize base as shipped, its 2-replica
+controller Deployment running in the real node's containerd, Jobs admitted through it.
+
+- Jobs created through the API server are queued by the in-cluster webhooks and admitted by
+  the in-cluster leader;
+- the leader pod is deleted: the other replica takes the Lease and admits within 20 s, and no
+  Workload is admitted twice (the invariant sampler watches throughout); the failover time is
+  printed as `failover: ...` (run with -s to see it);
+- `kubectl rollout restart` while Jobs keep arriving: none refused, every one created
+  suspended with its queue label, every one eventually admitted;
+- uninstall (`kubectl delete -k`) leaves no webhook configuration behind: a plain Job and a
+  labelled Job are created afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.harness import apply, cluster_queue, flavor, gpu_job, local_queue
+from e2e.jobflow import JobFlow
+from queuectl.testenv import eventually
+from queuectl.testenv.invariants import Sampler
+from queuectl.testenv.nodes import H100
+from queuectl.testenv.realinstall import BASE, NAMESPACE, RealInstall, real_install
+
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
+
+TEAM = "team-install"
+FAILOVER_BOUND_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealInstall]:
+    with real_install(tmp_path_factory.mktemp("install-e2e"), BASE) as installed:
+        installed.wait_ready(2, timeout=300)
+        installed.plane.kubectl("create", "namespace", TEAM)
+        apply(
+            installed.plane,
+            flavor("h100", H100),
+            cluster_queue("cq-install", TEAM, {"h100": 16}),
+            local_queue("lq", TEAM, "cq-install"),
+        )
+        yield installed
+
+
+@pytest.fixture
+def sampler(install: RealInstall) -> Iterator[Sampler]:
+    api = install.plane.api_client()
+    watching = Sampler(api, [TEAM], interval=0.5).start()
+    try:
+        yield watching
+    finally:
+        watching.stop()
+        api.close()  # type: ignore[no-untyped-call]
+
+
+def jobs(install: RealInstall) -> dict[str, dict[str, object]]:
+    out = install.plane.kubectl("get", "jobs", "-n", TEAM, "-o", "json").stdout
+    return {j["metadata"]["name"]: j["spec"] for j in json.loads(out)["items"]}
+
+
+def wait_admitted(install: RealInstall, names: set[str], timeout: float = 300) -> None:
+    eventually(
+        lambda: {n for n, spec in jobs(install).items() if n in names and not spec["suspend"]},
+        lambda done: done == names,
+        timeout=timeout,
+        what=f"{len(names)} Jobs admitted",
+    )
+
+
+def test_jobs_are_queued_and_admitted_through_the_in_cluster_deployment(
+    install: RealInstall,
+) -> None:
+    names = {f"first-{i}" for i in range(3)}
+    apply(install.plane, *(gpu_job(n, TEAM, "lq", gpus=1, runs_for="1s") for n in names))
+    wait_admitted(install, names, timeout=120)
+
+
+def test_deleting_the_leader_pod_the_other_replica_admits_within_20s_and_nothing_twice(
+    install: RealInstall, sampler: Sampler
+) -> None:
+    install.wait_ready(2)
+    leader = eventually(install.lease_holder, bool, timeout=60, what="a Lease holder")
+    assert leader in install.ready_pods()
+    flow = JobFlow(install.plane, TEAM, "lq", "failover").start()
+    try:
+        time.sleep(3)
+        deleted_at = time.monotonic()
+        install.plane.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
+        successor = eventually(
+            install.lease_holder, lambda h: bool(h) and h != leader, timeout=60,
+            what="another replica holding the Lease",
+        )  # fmt: skip
+        took_lease = time.monotonic()
+        admitted_at = eventually(
+            lambda: sampler.history.first_admission_after(took_lease),
+            lambda t: t is not None,
+            timeout=60,
+            what="an admission by the new leader",
+        )
+        assert admitted_at is not None
+    finally:
+        flow.stop()
+    failover = admitted_at - deleted_at
+    print(
+        f"\nfailover: leader {leader} deleted -> {successor} held the Lease after "
+        f"{took_lease - deleted_at:.1f}s, admitted after {failover:.1f}s"
+    )
+    assert successor != leader
+    assert failover <= FAILOVER_BOUND_S
+    assert flow.refused == []
+    wait_admitted(install, set(flow.created))
+    assert sampler.history.double_admitted == set()
+    assert sampler.findings() == []
+
+
+def test_a_rollout_restart_while_jobs_arrive_refuses_none_and_loses_none(
+    install: RealInstall, sampler: Sampler
+) -> None:
+    install.wait_ready(2)
+    flow = JobFlow(install.plane, TEAM, "lq", "rollout").start()
+    try:
+        time.sleep(3)
+        ns = ["-n", NAMESPACE]
+        install.plane.kubectl("rollout", "restart", "deployment/queuectl-controller", *ns)
+        install.plane.kubectl(
+            "rollout", "status", "deployment/queuectl-controller", *ns, "--timeout=420s",
+            timeout=450,
+        )  # fmt: skip
+        time.sleep(5)
+    finally:
+        flow.stop()
+    assert flow.refused == []
+    assert len(flow.created) >= 10, "too few Jobs were created to show anything"
+    assert flow.not_queued() == []
+    wait_admitted(install, set(flow.created))
+    assert sampler.history.double_admitted == set()
+    assert sampler.findings() == []
+
+
+def test_uninstall_leaves_no_webhook_configuration_that_blocks_the_cluster(
+    install: RealInstall,
+) -> None:
+    install.plane.kubectl("delete", "-k", str(install.overlay), "--wait=true", timeout=600)
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        left = json.loads(install.plane.kubectl("get", kind, "-o", "json").stdout)["items"]
+        assert [o["metadata"]["name"] for o in left if "queuectl" in o["metadata"]["name"]] == []
+    plain = gpu_job("plain-after-uninstall", "default", "lq", gpus=1)
+    del plain["metadata"]["labels"]
+    labelled = gpu_job("labelled-after-uninstall", "default", "lq", gpus=1)
+    apply(install.plane, plain, labelled)  # raises if any webhook refused them

@@ -1,0 +1,219 @@
+"""`queuectl simulate`: what-if for quota changes, with the real scheduling core.
+
+Reads the manifests you would apply (-f, files or directories), a node inventory (--nodes) and
+a trace (--trace, or --generate for a synthetic one), replays it on a virtual clock through
+`queuectl.sim`, and prints a table and then, last, one JSON summary. `--compare A B` runs the
+same trace and nodes under two configurations and highlights what differs; `--html` writes a
+self-contained report with plots. A progress bar goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from queuectl.cli.main import Subparsers
+from queuectl.sim import (
+    GenerateOptions,
+    SimConfig,
+    SimInputError,
+    SimOptions,
+    generate_trace,
+    load_config,
+    parse_nodes,
+    parse_trace,
+    simulate,
+)
+from queuectl.sim.compare import differences, rows
+from queuectl.sim.engine import SimResult
+from queuectl.sim.nodes import nodes_from_manifests
+from queuectl.sim.report import render
+from queuectl.sim.trace import dump_trace
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay a trace of jobs against quota manifests, offline, with the real core",
+        description="What-if: replay a trace (or a generated one) through the real scheduling "
+        "core on a virtual clock, and report waits, allocation, preemptions and fairness.",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="manifests (ResourceFlavor, Topology, Cohort, ClusterQueue, LocalQueue, "
+        "WorkloadPriorityClass): a YAML file or a directory of them; repeatable",
+    )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="two configurations (files or directories, each instead of -f) to run side by side",
+    )
+    p.add_argument(
+        "--nodes",
+        required=True,
+        help="COUNTxGPUS:FLAVOR[,...] (e.g. 64x8:H100,32x8:A100) or a YAML file of Node objects",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", metavar="FILE", help="jobs as CSV (with a header) or JSON lines")
+    src.add_argument("--generate", action="store_true", help="generate a synthetic trace")
+    p.add_argument("--jobs", type=int, default=1000, help="--generate: how many jobs")
+    p.add_argument("--days", type=float, default=1.0, help="--generate: span of the arrivals")
+    p.add_argument("--seed", type=int, default=1, help="--generate and node failures: the seed")
+    p.add_argument(
+        "--load",
+        type=float,
+        default=0.8,
+        help="--generate: offered GPU-hours over the fleet's GPU-hours",
+    )
+    p.add_argument("--save-trace", metavar="FILE", help="write the trace used as JSON lines")
+    p.add_argument(
+        "--node-failures",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="node failures per node per day (a failure evicts what runs there)",
+    )
+    p.add_argument("--repair-hours", type=float, default=4.0, help="how long a failed node is out")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table")
+    p.set_defaults(func=run)
+
+
+def _yaml_docs(paths: list[str]) -> list[tuple[str, Any]]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files += sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise SimInputError(f"{raw}: no such file or directory")
+    docs: list[tuple[str, Any]] = []
+    for f in files:
+        try:
+            loaded = list(yaml.safe_load_all(f.read_text()))
+        except yaml.YAMLError as err:
+            raise SimInputError(f"{f}: not valid YAML: {err}") from None
+        docs += [(f"{f} (document {i + 1})", d) for i, d in enumerate(loaded)]
+    return docs
+
+
+class Progress:
+    """A bar on stderr: redrawn in place on a terminal, a line per 10 % otherwise."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label, self.enabled, self.last = label, enabled, -1
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, fraction: float) -> None:
+        if not self.enabled:
+            return
+        pct = int(fraction * 100)
+        step = 1 if self.tty else 10
+        if pct // step == self.last // step and pct != 100:
+            return
+        if pct == self.last:
+            return
+        self.last = pct
+        bar = "#" * (pct // 4) + "-" * (25 - pct // 4)
+        end = "\n" if pct >= 100 or not self.tty else ""
+        sys.stderr.write(f"\r{self.label} [{bar}] {pct:3d}% of jobs done{end}")
+        sys.stderr.flush()
+
+
+def _table(labels: list[str], results: list[SimResult], color: bool) -> str:
+    picked = (
+        "jobs.",
+        "wait_seconds.overall.",
+        "jct_seconds.overall.p50",
+        "jct_seconds.overall.p95",
+        "gpu_allocation_pct.mean",
+        "fragmentation_pct.mean",
+        "preemptions.total",
+        "preemptions.gpu_hours_lost",
+        "node_failures.",
+        "fairness.jain_index",
+        "borrowing.",
+        "wait_seconds.teams.",
+    )
+    lines = [f"{'figure':<44}" + "".join(f"{lab:>18}" for lab in labels)]
+    for key, values, differs in rows([r.summary for r in results]):
+        if not key.startswith(picked) or (key.endswith((".count", ".mean")) and "wait" in key):
+            continue
+        line = f"{key:<44}" + "".join(f"{v!s:>18}" for v in values)
+        if differs and len(results) > 1:
+            line = f"\033[1;33m{line}\033[0m" if color else f"{line}  *"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    configs: list[tuple[str, SimConfig]] = []
+    if args.compare:
+        if args.filename:
+            raise SimInputError("pass either -f or --compare A B, not both")
+        for path in args.compare:
+            configs.append((Path(path).name or path, load_config(_yaml_docs([path]))))
+    else:
+        if not args.filename:
+            raise SimInputError("no manifests: pass -f FILE_OR_DIR (e.g. -f config/samples)")
+        configs.append(("run", load_config(_yaml_docs(args.filename))))
+    base = configs[0][1]
+    nodes_path = Path(args.nodes)
+    if nodes_path.is_file():
+        nodes = nodes_from_manifests(_yaml_docs([args.nodes]))
+    else:
+        nodes = parse_nodes(args.nodes, base)
+    if args.generate:
+        jobs = generate_trace(
+            base, nodes, GenerateOptions(args.jobs, args.days, args.seed, args.load)
+        )
+    else:
+        path = Path(args.trace)
+        if not path.is_file():
+            raise SimInputError(f"--trace {args.trace}: no such file")
+        jobs = parse_trace(path.read_text(), str(path))
+    if args.save_trace:
+        Path(args.save_trace).write_text(dump_trace(jobs))
+    options = SimOptions(
+        node_failures=args.node_failures,
+        repair_seconds=args.repair_hours * 3600,
+        seed=args.seed,
+    )
+    results = []
+    for label, config in configs:
+        progress = Progress(f"simulating {label}", not args.quiet)
+        results.append(simulate(config, nodes, jobs, options, progress))
+    labels = [label for label, _ in configs]
+    if args.html:
+        Path(args.html).write_text(render(list(zip(labels, results, strict=True))))
+    if not args.quiet:
+        print(_table(labels, results, sys.stdout.isatty()))
+    if len(results) == 1:
+        out: dict[str, Any] = results[0].summary
+    else:
+        out = {
+            "runs": dict(zip(labels, (r.summary for r in results), strict=True)),
+            "differences": differences(results[0].summary, results[1].summary),
+        }
+    print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _simulate(args)
+    except SimInputError as err:
+        print(f"queuectl simulate: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,127 @@
+"""Admission check controllers built into queuectl, found by `spec.controllerName`.
+
+A check controller does two things (docs/design/admission-checks.md): it sets its
+AdmissionCheck's Active condition, and it writes a state into `status.admissionChecks` of the
+Workloads that reserved quota in a queue listing the check. Checks owned by anyone else are
+left alone. `REGISTRY` is the seam for the built-ins: the planned `queuectl.io/provision`
+check (issue 16) registers there; today the only one is `queuectl.io/always-ready`, trivial and
+meant for demos and tests: Active, and Ready for every workload.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from queuectl import convert
+from queuectl.api import names
+from queuectl.controller import checks, status
+from queuectl.controller import kube as k
+from queuectl.controller.cache import Cache
+from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.core.types import CheckState
+
+
+class CheckController(Protocol):
+    def activity(self, check: Obj) -> tuple[bool, str]:
+        """(Active, message) for its AdmissionCheck (e.g. not Active while misconfigured)."""
+        ...
+
+    def decide(self, check: Obj, wl: Obj) -> tuple[CheckState, str] | None:
+        """The state for a Workload whose state of this check is Pending; None: not yet."""
+        ...
+
+
+class AlwaysReady:
+    """Lets every workload in: two-phase admission with nothing to wait for."""
+
+    def activity(self, check: Obj) -> tuple[bool, str]:
+        return True, f"{names.CHECK_ALWAYS_READY} is built into queuectl"
+
+    def decide(self, check: Obj, wl: Obj) -> tuple[CheckState, str] | None:
+        return "Ready", f"{names.CHECK_ALWAYS_READY} lets every workload in"
+
+
+REGISTRY: Mapping[str, CheckController] = {names.CHECK_ALWAYS_READY: AlwaysReady()}
+
+
+class BuiltinChecks:
+    """Runs the registered check controllers from the controller's cache and writes."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        cache: Cache,
+        clock: Callable[[], float],
+        registry: Mapping[str, CheckController] = REGISTRY,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.clock = clock
+        self.registry = registry
+
+    def _owned(self, name: str) -> tuple[Obj, CheckController] | None:
+        obj = self.cache.get(k.ADMISSION_CHECKS, name)
+        ctl = self.registry.get(str(((obj or {}).get("spec") or {}).get("controllerName") or ""))
+        return None if obj is None or ctl is None else (obj, ctl)
+
+    async def sync_check(self, name: str) -> None:
+        """Set the Active condition of a check we own (nothing for anyone else's)."""
+        owned = self._owned(name)
+        if owned is None:
+            return
+        obj, ctl = owned
+        active, message = ctl.activity(obj)
+        conds: list[dict[str, Any]] = copy.deepcopy(
+            list((obj.get("status") or {}).get("conditions") or [])
+        )
+        reason = names.REASON_READY if active else names.REASON_INACTIVE
+        gen = (obj.get("metadata") or {}).get("generation")
+        if not status.set_condition(
+            conds, names.COND_ACTIVE, active, reason, message, self.clock(), gen
+        ):
+            return
+        body = {
+            "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+            "status": {"conditions": conds},
+        }
+        try:
+            written = await self.kube.patch(k.ADMISSION_CHECKS, name, body, sub="status")
+        except KubeError as err:
+            if err.not_found or err.conflict:
+                return  # gone, or changed: its event brings us back
+            raise
+        self.cache.store(k.ADMISSION_CHECKS).upsert_local(written)
+
+    async def decide(self, wl: Obj) -> Obj | None:
+        """Write our checks' states on a Workload where they are Pending; the written Workload,
+        or None when none of its Pending checks is ours (or the write lost a race)."""
+        entries = checks.entries(wl)
+        now = convert.format_time(self.clock())
+        changed = False
+        for entry in entries:
+            owned = self._owned(str(entry["name"]))
+            if entry.get("state") != "Pending" or owned is None:
+                continue
+            said = owned[1].decide(owned[0], wl)
+            if said is not None:
+                entry.update(state=said[0], message=said[1], lastTransitionTime=now)
+                changed = True
+        if not changed:
+            return None
+        meta = wl["metadata"]
+        body = {
+            "metadata": {"resourceVersion": meta["resourceVersion"]},
+            "status": {"admissionChecks": entries},
+        }
+        try:
+            written = await self.kube.patch(
+                k.WORKLOADS, meta["name"], body, meta.get("namespace"), sub="status"
+            )
+        except KubeError as err:
+            if err.not_found or err.conflict:
+                return None
+            raise
+        self.cache.store(k.WORKLOADS).upsert_local(written)
+        return written

@@ -1,0 +1,128 @@
+"""`queuectl simulate` as a user runs it, on the sample manifests in config/samples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from queuectl.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLES = str(ROOT / "config" / "samples")
+NODES = "8x8:H100,4x8:A100"
+
+
+def simulate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+    code = main(["simulate", *args])
+    out = capsys.readouterr()
+    lines = out.out.strip().splitlines()
+    return code, (json.loads(lines[-1]) if code == 0 else {}), out.err
+
+
+def test_generated_trace_on_the_samples_prints_the_json_summary_last(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    code, summary, err = simulate(
+        capsys,
+        "-f",
+        SAMPLES,
+        "--nodes",
+        NODES,
+        "--generate",
+        "--jobs",
+        "120",
+        "--days",
+        "0.5",
+        "--save-trace",
+        str(trace),
+        "--html",
+        str(tmp_path / "r.html"),
+    )
+    assert code == 0, err
+    assert summary["jobs"]["total"] == 120
+    assert set(summary["wait_seconds"]["teams"]) == {"team-inference", "team-llm", "team-vision"}
+    assert "100% of jobs done" in err  # the progress bar
+    assert (tmp_path / "r.html").read_text().count("<svg") >= 3
+    # the saved trace replays to the same figures
+    code, again, err = simulate(
+        capsys, "-q", "-f", SAMPLES, "--nodes", NODES, "--trace", str(trace)
+    )
+    assert code == 0, err
+    assert again == summary
+
+
+def test_a_csv_trace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "submit,namespace,queue,priority_class,pods,gpus,cpu,memory,runtime,topology_required\n"
+        "0,team-llm,training,research,4,8,16,256Gi,3600,rack\n"
+        "60,team-vision,default,exploration,1,2,,,600,\n"
+    )
+    code, summary, err = simulate(
+        capsys, "-q", "-f", SAMPLES, "--nodes", NODES, "--trace", str(trace)
+    )
+    assert code == 0, err
+    assert summary["jobs"]["finished"] == 2
+    assert summary["wait_seconds"]["overall"]["p99"] == 0.0
+
+
+def test_compare_shows_both_runs_and_what_differs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    more = tmp_path / "more"
+    more.mkdir()
+    for f in Path(SAMPLES).glob("*.yaml"):
+        text = f.read_text()
+        if f.name == "21-cluster-queues.yaml":  # research-vision: 16 more H100 GPUs
+            docs = list(yaml.safe_load_all(text))
+            gpu = docs[0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+            gpu["nominalQuota"] = 32
+            text = yaml.safe_dump_all(docs)
+        (more / f.name).write_text(text)
+    code, out, err = simulate(
+        capsys,
+        "--compare",
+        SAMPLES,
+        str(more),
+        "--nodes",
+        NODES,
+        "--generate",
+        "--jobs",
+        "150",
+        "--days",
+        "0.5",
+    )
+    assert code == 0, err
+    assert set(out["runs"]) == {"samples", "more"}
+    assert (
+        out["differences"]["fairness.queues.research-vision.entitlement"][1]
+        > (out["differences"]["fairness.queues.research-vision.entitlement"][0])
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", "8x8:V100", "--generate"], "no ResourceFlavor named 'V100'"),
+        (["--nodes", "eight:H100", "--generate"], "write COUNTxGPUS:FLAVOR"),
+        (["--nodes", NODES, "--trace", "/nonexistent.csv"], "no such file"),
+    ],
+)
+def test_bad_input_is_named(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = simulate(capsys, "-f", SAMPLES, *args)
+    assert code == 2
+    assert message in err
+
+
+def test_a_bad_trace_line_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"submit": 0, "namespace": "team-llm", "queue": "training", "runtime": -5}\n')
+    code, _, err = simulate(capsys, "-f", SAMPLES, "--nodes", NODES, "--trace", str(trace))
+    assert code == 2
+    assert "t.jsonl:1: 'runtime'" in err

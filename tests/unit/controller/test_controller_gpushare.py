@@ -1,0 +1,103 @@
+"""A pod set admitted to a flavor whose GPUs are MIG slices asks for the slice instead.
+
+The Job is rewritten at admission (containers ask for the slice, the template names it), the
+webhook and the drift check still read the shape the user wrote, and a requeue puts the user's
+template back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuectl.api import names
+from queuectl.controller import placement
+from queuectl.controller.drift import drift
+from queuectl.core import types as core
+from queuectl.jobs.batch import BatchJob
+from queuectl.jobs.shape import shape_changes
+
+ADAPTER = BatchJob()
+MIG_3G = "nvidia.com/mig-3g.40gb"
+FLAVORS = {
+    "h100-full": {"spec": {"nodeLabels": {"pool": "full"}}},
+    "h100-mig-3g": {"spec": {"nodeLabels": {"pool": "mig"}, "gpuResource": MIG_3G}},
+}
+
+
+def inference_job() -> dict[str, Any]:
+    container = {
+        "name": "server",
+        "resources": {
+            "requests": {"nvidia.com/gpu": "1", "cpu": "2"},
+            "limits": {"nvidia.com/gpu": "1"},
+        },
+    }
+    return {
+        "metadata": {
+            "name": "infer",
+            "namespace": "ns",
+            "uid": "u",
+            "labels": {names.LABEL_QUEUE_NAME: "lq"},
+        },
+        "spec": {"suspend": True, "template": {"spec": {"containers": [container]}}},
+    }
+
+
+def admitted_to(flavor: str) -> core.Admission:
+    psa = core.PodSetAssignment(
+        "main", 1, {"nvidia.com/gpu": flavor, "cpu": flavor}, {"nvidia.com/gpu": 1}
+    )
+    return core.Admission("q", (psa,))
+
+
+def started(job: dict[str, Any], flavor: str) -> dict[str, Any]:
+    """The Job after the controller's run patch (a merge patch, as the API server applies it)."""
+    pod_sets = ADAPTER.workload_spec(job)["podSets"]
+    patch = ADAPTER.run_patch(job, pod_sets, placement.placements(admitted_to(flavor), FLAVORS))
+    template = patch["spec"].get("template", {})
+    out = {**job, "spec": {**job["spec"], "suspend": False}}
+    out["spec"]["template"] = {
+        "metadata": {**job["spec"]["template"].get("metadata", {}), **template.get("metadata", {})},
+        "spec": {**job["spec"]["template"]["spec"], **template.get("spec", {})},
+    }
+    return out
+
+
+def test_a_job_admitted_to_a_mig_flavor_asks_for_the_slice() -> None:
+    job = started(inference_job(), "h100-mig-3g")
+    template = job["spec"]["template"]
+    [container] = template["spec"]["containers"]
+    assert container["resources"] == {
+        "requests": {MIG_3G: "1", "cpu": "2"},
+        "limits": {MIG_3G: "1"},
+    }
+    assert template["metadata"]["annotations"] == {names.ANNOTATION_GPU_RESOURCE: MIG_3G}
+    assert template["spec"]["affinity"]["nodeAffinity"]
+
+
+def test_a_job_admitted_to_a_whole_gpu_keeps_its_request() -> None:
+    job = started(inference_job(), "h100-full")
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    assert "metadata" not in job["spec"]["template"] or not job["spec"]["template"]["metadata"]
+
+
+def test_the_renamed_job_still_has_the_shape_it_was_admitted_with() -> None:
+    """Neither the webhook nor the drift check may read the slice as a user's change."""
+    before = inference_job()
+    after = started(before, "h100-mig-3g")
+    assert shape_changes(ADAPTER, before, after) == []
+    workload = {"spec": ADAPTER.workload_spec(before)}
+    assert drift(ADAPTER.workload_spec(after), workload) == []
+
+
+def test_a_requeued_job_gets_the_users_request_back() -> None:
+    before = inference_job()
+    after = {**started(before, "h100-mig-3g")}
+    after["spec"] = {**after["spec"], "suspend": True}
+    pod_sets = ADAPTER.workload_spec(before)["podSets"]
+    patch = ADAPTER.restore_patch(after, pod_sets)
+    assert patch is not None
+    template = patch["spec"]["template"]
+    assert template["metadata"] == {"annotations": {names.ANNOTATION_GPU_RESOURCE: None}}
+    assert template["spec"]["containers"] == before["spec"]["template"]["spec"]["containers"]
