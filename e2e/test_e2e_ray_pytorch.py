@@ -30,7 +30,7 @@ from e2e.harness import (
     wait_for,
 )
 from queuectl.api import names
-from queuectl.controller.convert import parse_time
+from queuectl.convert import parse_time
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet
