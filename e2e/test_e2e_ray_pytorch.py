@@ -49,7 +49,9 @@ def _operators(operators: Any) -> None:
     operators("training-operator")
 
 
-def pod(gpus: int = 0, topology_level: str | None = None, cpu: str = "1") -> dict[str, Any]:
+def pod(
+    gpus: int = 0, topology_level: str | None = None, cpu: str = "1", container: str = "main"
+) -> dict[str, Any]:
     requests = {"cpu": cpu, **({names.GPU_RESOURCE: str(gpus)} if gpus else {})}
     annotations = (
         {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: topology_level} if topology_level else {}
@@ -60,7 +62,7 @@ def pod(gpus: int = 0, topology_level: str | None = None, cpu: str = "1") -> dic
             "terminationGracePeriodSeconds": 0,
             "containers": [
                 {
-                    "name": "main",
+                    "name": container,
                     "image": PAUSE,
                     "resources": {"requests": requests, "limits": requests},
                 }
@@ -74,18 +76,20 @@ def labels(queue: str, priority: str) -> dict[str, str]:
 
 
 def pytorch_job(name: str, ns: str, queue: str, priority: str, workers: int) -> dict[str, Any]:
-    block = names.LABEL_TOPOLOGY_BLOCK
+    """The operator finds the rendezvous port on the container named `pytorch` (it defaults the
+    port only there); any other name leaves it failing every reconcile with "port not found"."""
+    template = pod(8, names.LABEL_TOPOLOGY_BLOCK, container="pytorch")
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": ns, "labels": labels(queue, priority)},
         "spec": {
             "pytorchReplicaSpecs": {
-                "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": pod(8, block)},
+                "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
                 "Worker": {
                     "replicas": workers,
                     "restartPolicy": "OnFailure",
-                    "template": pod(8, block),
+                    "template": template,
                 },
             }
         },
