@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from queuectl.api import names
 from queuectl.jobs.registry import KINDS
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
