@@ -225,7 +225,10 @@ def test_a_rayjob_preempts_a_pytorchjob_that_stops_after_its_grace_period_and_co
     )
     assert len(node_labels(c, pods, names.LABEL_TOPOLOGY_BLOCK)) == 1  # the gang in one block
     for p in pods:  # the placement reached the pods the operator made
-        assert {names.LABEL_GPU_PRODUCT, names.LABEL_TOPOLOGY_BLOCK} <= required_keys(p)
+        # master and workers share the block, so each is pinned to the hosts counted for it
+        assert {names.LABEL_GPU_PRODUCT, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_HOSTNAME} <= (
+            required_keys(p)
+        )
         assert p["metadata"]["labels"][names.LABEL_WORKLOAD] == wl["metadata"]["name"]
 
     apply(c, ray_job("urgent", ns, "lq", f"high-{ns}", workers=2))

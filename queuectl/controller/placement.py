@@ -21,7 +21,7 @@ def domain_constraint(
     in_use = tuple(sorted({d.values[-1] for d in topo.domains if d.values}))
     if topo.level is not None and topo.level in topo.levels:
         depth = topo.levels.index(topo.level) + 1
-        out = {
+        out: dict[str, tuple[str, ...]] = {
             label: (value,) for label, value in zip(topo.levels[:depth], topo.domain, strict=False)
         }
         if pin_nodes and finest is not None and finest not in out and in_use:
