@@ -69,31 +69,22 @@ def explain(s: Book, key: str, now: float) -> Explanation:
     ):
         return Explanation(key, "pending", pending=info)
     d = assign(st, w, now)
-    waits = s.waiting_preemptors.get(w.cluster_queue)
-    if d.kind == "fit" and waits is not None and waits[1] != key:
-        # The cycle holds its queue back while the head waits instead of preempting (so that
-        # this workload does not take the quota the head waits for and become its victim).
-        return Explanation(
-            key,
-            "pending",
-            pending=PendingInfo(
-                key,
-                reasons.PENDING,
+    if d.kind == "fit":
+        message = "fits now: the next cycle admits it unless someone ahead takes the quota first"
+        waits = s.waiting_preemptors.get(w.cluster_queue)
+        if waits is not None and waits[1] != key:
+            # The cycle holds its queue back while the head waits instead of preempting (so
+            # that this workload does not take the quota the head waits for and become its
+            # victim).
+            message = (
                 f"fits now, but {waits[1]} ahead of it in ClusterQueue {w.cluster_queue} waits "
                 "for quota instead of preempting, and the queue admits nothing else until it "
-                "is admitted or preempts",
-            ),
-            admission=d.admission,
-        )
-    if d.kind == "fit":
+                "is admitted or preempts"
+            )
         return Explanation(
             key,
             "pending",
-            pending=PendingInfo(
-                key,
-                reasons.PENDING,
-                "fits now: the next cycle admits it unless someone ahead takes the quota first",
-            ),
+            pending=PendingInfo(key, reasons.PENDING, message),
             admission=d.admission,
         )
     if d.kind == "preempt":
