@@ -4,8 +4,8 @@ The core places gangs on nodes from their allocatable minus what it has placed i
 DaemonSet, a notebook pod or a Job nobody queued that holds GPUs on a node would otherwise be
 invisible, and a gang placed there would sit Pending. Only bound, unfinished pods are watched
 (the cache's field selector); a pod counts as queuectl's when it carries the workload label
-itself (a JobSet's pods: the kind puts it on their templates) or its owning Job carries the
-queue or workload label.
+itself (a JobSet's, a RayCluster's, a PyTorchJob's pods: the kind puts it on their templates)
+or its owning Job carries the queue or workload label.
 """
 
 from __future__ import annotations

@@ -11,24 +11,34 @@ from queuectl.jobs import PodSetPlacement
 Obj = Mapping[str, Any]
 
 
-def domain_constraint(topo: core.TopologyAssignment) -> dict[str, tuple[str, ...]]:
+def domain_constraint(
+    topo: core.TopologyAssignment, pin_nodes: bool = False
+) -> dict[str, tuple[str, ...]]:
     """Node label -> allowed values. One domain: its label value at every level from the top
-    down to the chosen one. Spread (no single domain): the finest level's values in use."""
+    down to the chosen one (and, with `pin_nodes`, the finest level's values in use too).
+    Spread (no single domain): the finest level's values in use."""
+    finest = topo.levels[-1] if topo.levels else None
+    in_use = tuple(sorted({d.values[-1] for d in topo.domains if d.values}))
     if topo.level is not None and topo.level in topo.levels:
         depth = topo.levels.index(topo.level) + 1
-        return {
+        out: dict[str, tuple[str, ...]] = {
             label: (value,) for label, value in zip(topo.levels[:depth], topo.domain, strict=False)
         }
-    if not topo.levels or not topo.domains:
-        return {}
-    finest = topo.levels[-1]
-    values = sorted({d.values[-1] for d in topo.domains if d.values})
-    return {finest: tuple(values)} if values else {}
+        if pin_nodes and finest is not None and finest not in out and in_use:
+            out[finest] = in_use
+        return out
+    return {finest: in_use} if finest is not None and in_use else {}
 
 
 def placements(admission: core.Admission, flavors: Mapping[str, Obj]) -> list[PodSetPlacement]:
     """One placement per pod set: the union of its chosen flavors' node labels and
-    tolerations, and its topology domain. `flavors` maps name -> ResourceFlavor object."""
+    tolerations, and its topology domain. `flavors` maps name -> ResourceFlavor object.
+
+    When several pod sets of one gang are placed by topology (a PyTorchJob's master and
+    workers in one block), each is pinned to the nodes the core counted for it: naming only the
+    shared domain lets kube-scheduler put one pod set's pods on another's nodes, and a pod set
+    pinned to one host (the master) then fits nowhere."""
+    several = sum(1 for psa in admission.podsets if psa.topology) > 1
     out = []
     for psa in admission.podsets:
         labels: dict[str, str] = {}
@@ -47,7 +57,7 @@ def placements(admission: core.Admission, flavors: Mapping[str, Obj]) -> list[Po
                 gpu_resource=gpu_spec.get("gpuResource") or None,
                 node_labels=labels,
                 tolerations=tuple(tolerations),
-                domain=domain_constraint(psa.topology) if psa.topology else {},
+                domain=domain_constraint(psa.topology, several) if psa.topology else {},
             )
         )
     return out

@@ -16,6 +16,8 @@ from queuectl.api.resource import Resource
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.kind import JobKind
+from queuectl.jobs.pytorch import PyTorchJob
+from queuectl.jobs.ray import RayCluster, RayJob
 
 
 class Registry(Mapping[str, JobKind]):
@@ -102,6 +104,9 @@ KINDS = Registry(
     [
         BatchJob(),
         JobSet(),
+        RayJob(),
+        RayCluster(),
+        PyTorchJob(),
     ]
 )
 """Every kind queuectl queues: one line per kind."""

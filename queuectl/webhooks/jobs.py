@@ -45,7 +45,11 @@ SYSTEM_ANNOTATIONS = (names.ANNOTATION_PREEMPTION_DEADLINE,)
 def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
     """The registered kind the request is about, None for any other (never sent one)."""
     gvk = request.get("kind") or {}
-    return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    kind = kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    job = request.get("object")
+    if kind is not None and isinstance(job, dict) and controlled_by(job, kinds) is not None:
+        return None  # part of its parent's Workload (a JobSet's Jobs, a RayJob's RayCluster)
+    return kind
 
 
 def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -88,7 +92,7 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
     """Queue a job on create; keep its cluster-queue label in step when its queue changes."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict) or controlled_by(job, kinds) is not None:
+    if kind is None or not isinstance(job, dict):
         return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     what = kind.resource.kind
     ns = _namespace(request)
@@ -174,7 +178,7 @@ def validate_job(
     """Refuse changes to a queued job that would bypass the queue or corrupt its labels."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict) or controlled_by(job, kinds) is not None:
+    if kind is None or not isinstance(job, dict):
         return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     if user_name(request) in controller_users:
         return allow(request)

@@ -110,6 +110,37 @@ def test_placement_of_one_rack_pins_every_level_down_to_the_rack() -> None:
     assert placement.domain_constraint(spread) == {"host": ("n1", "n2")}
 
 
+def test_pod_sets_sharing_a_domain_are_each_pinned_to_the_nodes_counted_for_them() -> None:
+    """A master (1 pod, one host) and 3 workers in one block: naming only the block would let
+    a worker take the master's host, and the master pinned there would never run."""
+    levels = ("block", "rack", "host")
+    master = core.TopologyAssignment(
+        levels, "host", ("b0", "r0", "n0"), (core.DomainAssignment(("b0", "r0", "n0"), ("n0",), 1),)
+    )
+    workers = core.TopologyAssignment(
+        levels,
+        "block",
+        ("b0",),
+        tuple(
+            core.DomainAssignment(("b0", rack, node), (node,), 1)
+            for rack, node in (("r0", "n1"), ("r1", "n2"), ("r1", "n3"))
+        ),
+    )
+    gpu = {"nvidia.com/gpu": "h100"}
+    adm = core.Admission(
+        "cq",
+        (
+            core.PodSetAssignment("master", 1, gpu, {}, master),
+            core.PodSetAssignment("worker", 3, gpu, {}, workers),
+        ),
+    )
+    by_name = {p.name: p.domain for p in placement.placements(adm, {})}
+    assert by_name["master"] == {"block": ("b0",), "rack": ("r0",), "host": ("n0",)}
+    assert by_name["worker"] == {"block": ("b0",), "host": ("n1", "n2", "n3")}
+    alone = core.Admission("cq", (core.PodSetAssignment("worker", 3, gpu, {}, workers),))
+    assert placement.placements(alone, {})[0].domain == {"block": ("b0",)}  # its own domain
+
+
 def test_placements_merge_the_chosen_flavors() -> None:
     adm = core.Admission(
         "cq", (core.PodSetAssignment("main", 1, {"nvidia.com/gpu": "h100", "cpu": "default"}, {}),)

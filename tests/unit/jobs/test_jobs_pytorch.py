@@ -1,0 +1,132 @@
+"""PyTorchJob as training-operator v1.8.1 runs it: Master and Worker are pod sets of their
+replicas; spec.runPolicy.suspend holds it; placement reaches both templates (and keeps the
+user's own node affinity terms); restore undoes it; status read from its conditions."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from queuectl.api import names
+from queuectl.jobs import PodSetPlacement
+from queuectl.jobs.pytorch import PyTorchJob
+from queuectl.jobs.registry import KINDS
+
+SAMPLE = Path(__file__).parent / "samples" / "pytorchjob.yaml"
+AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def sample() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+    return loaded
+
+
+def required(pod_spec: dict[str, Any]) -> Any:
+    """The required node affinity (a merge patch leaves an empty nodeAffinity behind)."""
+    return ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(AFFINITY)
+
+
+def apply_merge(obj: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(obj) if isinstance(obj, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply_merge(out.get(key), value)
+    return out
+
+
+def test_master_and_workers_are_pod_sets_in_a_stable_order() -> None:
+    kind = KINDS["PyTorchJob"]
+    assert isinstance(kind, PyTorchJob)
+    sets = kind.pod_sets(sample())
+    assert [(s.name, s.count) for s in sets] == [("master", 1), ("worker", 3)]
+    job = sample()
+    del job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    del job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"]
+    assert [(s.name, s.count) for s in kind.pod_sets(job)] == [("master", 1)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "ops"),
+    [
+        (
+            {"pytorchReplicaSpecs": {}},
+            [{"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}],
+        ),
+        (
+            {"runPolicy": {"cleanPodPolicy": "None"}},
+            [{"op": "add", "path": "/spec/runPolicy/suspend", "value": True}],
+        ),
+        ({"runPolicy": {"suspend": True}}, []),
+    ],
+)
+def test_it_is_created_suspended_through_run_policy(spec: dict[str, Any], ops: list[Any]) -> None:
+    kind = PyTorchJob()
+    assert kind.suspend_ops({"spec": spec}) == ops
+    assert kind.suspend_field == "spec.runPolicy.suspend"
+    assert kind.suspend_patch({}) == {"spec": {"runPolicy": {"suspend": True}}}
+
+
+def test_placement_reaches_master_and_workers_and_restore_undoes_it() -> None:
+    kind, job = PyTorchJob(), sample()
+    job["spec"]["runPolicy"] = {"suspend": True}
+    pod_sets = kind.workload_spec(job)["podSets"]
+    placements = [
+        PodSetPlacement(n, node_labels={names.LABEL_GPU_PRODUCT: "H100"})
+        for n in ("master", "worker")
+    ]
+    running = apply_merge(job, kind.run_patch(job, pod_sets, placements))
+    assert not kind.is_suspended(running)
+    specs = running["spec"]["pytorchReplicaSpecs"]
+    product = {"key": names.LABEL_GPU_PRODUCT, "operator": "In", "values": ["H100"]}
+    master = specs["Master"]["template"]
+    assert master["spec"]["affinity"]["nodeAffinity"][AFFINITY]["nodeSelectorTerms"] == [
+        {"matchExpressions": [product]}
+    ]
+    worker_terms = specs["Worker"]["template"]["spec"]["affinity"]["nodeAffinity"][AFFINITY]
+    assert worker_terms["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": "zone", "operator": "In", "values": ["a"]},
+        product,
+    ]
+    assert master["metadata"]["labels"][names.LABEL_WORKLOAD] == kind.workload_name(job)
+    running["spec"]["runPolicy"]["suspend"] = True
+    restored = apply_merge(running, kind.restore_patch(running, pod_sets))
+    for rtype in ("Master", "Worker"):
+        now = restored["spec"]["pytorchReplicaSpecs"][rtype]["template"]["spec"]
+        was = job["spec"]["pytorchReplicaSpecs"][rtype]["template"]["spec"]
+        assert required(now) == required(was) and now.get("tolerations") == was.get("tolerations")
+    assert kind.restore_patch(restored, pod_sets) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "gone", "finished"),
+    [
+        ({}, True, None),
+        ({"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 3}}}, False, None),
+        (  # deleted, and said so, in one status write
+            {
+                "replicaStatuses": {"Master": {"active": 0}, "Worker": {}},
+                "conditions": [{"type": "Suspended", "status": "True"}],
+            },
+            True,
+            None,
+        ),
+        ({"conditions": [{"type": "Succeeded", "status": "True"}]}, True, True),
+        ({"conditions": [{"type": "Failed", "status": "True", "message": "oom"}]}, True, False),
+        ({"conditions": [{"type": "Succeeded", "status": "False"}]}, True, None),
+    ],
+)
+def test_status_as_the_training_operator_reports_it(
+    status: dict[str, Any], gone: bool, finished: bool | None
+) -> None:
+    job = {**sample(), "status": status}
+    assert PyTorchJob().pods_gone(job) is gone
+    fin = PyTorchJob().finished(job)
+    assert (fin.succeeded if fin else None) is finished
