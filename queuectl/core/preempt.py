@@ -6,7 +6,8 @@ stay within its own quota, borrowWithinCohort when it would itself borrow). Recl
 takes from a queue while it is over its own quota, so it takes back borrowed quota and nothing
 else, and the preemptor, then within its quota, can never be reclaimed from in turn: no loops.
 
-Candidates are removed in order (other queues before our own, the largest fair share first, then
+Candidates are removed in order (other queues before our own; among them queues without GPU
+time credit before queues with some (`bank.has_credit`), then the largest fair share first; then
 lowest priority, then newest) until the preemptor fits; then each victim but the last is put back
 if the preemptor still fits without taking it. No fit, no preemption.
 """
@@ -63,13 +64,15 @@ def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
     return all(n <= available(node, fr) for fr, n in need.items())
 
 
-_Group = tuple[float, list[tuple[Rank, Charge]], int, str]
-"""Another queue's candidates: (minus its share, its ranked work, how many of them, reason)."""
+_Group = tuple[tuple[bool, float], list[tuple[Rank, Charge]], int, str]
+"""Another queue's candidates: ((whether it has GPU time credit, minus its share), its ranked
+work, how many of them, reason)."""
 
 
 def _in_order(groups: list[_Group], own: list[tuple[Rank, Charge]]) -> Iterator[tuple[Charge, str]]:
     """Candidates in victim order, produced lazily (a search usually needs the first few):
-    other queues first, the largest share first, then by rank; then the own queue by rank."""
+    other queues first, those without credit first, the largest share first, then by rank;
+    then the own queue by rank."""
     groups.sort(key=lambda g: g[0])
     i = 0
     while i < len(groups):
@@ -174,7 +177,8 @@ def search(
                 ranked = pool.rank(frs)
                 k = len(ranked) if below is None else bisect_left(pool.prios, below)
                 if k:
-                    groups.append((-share(other), ranked, k, reason))
+                    order = (st.bank.has_credit(other_name), -share(other))
+                    groups.append((order, ranked, k, reason))
                     for fr in frs:
                         held[fr] = held.get(fr, 0) + pool.cum[fr][k]
             if st.in_cycle:
