@@ -6,6 +6,7 @@ between cycles (`CoreThread.idle`). The controller's status loop calls `write_al
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from queuectl.controller.cache import Cache
 from queuectl.controller.corethread import CoreThread
 from queuectl.controller.feed import Feed
 from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.convert import gpu_time_bank_balance
 
 
 class QueueStatusWriter:
@@ -36,8 +38,15 @@ class QueueStatusWriter:
         cq_active: dict[str, bool] = {}
         for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
             name = cq["metadata"]["name"]
-            qs = (await self.core.idle()).cluster_queue_status(name)
-            st = queues.cluster_queue_status(cq, qs, now)
+            sched = await self.core.idle()
+            qs = sched.cluster_queue_status(name)
+            bank = sched.gpu_time_bank(name, now)
+            st = queues.cluster_queue_status(cq, qs, now, bank)
+            if bank is not None:
+                metrics.CONTROLLER_GPU_TIME_BANK.labels(name).set(bank)
+            else:
+                with contextlib.suppress(KeyError):
+                    metrics.CONTROLLER_GPU_TIME_BANK.remove(name)
             cq_active[name] = any(
                 c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
             )
@@ -56,6 +65,15 @@ class QueueStatusWriter:
             if lq is not None and queues.changed(lq, st):
                 await self._patch_status(k.LOCAL_QUEUES, lq, st)
         self._pending_metrics()
+
+    async def restore_banks(self) -> None:
+        """Before this controller's first cycle: every ClusterQueue's GPU time balance starts
+        from its status (written by the previous leader), so a restart keeps the credit."""
+        sched = await self.core.idle()
+        for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
+            balance = gpu_time_bank_balance(cq)
+            if balance is not None:
+                sched.restore_gpu_time_bank(cq["metadata"]["name"], balance)
 
     async def _patch_status(self, res: Resource, obj: Obj, st: dict[str, Any]) -> None:
         meta = obj["metadata"]
