@@ -170,3 +170,28 @@ def test_a_restored_balance_counts_from_the_first_cycle_and_a_removed_bank_forge
     assert s.gpu_time_bank("saver", 11 * HOUR) is None
     s.upsert_cluster_queue(saver)
     assert s.gpu_time_bank("saver", 11 * HOUR) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("bank", "preempts"),
+    [
+        pytest.param(None, [], id="without credit a borrower waits for borrowed GPUs to free"),
+        pytest.param(BANK, ["borrower/1"], id="credit takes borrowed GPUs from a queue without"),
+    ],
+)
+def test_credit_lets_a_burst_take_borrowed_gpus_from_a_queue_without_credit(
+    bank: GpuTimeBank | None, preempts: list[str]
+) -> None:
+    """The borrower took the lender's 4 idle GPUs at equal priority; the saver, after 2 idle
+    hours, bursts to 8 GPUs (4 beyond its quota). Only borrowed work is ever taken: the
+    borrower's own 4 GPUs stay."""
+    saver, borrower = saver_and_borrower(bank)
+    saver = replace(saver, preemption=PreemptionPolicy("Never", "Any"))
+    s = scheduler(gpu_queue("lender", quota("h100", 4)), saver, borrower)
+    s.upsert_workload(job("borrower/0", "borrower", 4))
+    s.upsert_workload(job("borrower/1", "borrower", 4, created=1))
+    s.run_cycle(0.0)
+    s.upsert_workload(job("saver/1", "saver", 8, created=200))
+    result = s.run_cycle(2 * HOUR)
+    assert [p.victim for p in result.preemptions] == preempts
+    assert all(p.reason == "InCohortReclaimWithCredit" for p in result.preemptions)
