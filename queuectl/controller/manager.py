@@ -119,8 +119,6 @@ class Controller:
         self.cycles = 0
         self.admitted_total = 0
         self.started = asyncio.Event()
-        self._banks_restored = False
-        """GPU time balances are read back from ClusterQueue status before the first cycle."""
 
     # --- readiness ------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -247,9 +245,7 @@ class Controller:
     async def run_cycle(self) -> float | None:
         """One cycle on the core thread; the loop goes on meanwhile. Events that arrive during
         the cycle are applied after it and wake the next one."""
-        if not self._banks_restored:
-            await self.queue_status.restore_banks()
-            self._banks_restored = True
+        await self.queue_status.restore_banks()  # once, before the first cycle
         started = time.perf_counter()
         now = self.clock()
         async with self.core.cycle(now) as result:

@@ -31,9 +31,11 @@ class QueueStatusWriter:
         self.core = core
         self.feed = feed
         self.clock = clock
+        self.banks_restored = False
 
     async def write_all(self) -> None:
         """Every queue's status that changed, then the gauges."""
+        await self.restore_banks()  # never overwrite a balance before it was read back
         now = self.clock()
         cq_active: dict[str, bool] = {}
         for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
@@ -67,8 +69,12 @@ class QueueStatusWriter:
         self._pending_metrics()
 
     async def restore_banks(self) -> None:
-        """Before this controller's first cycle: every ClusterQueue's GPU time balance starts
-        from its status (written by the previous leader), so a restart keeps the credit."""
+        """Once, before this leader's first cycle or status write: every ClusterQueue's GPU
+        time balance starts from its status (written by the previous leader), so a restart or a
+        failover keeps the credit."""
+        if self.banks_restored:
+            return
+        self.banks_restored = True
         sched = await self.core.idle()
         for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
             balance = gpu_time_bank_balance(cq)
