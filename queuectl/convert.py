@@ -153,7 +153,27 @@ def cluster_queue(obj: Obj) -> core.ClusterQueue:
         fair_weight=_weight(spec),
         stop_policy=spec.get("stopPolicy") or "None",
         admission_checks=tuple(spec.get("admissionChecks") or ()),
+        gpu_time_bank=gpu_time_bank(spec.get("gpuTimeBank")),
     )
+
+
+def gpu_time_bank(bank: Obj | None) -> core.GpuTimeBank | None:
+    """spec.gpuTimeBank (off when absent; the CRD schema refuses bad numbers)."""
+    if not bank:
+        return None
+    half = bank.get("halfLifeHours")
+    return core.GpuTimeBank(
+        cap_gpu_hours=float(bank.get("capGPUHours", 0.0)),
+        accrual_rate=float(bank.get("accrualRate", 1.0)),
+        half_life_hours=None if half is None else float(half),
+    )
+
+
+def gpu_time_bank_balance(obj: Obj) -> float | None:
+    """status.gpuTimeBank.balanceGPUHours: what a restarted controller starts from."""
+    bank = (obj.get("status") or {}).get("gpuTimeBank") or {}
+    value = bank.get("balanceGPUHours")
+    return None if value is None else float(value)
 
 
 def node(obj: Obj) -> core.Node:

@@ -199,6 +199,12 @@ CONTROLLER_QUOTA = Gauge(
     ["cluster_queue", "flavor", "resource", "kind"],
     registry=CONTROLLER_REGISTRY,
 )
+CONTROLLER_GPU_TIME_BANK = Gauge(
+    "queuectl_cluster_queue_gpu_time_bank_gpu_hours",
+    "GPU time credit of a ClusterQueue with spec.gpuTimeBank, in GPU-hours.",
+    ["cluster_queue"],
+    registry=CONTROLLER_REGISTRY,
+)
 CONTROLLER_CYCLE_SECONDS = Histogram(
     "queuectl_scheduling_cycle_duration_seconds",
     "Wall time of one core scheduling cycle.",

@@ -91,6 +91,7 @@ REASON_ADMITTED: Final = "Admitted"
 REASON_PREEMPTED_RECLAIM: Final = "InCohortReclamation"
 REASON_PREEMPTED_WITHIN_CQ: Final = "InClusterQueue"
 REASON_PREEMPTED_BORROW: Final = "InCohortReclaimWhileBorrowing"
+REASON_PREEMPTED_CREDIT: Final = "InCohortReclaimWithCredit"  # GPU time banking
 REASON_EVICTED_PREEMPTION: Final = "Preempted"
 REASON_EVICTED_NODE_FAILURES: Final = "NodeFailures"
 REASON_EVICTED_MAX_EXEC_TIME: Final = "MaximumExecutionTimeExceeded"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Final, Literal
 
@@ -142,6 +143,25 @@ class FairSharingStatus(KubeModel):
     """Dominant-resource share above nominal, per mille, divided by the weight."""
 
 
+class GpuTimeBank(KubeModel):
+    """GPU time banking: credit for nominal GPUs left idle, spent while borrowing. A queue with
+    credit borrows before queues without and is reclaimed after them (docs/design/banking.md)."""
+
+    accrual_rate: float = Field(default=1.0, ge=0, le=1000)
+    """GPU-hours of credit per hour for each GPU of nominal quota left unused."""
+    cap_gpu_hours: float = Field(gt=0, le=1e9, alias="capGPUHours")
+    """The most credit the queue may hold, in GPU-hours."""
+    half_life_hours: float | None = Field(default=None, gt=0, le=1e6)
+    """Credit halves every this many hours; unset: it never decays."""
+
+
+class GpuTimeBankStatus(KubeModel):
+    balance_gpu_hours: float = Field(default=0.0, ge=0, alias="balanceGPUHours")
+    """Credit in GPU-hours (a restarted controller starts from it)."""
+    last_update_time: datetime | None = None
+    """When the balance was written."""
+
+
 # --- Cohort ------------------------------------------------------------------------------
 
 
@@ -210,6 +230,8 @@ class ClusterQueueSpec(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     """AdmissionChecks every workload must pass after reserving quota, before it is admitted."""
+    gpu_time_bank: GpuTimeBank | None = None
+    """Off when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> ClusterQueueSpec:
@@ -230,6 +252,7 @@ class ClusterQueueStatus(KubeModel):
     reserving_workloads: int = Field(default=0, ge=0)
     admitted_workloads: int = Field(default=0, ge=0)
     fair_sharing: FairSharingStatus | None = None
+    gpu_time_bank: GpuTimeBankStatus | None = None
 
 
 class ClusterQueue(Resource):

@@ -25,7 +25,7 @@ from queuectl.cli._kube import CliError
 from queuectl.cli._render import Cell, Term, duration, quantity, table
 from queuectl.cli._snapshot import Snapshot
 from queuectl.cli.main import Subparsers
-from queuectl.core import fleet
+from queuectl.core import GpuTimeBank, fleet
 
 KINDS = ("clusterqueue", "localqueue", "cohort", "workload", *JOB_ALIASES)
 __all__ = ["add_parser", "describe", "run", "workload_of_job"]
@@ -141,6 +141,7 @@ def cluster_queue(snap: Snapshot, name: str, term: Term) -> str:
                 if spec.admission_checks
                 else []
             ),
+            *_bank(obj, spec.gpu_time_bank),
         ],
         term,
     )
@@ -169,6 +170,25 @@ def _check_states(snap: Snapshot, gates: tuple[str, ...]) -> str:
         else f"{n} (not found)"
         for n in gates
     )
+
+
+def _bank(obj: wlv.Obj, bank: GpuTimeBank | None) -> list[tuple[str, str]]:
+    """The GPU time bank line: the balance the controller last wrote, and its rules."""
+    if bank is None:
+        return []
+    written = ((obj.get("status") or {}).get("gpuTimeBank")) or {}
+    balance = float(written.get("balanceGPUHours", 0.0))
+    half = f", half-life {bank.half_life_hours:g} h" if bank.half_life_hours else ""
+    standing = "borrows first, reclaimed last" if balance > 0 else "no credit"
+    at = written.get("lastUpdateTime")
+    return [
+        (
+            "GPU time bank",
+            f"{balance:.2f} of {bank.cap_gpu_hours:g} GPU-hours ({standing}); earns "
+            f"{bank.accrual_rate:g}/h per idle nominal GPU{half}"
+            + (f"; written {at}" if at else ""),
+        )
+    ]
 
 
 # --- LocalQueue -------------------------------------------------------------------------------

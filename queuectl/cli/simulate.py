@@ -75,6 +75,13 @@ def add_parser(subparsers: Subparsers) -> None:
         default=0.8,
         help="--generate: offered GPU-hours over the fleet's GPU-hours",
     )
+    p.add_argument(
+        "--habits",
+        default="",
+        metavar="QUEUE=HABIT,...",
+        help="--generate: a LocalQueue's habit (small-and-many, big-gangs, bursty, "
+        "always-borrows, light); the others take the first three in turn",
+    )
     p.add_argument("--save-trace", metavar="FILE", help="write the trace used as JSON lines")
     p.add_argument(
         "--node-failures",
@@ -107,6 +114,16 @@ def _yaml_docs(paths: list[str]) -> list[tuple[str, Any]]:
             raise SimInputError(f"{f}: not valid YAML: {err}") from None
         docs += [(f"{f} (document {i + 1})", d) for i, d in enumerate(loaded)]
     return docs
+
+
+def _habits(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        queue, eq, habit = part.partition("=")
+        if not eq or not queue or not habit:
+            raise SimInputError(f"--habits: {part!r} is not QUEUE=HABIT (e.g. team-a=bursty)")
+        out[queue] = habit
+    return out
 
 
 class Progress:
@@ -176,9 +193,8 @@ def _simulate(args: argparse.Namespace) -> int:
     else:
         nodes = parse_nodes(args.nodes, base)
     if args.generate:
-        jobs = generate_trace(
-            base, nodes, GenerateOptions(args.jobs, args.days, args.seed, args.load)
-        )
+        gen = GenerateOptions(args.jobs, args.days, args.seed, args.load, _habits(args.habits))
+        jobs = generate_trace(base, nodes, gen)
     else:
         path = Path(args.trace)
         if not path.is_file():

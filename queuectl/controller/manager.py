@@ -253,6 +253,7 @@ class Controller:
     async def run_cycle(self) -> float | None:
         """One cycle on the core thread; the loop goes on meanwhile. Events that arrive during
         the cycle are applied after it and wake the next one."""
+        await self.queue_status.restore_banks()  # once, before the first cycle
         started = time.perf_counter()
         now = self.clock()
         async with self.core.cycle(now) as result:

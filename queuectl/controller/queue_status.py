@@ -6,6 +6,7 @@ between cycles (`CoreThread.idle`). The controller's status loop calls `write_al
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from queuectl.controller.cache import Cache
 from queuectl.controller.corethread import CoreThread
 from queuectl.controller.feed import Feed
 from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.convert import gpu_time_bank_balance
 
 
 class QueueStatusWriter:
@@ -29,16 +31,25 @@ class QueueStatusWriter:
         self.core = core
         self.feed = feed
         self.clock = clock
+        self.banks_restored = False
 
     async def write_all(self) -> None:
         """Every queue's status that changed, then the gauges."""
+        await self.restore_banks()  # never overwrite a balance before it was read back
         now = self.clock()
         cq_active: dict[str, bool] = {}
         waiting = queues.waiting_for_checks(self.cache.store(k.WORKLOADS).values())
         for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
             name = cq["metadata"]["name"]
-            qs = (await self.core.idle()).cluster_queue_status(name)
-            st = queues.cluster_queue_status(cq, qs, now, waiting.get(name, 0))
+            sched = await self.core.idle()
+            qs = sched.cluster_queue_status(name)
+            bank = sched.gpu_time_bank(name, now)
+            st = queues.cluster_queue_status(cq, qs, now, waiting.get(name, 0), bank)
+            if bank is not None:
+                metrics.CONTROLLER_GPU_TIME_BANK.labels(name).set(bank)
+            else:
+                with contextlib.suppress(KeyError):
+                    metrics.CONTROLLER_GPU_TIME_BANK.remove(name)
             cq_active[name] = any(
                 c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
             )
@@ -57,6 +68,19 @@ class QueueStatusWriter:
             if lq is not None and queues.changed(lq, st):
                 await self._patch_status(k.LOCAL_QUEUES, lq, st)
         self._pending_metrics()
+
+    async def restore_banks(self) -> None:
+        """Once, before this leader's first cycle or status write: every ClusterQueue's GPU
+        time balance starts from its status (written by the previous leader), so a restart or a
+        failover keeps the credit."""
+        if self.banks_restored:
+            return
+        self.banks_restored = True
+        sched = await self.core.idle()
+        for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
+            balance = gpu_time_bank_balance(cq)
+            if balance is not None:
+                sched.restore_gpu_time_bank(cq["metadata"]["name"], balance)
 
     async def _patch_status(self, res: Resource, obj: Obj, st: dict[str, Any]) -> None:
         meta = obj["metadata"]

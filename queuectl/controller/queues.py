@@ -54,10 +54,36 @@ def waiting_for_checks(workloads: Iterable[Obj]) -> dict[str, int]:
     return out
 
 
+BANK_WRITE_INTERVAL_S = 30.0
+"""A ClusterQueue's GPU time balance is rewritten at most this often while its sign stays."""
+
+
+def gpu_time_bank_status(
+    cq: Obj, balance: float | None, now: float, interval_s: float = BANK_WRITE_INTERVAL_S
+) -> dict[str, Any] | None:
+    """status.gpuTimeBank: the balance moves a little with every second, so it is written at
+    most every `interval_s` (the written lastUpdateTime says when), at once when it changes
+    sign (credit starts or stops counting in decisions), and never when it has not moved
+    (a queue at zero or at its cap). None: the queue has no bank (the field is removed)."""
+    if balance is None:
+        return None
+    value = round(balance, 3)
+    old = (cq.get("status") or {}).get("gpuTimeBank")
+    if old:
+        written = float(old.get("balanceGPUHours", 0.0))
+        at = convert.parse_time(old.get("lastUpdateTime"))
+        if written == value:
+            return dict(old)
+        if at is not None and now - at < interval_s and (written > 0) == (value > 0):
+            return dict(old)
+    return {"balanceGPUHours": value, "lastUpdateTime": convert.format_time(now)}
+
+
 def cluster_queue_status(
-    cq: Obj, qs: QueueStatus | None, now: float, waiting: int = 0
+    cq: Obj, qs: QueueStatus | None, now: float, waiting: int = 0, bank: float | None = None
 ) -> dict[str, Any]:
-    """`waiting`: of the workloads holding quota, those not admitted yet (admission checks)."""
+    """`waiting`: of the workloads holding quota, those not admitted yet (admission checks);
+    `bank`: the queue's GPU time balance (None: no bank)."""
     stop = (cq.get("spec") or {}).get("stopPolicy") or "None"
     if qs is None:
         active, reason, message = False, names.REASON_PENDING, "Not yet seen by the scheduler"
@@ -70,7 +96,7 @@ def cluster_queue_status(
     else:
         active, reason, message = True, names.REASON_READY, "Can admit new workloads"
     usage = flavors_usage(qs.usage, qs.borrowed, _flavor_order(cq)) if qs is not None else []
-    return {
+    out = {
         "pendingWorkloads": qs.pending if qs else 0,
         "reservingWorkloads": qs.admitted if qs else 0,
         "admittedWorkloads": max(0, qs.admitted - waiting) if qs else 0,
@@ -79,6 +105,10 @@ def cluster_queue_status(
         "fairSharing": {"weightedShare": round(qs.weighted_share * 1000) if qs else 0},
         "conditions": _with_condition(cq, active, reason, message, now),
     }
+    banked = gpu_time_bank_status(cq, bank, now)
+    if banked is not None or (cq.get("status") or {}).get("gpuTimeBank") is not None:
+        out["gpuTimeBank"] = banked  # None removes it (a merge patch)
+    return out
 
 
 def local_queue_statuses(

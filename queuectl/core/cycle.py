@@ -9,11 +9,13 @@ Order of work, each step cheap when nothing happened:
 4. the admission loop: one heap over the heads of all active queues, ordered by fair share (the
    lowest weighted dominant-resource share first, compared from the top cohort down), then
    priority, then age. Each pop evaluates one workload; the queue's next head goes back on the
-   heap. Within a cycle usage only grows, so shares only grow and a stale heap key is simply
-   recomputed and pushed again. The loop runs until no queue has a candidate left: a deep queue
-   is drained in one cycle. A head that would preempt although it fitted when the loop began
-   (work admitted or quota held earlier in the loop took its fit) waits for the next cycle
-   instead, its queue held back meanwhile, at most `MAX_WAITS` cycles in a row.
+   heap. In the borrowing pass, queues with GPU time credit come first (`bank.has_credit`;
+   balances are settled once, at the start of the cycle). Within a cycle usage only grows, so
+   shares only grow and a stale heap key is simply recomputed and pushed again. The loop runs
+   until no queue has a candidate left: a deep queue is drained in one cycle. A head that would
+   preempt although it fitted when the loop began (work admitted or quota held earlier in the
+   loop took its fit) waits for the next cycle instead, its queue held back meanwhile, at most
+   `MAX_WAITS` cycles in a row.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ before it in the cycle took the fit it had when the cycle began (`_wait_instead_
 def run_cycle(s: Book, now: float) -> CycleResult:
     s.now = now
     s.st.ensure_tree()
+    s.st.bank.settle(now, s.st.tree.queues)
     out = Out()
     _timers(s, now, out)
     _settle_nominations(s, now, out)
@@ -54,6 +57,7 @@ def run_cycle(s: Book, now: float) -> CycleResult:
     if s.fresh:
         out.pending.extend(s.fresh[k] for k in sorted(s.fresh))
         s.fresh.clear()
+    s.st.bank.observe(s.st.tree.queues)
     return CycleResult(
         admitted=tuple(out.admitted),
         preemptions=tuple(out.preemptions),
@@ -141,8 +145,14 @@ def _idle_queues(s: Book, out: Out) -> None:
                 report(s, q, bucket, info, out)
 
 
-def _order(s: Book, cq: str, head: SortKey) -> tuple[tuple[float, ...], SortKey]:
-    return share_path(s.st.tree.queues[cq]), head
+Order = tuple[bool, tuple[float, ...], SortKey]
+
+
+def _order(s: Book, cq: str, head: SortKey, borrowing: bool) -> Order:
+    """Heap key: in the borrowing pass queues with GPU time credit first (`bank.has_credit`),
+    then fair share (share path), then the head's own order."""
+    first = borrowing and not s.st.bank.has_credit(cq)
+    return first, share_path(s.st.tree.queues[cq]), head
 
 
 def _admission_loop(s: Book, now: float, out: Out) -> None:
@@ -189,9 +199,9 @@ def _pass(
     untold reason of a bucket that failed in the first pass while it would borrow (the second
     pass, where others start borrowing, may still find it victims)."""
     st = s.st
-    heap: list[tuple[tuple[tuple[float, ...], SortKey], str]] = []
+    heap: list[tuple[Order, str]] = []
     for name in names:
-        _push_head(s, heap, name)
+        _push_head(s, heap, name, borrowing)
     deferred: list[tuple[str, Bucket | None, bool]] = []
     while heap:
         key, name = heapq.heappop(heap)
@@ -199,7 +209,7 @@ def _pass(
         head = q.head()
         if head is None or q.blocked_at is not None:
             continue
-        current = _order(s, name, head[0])
+        current = _order(s, name, head[0], borrowing)
         if current != key:
             heapq.heappush(heap, (current, name))
             continue
@@ -218,12 +228,12 @@ def _pass(
                     report(s, q, bucket, bucket.info, out)
                 if bucket.borrows and aside_ok:
                     deferred.append((name, bucket, True))  # others may start borrowing there
-                _push_head(s, heap, name)
+                _push_head(s, heap, name, borrowing)
                 continue
             if aside_ok and parking.certainly_borrows(s, name, bucket):
                 q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
                 deferred.append((name, bucket, True))
-                _push_head(s, heap, name)
+                _push_head(s, heap, name, borrowing)
                 continue
         aside.pop(bucket, None)
         w = st.workloads[wkey]
@@ -264,7 +274,7 @@ def _pass(
                     q.blocked_at = sk
                 else:
                     q.park(bucket)
-        _push_head(s, heap, name)
+        _push_head(s, heap, name, borrowing)
     return deferred
 
 
@@ -303,14 +313,12 @@ def _wake_waiting_preemptors(s: Book) -> None:
     s.waiting_preemptors.clear()
 
 
-def _push_head(
-    s: Book, heap: list[tuple[tuple[tuple[float, ...], SortKey], str]], name: str
-) -> None:
+def _push_head(s: Book, heap: list[tuple[Order, str]], name: str, borrowing: bool) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
     q = s.pq[name]
     nxt = q.head()
     if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
-        heapq.heappush(heap, (_order(s, name, nxt[0]), name))
+        heapq.heappush(heap, (_order(s, name, nxt[0], borrowing), name))
 
 
 def _next_wakeup(s: Book) -> float | None:

@@ -119,4 +119,6 @@ def _why(reason: str) -> str:
         reasons.PREEMPTED_WITHIN_CQ: "lower priority in the same ClusterQueue",
         reasons.PREEMPTED_RECLAIM: "its ClusterQueue borrows quota the preemptor's queue reclaims",
         reasons.PREEMPTED_BORROW: "lower priority, and the preemptor may borrow over it",
+        reasons.PREEMPTED_CREDIT: "its ClusterQueue borrows without GPU time credit, and the "
+        "preemptor's queue borrows with credit",
     }[reason]

@@ -2,11 +2,14 @@
 
 Candidates come from the preemptor's own queue (withinClusterQueue) and from queues of the same
 cohort tree that are borrowing the contended quota (reclaimWithinCohort when the preemptor would
-stay within its own quota, borrowWithinCohort when it would itself borrow). Reclaim only ever
+stay within its own quota, borrowWithinCohort when it would itself borrow, and GPU time credit:
+a borrowing preemptor whose queue has credit may take work of no higher priority from borrowers
+without credit). Reclaim only ever
 takes from a queue while it is over its own quota, so it takes back borrowed quota and nothing
 else, and the preemptor, then within its quota, can never be reclaimed from in turn: no loops.
 
-Candidates are removed in order (other queues before our own, the largest fair share first, then
+Candidates are removed in order (other queues before our own; among them queues without GPU
+time credit before queues with some (`bank.has_credit`), then the largest fair share first; then
 lowest priority, then newest) until the preemptor fits; then each victim but the last is put back
 if the preemptor still fits without taking it. No fit, no preemption.
 """
@@ -63,13 +66,18 @@ def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
     return all(n <= available(node, fr) for fr, n in need.items())
 
 
-_Group = tuple[float, list[tuple[Rank, Charge]], int, str]
-"""Another queue's candidates: (minus its share, its ranked work, how many of them, reason)."""
+NOBODY = -(2**62)
+"""A priority bound below every priority: no candidates."""
+
+_Group = tuple[tuple[bool, float], list[tuple[Rank, Charge]], int, str]
+"""Another queue's candidates: ((whether it has GPU time credit, minus its share), its ranked
+work, how many of them, reason)."""
 
 
 def _in_order(groups: list[_Group], own: list[tuple[Rank, Charge]]) -> Iterator[tuple[Charge, str]]:
     """Candidates in victim order, produced lazily (a search usually needs the first few):
-    other queues first, the largest share first, then by rank; then the own queue by rank."""
+    other queues first, those without credit first, the largest share first, then by rank;
+    then the own queue by rank."""
     groups.sort(key=lambda g: g[0])
     i = 0
     while i < len(groups):
@@ -124,10 +132,16 @@ def search(
                 for fr in frs:
                     held[fr] = held.get(fr, 0) + c.usage.get(fr, 0)
     bw = policy.borrow_within_cohort
-    cross = bw.policy != "Never" if would_borrow else policy.reclaim_within_cohort != "Never"
     reclaim_within = (
         would_borrow and node.parent is not None and policy.reclaim_within_cohort != "Never"
     )
+    # GPU time credit: a queue with credit that must borrow may take, from queues without
+    # credit, work of no higher priority that runs on borrowed quota (docs/design/banking.md).
+    credit = reclaim_within and st.bank.has_credit(cq.name)
+    if would_borrow:
+        cross = bw.policy != "Never" or credit
+    else:
+        cross = policy.reclaim_within_cohort != "Never"
     if node.parent is not None and cross:
         # Every policy takes a prefix of a queue's ranked work: priority below a bound.
         if would_borrow:
@@ -135,6 +149,8 @@ def search(
             below: int | None = w.priority  # bw.policy == "LowerPriority"
             if bw.max_priority_threshold is not None:
                 below = min(w.priority, bw.max_priority_threshold + 1)
+            if bw.policy == "Never":
+                below = NOBODY
         else:
             reason = reasons.PREEMPTED_RECLAIM
             below = None if policy.reclaim_within_cohort == "Any" else w.priority
@@ -173,8 +189,14 @@ def search(
                     continue
                 ranked = pool.rank(frs)
                 k = len(ranked) if below is None else bisect_left(pool.prios, below)
+                why = reason
+                if credit and not st.bank.has_credit(other_name):
+                    upto = bisect_left(pool.prios, w.priority + 1)
+                    if upto > k:
+                        k, why = upto, reasons.PREEMPTED_CREDIT
                 if k:
-                    groups.append((-share(other), ranked, k, reason))
+                    order = (st.bank.has_credit(other_name), -share(other))
+                    groups.append((order, ranked, k, why))
                     for fr in frs:
                         held[fr] = held.get(fr, 0) + pool.cum[fr][k]
             if st.in_cycle:

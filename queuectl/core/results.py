@@ -21,7 +21,8 @@ class Preemption:
     victim: str
     preemptor: str
     reason: str
-    """InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing"""
+    """InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing |
+    InCohortReclaimWithCredit"""
     message: str
     deadline: float
     """now + the victim's preemption grace period: when its Job is suspended."""

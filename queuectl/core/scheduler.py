@@ -261,6 +261,18 @@ class Scheduler:
             return None
         return QuotaHold(key, charge.cq, dict(charge.usage), charge.admitted_at)
 
+    def gpu_time_bank(self, name: str, now: float) -> float | None:
+        """The queue's GPU time credit in GPU-hours as of `now` (None: the queue has no bank)."""
+        self.st.ensure_tree()
+        return self.st.bank.balance(name, now)
+
+    def restore_gpu_time_bank(self, name: str, balance: float) -> None:
+        """Start from a balance kept outside the core (the ClusterQueue's status, read back at
+        a controller's start); call it before the first cycle. Kept for a queue with a bank."""
+        self.st.ensure_tree()
+        if name in self.st.bank.banks:
+            self.st.bank.restore(name, balance)
+
     def cluster_queue_status(self, name: str) -> QueueStatus | None:
         st, book = self.st, self.book
         st.ensure_tree()

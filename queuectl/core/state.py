@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from queuectl.core.bank import Ledger
 from queuectl.core.notes import WakeNotes
 from queuectl.core.quota import QNode, add_usage, available_then
 from queuectl.core.topology import (
@@ -194,12 +195,15 @@ class State:
     usage_at_loop_start: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """node -> its usage before the running admission loop first changed it (kept only while
     `in_cycle`): what could be taken when the loop began"""
+    bank: Ledger = field(default_factory=Ledger)
+    """GPU time banking: the balances of queues with a bank (`queuectl.core.bank`)."""
 
     # --- tree -------------------------------------------------------------------------------
     def ensure_tree(self) -> None:
         if not self.stale_tree:
             return
         self.tree = build(self.cohorts, self.queues, self.flavors, self.checks)
+        self.bank.configure(self.queues)
         self.borrowers.clear()
         for charge in self.charges.values():
             self._tree_usage(charge, 1)

@@ -127,6 +127,18 @@ class FlavorFungibility:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuTimeBank:
+    """GPU time banking of one ClusterQueue (see `queuectl.core.bank`)."""
+
+    cap_gpu_hours: float
+    """The most credit the queue may hold, in GPU-hours."""
+    accrual_rate: float = 1.0
+    """GPU-hours of credit per hour per GPU of nominal quota left unused."""
+    half_life_hours: float | None = None
+    """Credit halves every this many hours (None: it never decays)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterQueue:
     name: str
     cohort: str | None = None
@@ -138,6 +150,7 @@ class ClusterQueue:
     stop_policy: StopPolicy = "None"
     admission_checks: tuple[str, ...] = ()
     """AdmissionChecks its workloads pass after reserving quota (`queuectl.core.checks`)."""
+    gpu_time_bank: GpuTimeBank | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,12 @@ KIND_INFOS: Final[tuple[KindInfo, ...]] = (
             ),
             Column("Admitted", ".status.admittedWorkloads", "integer", "Admitted workloads"),
             Column("Active", _cond(names.COND_ACTIVE), description="Whether it admits work"),
+            Column(
+                "Bank",
+                ".status.gpuTimeBank.balanceGPUHours",
+                "number",
+                "GPU time credit in GPU-hours (spec.gpuTimeBank)",
+            ),
             Column("Stop", ".spec.stopPolicy", description="Stop policy", priority=1),
             AGE,
         ),

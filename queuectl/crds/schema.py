@@ -3,7 +3,8 @@
 Pydantic speaks JSON Schema: ``$ref``/``$defs`` for nested models, ``anyOf [X, null]`` for
 optional fields, titles everywhere. A CRD needs every node inlined with a ``type``, no null
 branches, and ``anyOf`` only in the int-or-string form. Validation keywords (bounds, patterns,
-enums, defaults, ``x-kubernetes-*``) pass through untouched.
+enums, defaults, ``x-kubernetes-*``) pass through untouched, but for exclusive bounds, which
+OpenAPI v3 spells as a flag beside ``minimum``/``maximum``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from queuectl.api.base import Resource
 _DROPPED: Final = frozenset({"title", "$defs"})
 _INT_OR_STRING: Final = "x-kubernetes-int-or-string"
 _FIRST: Final = ("description", "type")
+_EXCLUSIVE: Final = {"exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
 
 
 class SchemaError(ValueError):
@@ -65,6 +67,10 @@ def _convert_siblings(node: dict[str, Any], defs: dict[str, Any], path: str) -> 
             # `additionalProperties: true` means "anything": preserve-unknown-fields says it.
         elif key == "const":
             out["enum"] = [value]
+        elif key in _EXCLUSIVE and not isinstance(value, bool):
+            # JSON Schema's `exclusiveMinimum: N` is OpenAPI v3's `minimum: N` + a flag
+            out[_EXCLUSIVE[key]] = value
+            out[key] = True
         else:
             out[key] = value
     return out

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from queuectl.core import GPU, Node
 from queuectl.sim.config import SimConfig, SimInputError
@@ -31,6 +32,8 @@ class GenerateOptions:
     seed: int = 1
     load: float = 0.8
     """Offered GPU-hours / fleet GPU-hours over the trace's span."""
+    habits: Mapping[str, str] = field(default_factory=dict)
+    """LocalQueue name -> habit name (`HABITS`); the others round-robin as before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +58,14 @@ HABITS = (
         1.5,
     ),
     Habit("bursty", 1.5, ((1, 35), (2, 20), (4, 20), (8, 20), (16, 5)), 1200.0, 1.8, True),
+    # named only by --habits: a team that submits far beyond its quota all the time, and one
+    # that barely uses its own (its idle quota is what the others borrow)
+    Habit("always-borrows", 6.0, ((1, 30), (2, 20), (4, 25), (8, 25)), 1800.0, 1.2),
+    Habit("light", 0.5, ((1, 60), (2, 25), (4, 15)), 900.0, 1.2),
 )
+BY_NAME = {h.name: h for h in HABITS}
+ROUND_ROBIN = HABITS[:3]
+"""The habits teams get unless `GenerateOptions.habits` names one."""
 
 
 def diurnal(t: float) -> float:
@@ -109,7 +119,18 @@ def generate_trace(
     teams = [(lq, cq) for lq, cq in teams if caps[lq] > 0]
     if not teams:
         raise SimInputError("--generate: no LocalQueue leads to GPU quota on these nodes")
-    habits = {lq: HABITS[i % len(HABITS)] for i, (lq, _) in enumerate(teams)}
+    unknown = sorted(set(options.habits) - {lq[1] for lq, _ in teams})
+    if unknown:
+        raise SimInputError(f"--habits: no LocalQueue with GPU quota is named {unknown[0]}")
+    bad = sorted(h for h in options.habits.values() if h not in BY_NAME)
+    if bad:
+        raise SimInputError(f"--habits: unknown habit {bad[0]}; pick one of {sorted(BY_NAME)}")
+    habits = {
+        lq: BY_NAME[options.habits[lq[1]]]
+        if lq[1] in options.habits
+        else ROUND_ROBIN[i % len(ROUND_ROBIN)]
+        for i, (lq, _) in enumerate(teams)
+    }
     weights = [habits[lq].weight for lq, _ in teams]
     classes = sorted(config.priority_classes.values(), key=lambda c: c.value)
     # lower classes are more common: 4:2:1 ... from the lowest up

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-RECLAIM_REASONS = frozenset({"InCohortReclamation", "InCohortReclaimWhileBorrowing"})
+RECLAIM_REASONS = frozenset(
+    {"InCohortReclamation", "InCohortReclaimWhileBorrowing", "InCohortReclaimWithCredit"}
+)
 
 
 def percentile(values: list[float], q: float) -> float:

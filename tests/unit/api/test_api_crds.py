@@ -80,7 +80,7 @@ def test_names_scope_and_status() -> None:
 @pytest.mark.parametrize(
     ("kind", "columns"),
     [
-        ("ClusterQueue", ["Cohort", "Strategy", "Pending", "Admitted", "Active", "Age"]),
+        ("ClusterQueue", ["Cohort", "Strategy", "Pending", "Admitted", "Active", "Bank", "Age"]),
         ("LocalQueue", ["ClusterQueue", "Pending", "Admitted", "Age"]),
         ("Workload", ["Queue", "Reserved in", "Admitted", "Finished", "Age"]),
         ("WorkloadPriorityClass", ["Value", "Grace", "MinRuntime", "Age"]),

@@ -56,6 +56,23 @@ def test_cluster_queue_quota_table_shows_borrowed_and_lent() -> None:
     assert "team-vision/v-run" in vision
 
 
+def test_cluster_queue_shows_its_gpu_time_bank() -> None:
+    objs = o.research_tree()
+    vision = objs["clusterqueues"][0]
+    vision["spec"]["gpuTimeBank"] = {"accrualRate": 0.5, "capGPUHours": 64, "halfLifeHours": 24}
+    vision["status"] = {
+        "gpuTimeBank": {"balanceGPUHours": 12.5, "lastUpdateTime": "2025-01-01T00:00:00Z"}
+    }
+    text = describe.describe(
+        Snapshot.from_objects(objs, now=o.NOW), "clusterqueue", "vision", "", PLAIN
+    )
+    assert (
+        "GPU time bank: 12.50 of 64 GPU-hours (borrows first, reclaimed last); earns 0.5/h per "
+        "idle nominal GPU, half-life 24 h; written 2025-01-01T00:00:00Z"
+    ) in text
+    assert "GPU time bank" not in describe.describe(snapshot(), "clusterqueue", "llm", "", PLAIN)
+
+
 def test_cohort_lists_members_and_their_borrowing() -> None:
     text = describe.describe(snapshot(), "cohort", "research", "", PLAIN)
     assert "ClusterQueues: llm, vision" in text

@@ -23,6 +23,7 @@ from queuectl.core import (
     Flavor,
     FlavorFungibility,
     FlavorQuotas,
+    GpuTimeBank,
     PodSet,
     PreemptionPolicy,
     ResourceGroup,
@@ -47,6 +48,10 @@ def _rq(draw: hs.DrawFn, with_parent: bool) -> ResourceQuota:
     borrowing = draw(hs.sampled_from([None, None, 2, 0, 6])) if with_parent else None
     lending = draw(hs.sampled_from([None, None, nominal // 2, 0])) if with_parent else None
     return ResourceQuota(GPU, nominal, borrowing, lending)
+
+
+BANK = GpuTimeBank(cap_gpu_hours=0.01, accrual_rate=3600.0, half_life_hours=0.001)
+"""An idle GPU earns 1 GPU-hour a second; credit halves every 3.6 s: signs change often."""
 
 
 @hs.composite
@@ -91,6 +96,8 @@ def worlds(draw: hs.DrawFn, contended: bool = False) -> World:
                 preemption=preemption,
                 flavor_fungibility=fungibility,
                 fair_weight=draw(hs.sampled_from([1.0, 3.0])),
+                # a bank fills within a cycle or two (cycles are 1 s apart): credit decides
+                gpu_time_bank=draw(hs.sampled_from([None, None, BANK])),
             )
         )
     add = hs.tuples(
