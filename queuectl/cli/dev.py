@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from queuectl.cli.main import Subparsers
-from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, realnode
+from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, operators, realnode
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.nodes import H100
 
@@ -102,6 +102,9 @@ def up(args: argparse.Namespace) -> int:
                 racks_per_block=args.racks_per_block,
                 name_prefix=args.node_prefix,
             )
+        for operator in args.operators:
+            _err(f"Starting the {operator} operator")
+            operators.start(plane, operator, _err)
         for start in EXTRA_PROCESSES:
             start(plane)
         for archive in args.load_image:
@@ -116,9 +119,10 @@ def up(args: argparse.Namespace) -> int:
         plane.stop()
         raise
     real = f", {args.real_nodes} real node(s)" if args.real_nodes else ""
+    ops = f", operators: {', '.join(args.operators)}" if args.operators else ""
     print(
         f'queuectl dev environment "{args.name}" is up: {plane.server}, '
-        f"{args.nodes} fake GPU nodes{real}, started in {plane.start_seconds or 0:.1f}s."
+        f"{args.nodes} fake GPU nodes{real}{ops}, started in {plane.start_seconds or 0:.1f}s."
     )
     print(_usage(plane))
     return 0
@@ -183,11 +187,26 @@ def build(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         binaries = ensure_binaries(_err)
+        print(
+            f"Control-plane binaries ready in {binaries.dir} ({time.monotonic() - started:.0f}s)."
+        )
+        for operator in args.operators:
+            began = time.monotonic()
+            binary = operators.build(operator, _err)
+            print(f"{operator} operator ready: {binary} ({time.monotonic() - began:.0f}s).")
     except TestEnvError as exc:
         _err(f"queuectl dev build failed: {exc}")
         return 1
-    print(f"Control-plane binaries ready in {binaries.dir} ({time.monotonic() - started:.0f}s).")
     return 0
+
+
+def _operator_names(text: str) -> list[str]:
+    try:
+        return operators.parse_names(text)
+    except operators.UnknownOperator as exc:
+        raise argparse.ArgumentTypeError(
+            f"{exc.problem}; known: {operators.known()}, or all"
+        ) from None
 
 
 def _non_negative(text: str) -> int:
@@ -248,7 +267,15 @@ def add_parser(subparsers: Subparsers) -> None:
         help="name for archive refs that are bare tags, e.g. localhost/queuectl/queuectl "
         "for `make image`'s OCI layout (tagged 0.1.0)",
     )
+    operators_help = (
+        f"comma-separated operators to build, install the CRDs of and run: {operators.known()}, "
+        "or all (built from Go modules on first use, a few minutes each)"
+    )
+    p.add_argument("--operators", type=_operator_names, default=[], help=operators_help)
     build_parser = actions.add_parser("build", help="build (or find cached) binaries only")
+    build_parser.add_argument(
+        "--operators", type=_operator_names, default=[], help="also build these operators"
+    )
     build_parser.set_defaults(func=build)
     named("down", down, "stop every process the environment started")
     named("status", status, "show the environment's processes and memory")

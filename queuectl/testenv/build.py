@@ -197,6 +197,51 @@ def build(dest: Path, *, go: Path, versions: Versions, progress: Progress, log: 
     )
 
 
+def build_once(
+    name: str,
+    make: Callable[[Path, Path], dict[str, object]],
+    *,
+    announce: str,
+    what: str,
+    progress: Progress,
+    root: Path | None = None,
+    complete: Callable[[Path], bool] = lambda _: True,
+) -> Path:
+    """Return `<cache root>/<name>`, calling `make(staging, log)` the first time only.
+
+    The one build-once pattern every testenv build uses (control plane, real-node programs,
+    Helm, operators): one builder per cache key even across processes (a file lock), a staging
+    directory renamed into place only when the build succeeded (an interrupted build never looks
+    done), and a marker recording what `make` returned plus how long it took.
+    """
+    root = root or cache_root()
+    final = root / name
+
+    def done() -> bool:
+        return (final / _MARKER).exists() and complete(final)
+
+    if done():
+        return final
+    with _locked(root / f"{name}.lock"):
+        if done():
+            return final  # another process built it while we waited
+        staging = root / f"{name}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        log = root / f"{name}.build.log"
+        log.unlink(missing_ok=True)
+        progress(announce)
+        started = time.monotonic()
+        record = make(staging, log)
+        seconds = time.monotonic() - started
+        record = {**record, "build_seconds": round(seconds, 1)}
+        (staging / _MARKER).write_text(json.dumps(record, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        progress(f"Built {what} in {seconds:.0f}s.")
+    return final
+
+
 def ensure_binaries(
     progress: Progress = print, *, go: str | None = None, root: Path | None = None
 ) -> Binaries:
@@ -211,30 +256,25 @@ def ensure_binaries(
             )
         return binaries
     versions = pinned()
-    root = root or cache_root()
-    final = root / cache_key(versions)
-    if (final / _MARKER).exists() and not Binaries(final).missing():
-        return Binaries(final)
-    with _locked(root / f"{final.name}.lock"):
-        if (final / _MARKER).exists() and not Binaries(final).missing():
-            return Binaries(final)  # another process built it while we waited
+    key = cache_key(versions)
+
+    def run(staging: Path, log: Path) -> dict[str, object]:
         toolchain = check_go(find_go(go), versions.go)
-        staging = root / f"{final.name}.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        log = root / f"{final.name}.build.log"
-        log.unlink(missing_ok=True)
-        progress(
+        build(staging, go=toolchain, versions=versions, progress=progress, log=log)
+        return {"versions": versions.__dict__}
+
+    final = build_once(
+        key,
+        run,
+        announce=(
             f"Building the local control plane (Kubernetes {versions.kubernetes}, etcd "
-            f"{versions.etcd}, kwok {versions.kwok}) into {final}.\n"
+            f"{versions.etcd}, kwok {versions.kwok}) into {(root or cache_root()) / key}.\n"
             "  First time only: a cold build downloads ~1.5 GB of modules and takes 15-30 min "
             "on 2 cores; later runs reuse the cache."
-        )
-        started = time.monotonic()
-        build(staging, go=toolchain, versions=versions, progress=progress, log=log)
-        seconds = time.monotonic() - started
-        record = {"versions": versions.__dict__, "build_seconds": round(seconds, 1)}
-        (staging / _MARKER).write_text(json.dumps(record, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-        progress(f"Built the control plane in {seconds:.0f}s.")
+        ),
+        what="the control plane",
+        progress=progress,
+        root=root,
+        complete=lambda d: not Binaries(d).missing(),
+    )
     return Binaries(final)

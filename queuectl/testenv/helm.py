@@ -8,20 +8,10 @@ its own cache directory (`helm-<version>/`), so adding or bumping Helm never reb
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
-import time
 from pathlib import Path
 
-from queuectl.testenv.build import (
-    Progress,
-    _locked,
-    _run_streaming,
-    cache_root,
-    check_go,
-    find_go,
-)
+from queuectl.testenv.build import Progress, _run_streaming, build_once, check_go, find_go
 from queuectl.testenv.errors import BuildFailed
 from queuectl.testenv.versions import pinned
 
@@ -29,7 +19,6 @@ HELM_MODULE = "helm.sh/helm/v3"
 HELM_VERSION = "v3.19.0"
 HELM_KUBE_MINOR = "34"  # the client-go minor that Helm release pins (its go.mod: v0.34.0)
 HELM_ENV = "QUEUECTL_HELM"
-_MARKER = "VERSIONS.json"
 
 
 def helm_ldflags() -> str:
@@ -60,22 +49,9 @@ def ensure_helm(
                 f"unset {HELM_ENV} to build Helm {HELM_VERSION}, or point it at a helm binary",
             )
         return Path(prebuilt)
-    root = root or cache_root()
-    final = root / cache_key()
-    binary = final / "helm"
-    if (final / _MARKER).exists() and os.access(binary, os.X_OK):
-        return binary
-    with _locked(root / f"{final.name}.lock"):
-        if (final / _MARKER).exists() and os.access(binary, os.X_OK):
-            return binary  # another process built it while we waited
+
+    def make(staging: Path, log: Path) -> dict[str, object]:
         toolchain = check_go(find_go(go), pinned().go)
-        staging = root / f"{final.name}.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        log = root / f"{final.name}.build.log"
-        log.unlink(missing_ok=True)
-        progress(f"Building Helm {HELM_VERSION} into {final} (first time only, a few minutes).")
-        started = time.monotonic()
         _run_streaming(
             [
                 str(toolchain),
@@ -92,10 +68,15 @@ def ensure_helm(
             what=f"go install helm {HELM_VERSION}",
             progress=progress,
         )
-        seconds = time.monotonic() - started
-        record = {"helm": HELM_VERSION, "build_seconds": round(seconds, 1)}
-        (staging / _MARKER).write_text(json.dumps(record, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-        progress(f"Built Helm in {seconds:.0f}s.")
-    return binary
+        return {"helm": HELM_VERSION}
+
+    final = build_once(
+        cache_key(),
+        make,
+        announce=f"Building Helm {HELM_VERSION} (first time only, a few minutes).",
+        what="Helm",
+        progress=progress,
+        root=root,
+        complete=lambda d: os.access(d / "helm", os.X_OK),
+    )
+    return final / "helm"

@@ -10,19 +10,16 @@ from the host (Debian packages `containerd`, `runc`).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from queuectl.testenv.build import (
     Progress,
-    _locked,
     _run_streaming,
-    cache_root,
+    build_once,
     check_go,
     find_go,
     ldflags,
@@ -53,7 +50,6 @@ HOST_TOOLS = {
     "nsenter": "util-linux",
     "ip": "iproute2",
 }
-_MARKER = "VERSIONS.json"
 
 
 def gonode_dir() -> Path:
@@ -105,22 +101,10 @@ def host_tools(progress: Progress = print) -> dict[str, Path]:
 def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None) -> NodeBinaries:
     """Return cached real-node programs for the pinned Kubernetes, building them the first time."""
     containerd = host_tools(progress)["containerd"]
-    root = root or cache_root()
-    final = root / cache_key()
-    if (final / _MARKER).exists():
-        return NodeBinaries(final, containerd)
-    with _locked(root / f"{final.name}.lock"):
-        if (final / _MARKER).exists():
-            return NodeBinaries(final, containerd)
-        v = pinned()
+    v = pinned()
+
+    def make(staging: Path, log: Path) -> dict[str, object]:
         go = check_go(find_go(), v.go)
-        staging = root / f"{final.name}.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        log = root / f"{final.name}.build.log"
-        log.unlink(missing_ok=True)
-        progress(f"Building kubelet, kube-proxy and CNI plugins {v.kubernetes} into {final}.")
-        started = time.monotonic()
         argv = [str(go), "build", "-v", "-trimpath", "-ldflags", ldflags(v), "-o", f"{staging}/"]
         _run_streaming(
             [*argv, *GO_PACKAGES],
@@ -130,10 +114,14 @@ def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None
             what=f"go build (kubelet {v.kubernetes})",
             progress=progress,
         )
-        seconds = time.monotonic() - started
-        record = {"kubernetes": v.kubernetes, "build_seconds": round(seconds, 1)}
-        (staging / _MARKER).write_text(json.dumps(record, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-        progress(f"Built the real-node programs in {seconds:.0f}s.")
+        return {"kubernetes": v.kubernetes}
+
+    final = build_once(
+        cache_key(),
+        make,
+        announce=f"Building kubelet, kube-proxy and CNI plugins {v.kubernetes}.",
+        what="the real-node programs",
+        progress=progress,
+        root=root,
+    )
     return NodeBinaries(final, containerd)

@@ -7,6 +7,9 @@
 - `namespace` (function): a fresh namespace whose default service account exists.
 - `gpu_nodes` (session): a standard fake GPU fleet (see `StandardFleet`).
 - `helm` (session): the path of a `helm` binary (built from its Go module and cached once).
+- `operators` (session): `operators(name)` makes sure that workload operator (jobset, lws, ray,
+  training-operator, trainer) runs against the session's cluster; the ones a test names with
+  `@pytest.mark.operator("jobset", ...)` are built before the test loop.
 
 A test that uses any of these is marked `cluster`. If the cluster cannot start the test ERRORS
 with the reason; it is never skipped. The first build of the binaries happens before the test
@@ -20,7 +23,7 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from queuectl.testenv import operators as operator_table
 from queuectl.testenv.build import Binaries, ensure_binaries
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
@@ -37,7 +41,7 @@ from queuectl.testenv.nodebuild import ensure_node_binaries
 from queuectl.testenv.nodes import A100, H100, FakeNode
 
 CLUSTER_FIXTURES = frozenset(
-    {"control_plane", "kubeconfig", "k8s_client", "namespace", "gpu_nodes"}
+    {"control_plane", "kubeconfig", "k8s_client", "namespace", "gpu_nodes", "operators"}
 )
 EXTERNAL_KUBECONFIG_ENV = "QUEUECTL_KUBECONFIG"
 LABEL_TEST_NAMESPACE = "testenv.queuectl.io/test"
@@ -79,6 +83,11 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     except TestEnvError as exc:
         _build_error = exc  # reported by every cluster test as its setup error
         return
+    wanted = {n for item in session.items for m in item.iter_markers("operator") for n in m.args}
+    for name in operator_table.parse_names(",".join(sorted(wanted))) if wanted else []:
+        # Built outside any test's timeout; a failure is reported again by `operators(name)`.
+        with contextlib.suppress(TestEnvError):
+            operator_table.build(name, progress)
     if any(item.get_closest_marker("real_node") for item in session.items):
         # kubelet & co. also build outside any test's timeout; on an error the real-node
         # fixture calls it again and reports the error as its own.
@@ -172,3 +181,28 @@ def gpu_nodes(control_plane: Cluster) -> StandardFleet:
     )
     a100 = control_plane.add_gpu_nodes(2, 8, A100, 81920, name_prefix="a100")
     return StandardFleet(h100=h100, a100=a100)
+
+
+@pytest.fixture(scope="session")
+def operators(control_plane: Cluster) -> Callable[[str], None]:
+    """`operators(name)`: that operator runs against this session's cluster from now on.
+
+    On a cluster this session started it is built (once), its CRDs installed and it is started
+    as a process, stopped with the cluster. A cluster from QUEUECTL_KUBECONFIG must already run
+    it (`queuectl dev up --operators NAME`); its CRDs being there is taken as the sign.
+    """
+    running: set[str] = set()
+
+    def ensure(name: str) -> None:
+        if name in running:
+            return
+        if isinstance(control_plane, ControlPlane):
+            operator_table.start(control_plane, name)
+        elif not operator_table.crds_installed(control_plane, name):
+            raise TestEnvError(
+                f"the cluster from {EXTERNAL_KUBECONFIG_ENV} does not run the {name} operator",
+                f"start it with `queuectl dev up --operators {name}` or unset the variable",
+            )
+        running.add(name)
+
+    return ensure

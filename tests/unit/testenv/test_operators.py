@@ -1,0 +1,179 @@
+"""The workload operators' table, their generated config and webhook registration, and the
+one build-once cache every testenv build shares."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from queuectl.cli.main import main
+from queuectl.testenv import operators
+from queuectl.testenv.build import build_once
+from queuectl.testenv.errors import BuildFailed
+from queuectl.testenv.operatorargs import RunDir, kubebuilder_config
+from queuectl.testenv.operatorhooks import rewrite
+
+
+def test_all_names_every_operator_in_table_order() -> None:
+    assert operators.parse_names("all") == [
+        "jobset",
+        "lws",
+        "ray",
+        "training-operator",
+        "trainer",
+    ]
+    assert operators.parse_names(" trainer, jobset ") == ["jobset", "trainer"]
+
+
+def test_an_unknown_operator_is_refused_naming_the_known_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(operators.UnknownOperator, match="unknown operator 'kueue'"):
+        operators.parse_names("jobset,kueue")
+    with pytest.raises(SystemExit) as exit_:
+        main(["dev", "build", "--operators", "jobset,kueue"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown operator 'kueue'" in err
+    assert "jobset, lws, ray, training-operator, trainer, or all" in err
+
+
+def test_cache_keys_follow_the_pinned_version_and_never_the_control_plane() -> None:
+    jobset = operators.lookup("jobset")
+    key = operators.cache_key(jobset)
+    assert key.startswith("operator-jobset-v0.11.0-")
+    bumped = dataclasses.replace(jobset, version="v0.12.0")
+    assert operators.cache_key(bumped) != key
+    assert len({operators.cache_key(op) for op in operators.OPERATORS.values()}) == 5
+
+
+@pytest.mark.parametrize(
+    ("operator", "leader_election_flag"),
+    [
+        ("ray", "--enable-leader-election=false"),
+        ("training-operator", "--leader-elect=false"),
+    ],
+)
+def test_flag_driven_operators_run_without_leader_election_or_metrics(
+    tmp_path: Path, operator: str, leader_election_flag: str
+) -> None:
+    run = RunDir(tmp_path, health_port=1001, webhook_port=1002)
+    argv = operators.lookup(operator).argv(Path("/bin/op"), run)
+    assert leader_election_flag in argv
+    assert any(a.startswith("--metrics") and a.endswith("=0") for a in argv)
+    assert "--health-probe-bind-address=127.0.0.1:1001" in argv
+
+
+@pytest.mark.parametrize(
+    ("api_version", "cert_key", "has_cert_dir"),
+    [
+        ("config.jobset.x-k8s.io/v1alpha1", "internalCertManagement", True),
+        ("config.trainer.kubeflow.org/v1alpha1", "certManagement", False),
+    ],
+)
+def test_config_files_switch_off_leader_election_cert_management_and_metrics(
+    tmp_path: Path, api_version: str, cert_key: str, has_cert_dir: bool
+) -> None:
+    run = RunDir(tmp_path, health_port=1001, webhook_port=1002)
+    config = yaml.safe_load(kubebuilder_config(api_version, run, cert_key=cert_key))
+    assert config["apiVersion"] == api_version and config["kind"] == "Configuration"
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config[cert_key] == {"enable": False}
+    assert config["metrics"] == {"bindAddress": "0"}
+    assert config["health"] == {"healthProbeBindAddress": "127.0.0.1:1001"}
+    assert config["webhook"]["port"] == 1002 and config["webhook"]["host"] == "127.0.0.1"
+    assert ("certDir" in config["webhook"]) is has_cert_dir
+
+
+def test_a_run_dir_holds_a_serving_cert_where_controller_runtime_looks_under_tmpdir(
+    tmp_path: Path,
+) -> None:
+    run = RunDir.create(tmp_path / "jobset", 1001, 1002)
+    assert run.cert_dir == run.tmp / "k8s-webhook-server" / "serving-certs"
+    for name in ("tls.crt", "tls.key", "ca.crt"):
+        assert (run.cert_dir / name).stat().st_size > 0
+    assert (run.cert_dir / "tls.key").stat().st_mode & 0o077 == 0
+
+
+MANIFESTS = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: mutating-webhook-configuration
+webhooks:
+- name: mjobset.kb.io
+  clientConfig:
+    service: {name: webhook-service, namespace: system, path: /mutate-jobset}
+  rules: [{apiGroups: [jobset.x-k8s.io], resources: [jobsets], operations: [CREATE]}]
+- name: mpod.kb.io
+  clientConfig:
+    service: {name: webhook-service, namespace: system, path: /mutate--v1-pod}
+  rules: [{apiGroups: [""], resources: [pods], operations: [CREATE]}]
+"""
+
+
+def test_webhooks_point_at_the_local_process_and_pod_hooks_only_see_its_pods() -> None:
+    (config,) = rewrite(
+        yaml.safe_load_all(MANIFESTS),
+        operator="jobset",
+        port=9443,
+        ca_pem=b"CA",
+        pod_label="jobset.sigs.k8s.io/jobset-name",
+    )
+    assert config["metadata"] == {"name": "jobset-mutating-webhook-configuration"}
+    jobsets, pods = config["webhooks"]
+    assert jobsets["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate-jobset",
+        "caBundle": base64.b64encode(b"CA").decode(),
+    }
+    assert "objectSelector" not in jobsets
+    assert pods["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate--v1-pod"
+    assert pods["objectSelector"] == {
+        "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+    }
+
+
+def test_without_a_pod_label_pod_webhooks_are_left_out_rather_than_catch_every_pod() -> None:
+    (config,) = rewrite(
+        yaml.safe_load_all(MANIFESTS), operator="x", port=1, ca_pem=b"CA", pod_label=None
+    )
+    assert [w["name"] for w in config["webhooks"]] == ["mjobset.kb.io"]
+
+
+def test_build_once_builds_the_first_time_only_and_records_how_long(tmp_path: Path) -> None:
+    calls: list[Path] = []
+
+    def make(staging: Path, log: Path) -> dict[str, object]:
+        calls.append(staging)
+        (staging / "tool").write_text("x")
+        return {"version": "v1"}
+
+    lines: list[str] = []
+    first = build_once(
+        "tool-v1", make, announce="Building", what="tool", progress=lines.append, root=tmp_path
+    )
+    second = build_once(
+        "tool-v1", make, announce="Building", what="tool", progress=lines.append, root=tmp_path
+    )
+    assert first == second == tmp_path / "tool-v1"
+    assert len(calls) == 1 and (first / "tool").exists()
+    record = json.loads((first / "VERSIONS.json").read_text())
+    assert record["version"] == "v1" and "build_seconds" in record
+    assert lines[0] == "Building" and lines[1].startswith("Built tool in ")
+
+
+def test_a_failed_build_leaves_nothing_that_looks_built(tmp_path: Path) -> None:
+    def make(staging: Path, log: Path) -> dict[str, object]:
+        (staging / "half").write_text("x")
+        raise BuildFailed("go build failed", "read the log")
+
+    with pytest.raises(BuildFailed):
+        build_once(
+            "tool-v1", make, announce="", what="tool", progress=lambda _: None, root=tmp_path
+        )
+    assert not (tmp_path / "tool-v1").exists()
