@@ -15,6 +15,7 @@ from queuectl.api.resource import Resource
 from queuectl.controller import convert
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, Obj
+from queuectl.controller.podowners import Owners
 from queuectl.controller.watcher import Store, Watcher
 from queuectl.jobs.registry import KINDS
 
@@ -68,6 +69,11 @@ class Cache:
         watcher = Watcher(self.kube, self.stores[res.plural])
         self.watchers.append(watcher)
         return watcher
+
+    def pod_owners(self) -> Owners:
+        """Resolves a pod's controllers through the job kinds held here (podowners.py)."""
+        held = [r for r in (k.JOBS, *self.job_kinds) if r.plural in self.stores]
+        return Owners(self.get, held)
 
     def store(self, res: Resource) -> Store:
         return self.stores[res.plural]

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuectl.api import names
-from queuectl.controller import convert, drain
+from queuectl.api.resource import Resource
+from queuectl.controller import convert, drain, podowners
+from queuectl.controller import kube as k
 
 
 def node(
@@ -176,10 +178,10 @@ def pod(phase: str = "Running", uid: str = "u1", kind: str = "Job") -> dict[str,
     ids=["running", "pending", "succeeded", "failed", "other-job-same-name", "not-a-job"],
 )
 def test_a_pod_leads_to_its_workload_through_its_job(obj: dict[str, Any], key: str | None) -> None:
-    def jobs(ns: str, name: str) -> dict[str, Any] | None:
-        return JOB if (ns, name) == ("ns", "train") else None
+    def get(res: Resource, name: str, ns: str) -> dict[str, Any] | None:
+        return JOB if (res, ns, name) == (k.JOBS, "ns", "train") else None
 
-    assert drain.pod_workload(obj, jobs) == key
+    assert podowners.pod_workload(obj, podowners.Owners(get, [k.JOBS])) == key
 
 
 @pytest.mark.parametrize(
