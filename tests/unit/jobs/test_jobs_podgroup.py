@@ -197,5 +197,5 @@ def test_admission_lifts_only_our_gate_and_adds_the_placement_to_each_term() -> 
 
 def test_the_last_gate_lifted_removes_the_field() -> None:
     pod: dict[str, Any] = sample()[0]
-    patch = pg.ungate_patch(pod, pg.PodSetPlacement("x"), "w")
+    patch = pg.ungate_patch(pod, PodSetPlacement("x"), "w")
     assert patch["spec"] == {"schedulingGates": None}
