@@ -156,6 +156,7 @@ ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
 # Pending reason for a Workload whose LocalQueue points at a ClusterQueue that does not select
 # its namespace.
 REASON_NAMESPACE_NOT_SELECTED: Final = "NamespaceNotSelected"
+REASON_POD_GROUP_INCOMPLETE: Final = "PodGroupIncomplete"  # withheld until its pods all exist
 # Event reasons (on the Workload and its Job).
 EVENT_ADMITTED: Final = "Admitted"
 EVENT_PREEMPTED: Final = "Preempted"

@@ -63,6 +63,13 @@ class Cache:
         start, empty until its watch starts (controller/kinds.py)."""
         for res in self.job_kinds:
             self.stores.setdefault(res.plural, Store(res))
+        self.queued_pods = Store(k.PODS)
+        """Pods carrying the queue label, in every phase and bound or not (the PODS store
+        holds bound, unfinished pods only): plain pod groups are read from here."""
+        if k.PODS in resources:
+            self.watchers.append(
+                Watcher(kube, self.queued_pods, label_selector=names.LABEL_QUEUE_NAME)
+            )
 
     def watch(self, res: Resource) -> Watcher:
         """A watcher for `res`'s store, counted by `synced` from now on; the caller runs it."""

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import convert
+from queuectl.controller import convert, podgroups
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.foreign import ForeignPods
@@ -196,6 +196,8 @@ class Feed:
                 f"namespaceSelector); relabel the job with a class this namespace may use or "
                 f"none ({names.LABEL_PRIORITY_CLASS}), or ask an admin to extend the selector",
             )
+        if (why := podgroups.incomplete(self.cache, wl)) is not None:
+            return None, (names.REASON_POD_GROUP_INCOMPLETE, why)
         return cq, None
 
     def feed_workload(self, wl: Obj) -> None:

@@ -26,6 +26,7 @@ from queuectl.controller.feed import Feed, local_queue_stop
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.controller.pending import PendingReasons
+from queuectl.controller.podgroup_steps import PodGroupSteps
 from queuectl.controller.priority import follow_priority_class
 from queuectl.controller.workload_writes import CoreActions, split_key
 from queuectl.jobs import JobKind
@@ -34,7 +35,7 @@ JOB_CHANGED_HOLD_S = 5.0
 """How long a Workload requeued for a changed Job stays out of the core until it follows."""
 
 
-class Reconciler(JobWorkloads, PendingReasons):
+class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
     """Every reconcile step of the controller, one object shared by the workers, `Decisions`
     and the drainer."""
 
@@ -75,6 +76,8 @@ class Reconciler(JobWorkloads, PendingReasons):
         if convert.is_true(wl, names.COND_FINISHED):
             self.feed.forget(key)
             return
+        if await self.reconcile_group_workload(key, wl, self.clock()):
+            return  # a plain pod group's: its pods stand for the job (podgroup_steps.py)
         owner = self.owner_job(wl)
         adapter, job = owner if owner else (None, None)
         if owner is not None and job is None:  # its job is gone: so is the workload
