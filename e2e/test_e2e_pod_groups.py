@@ -10,6 +10,7 @@ lifting the gate or changing the group by hand is refused.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from e2e.harness import (
@@ -37,6 +38,7 @@ from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet
 
 GRACE = 6
+POOL = "e2e.queuectl.io/pool"
 
 
 def group_pod(
@@ -100,6 +102,15 @@ def admitted(cluster: Cluster, namespace: str, group: str) -> bool:
     return wl is not None and is_true(wl, names.COND_ADMITTED)
 
 
+def wait_admitted(cluster: Cluster, namespace: str, group: str, timeout: float = 60) -> None:
+    """Wait for the group's admission; a timeout shows why its Workload waits."""
+    try:
+        wait_for(f"{group} admitted", lambda: admitted(cluster, namespace, group), timeout)
+    except AssertionError as err:
+        wl = group_workload(cluster, namespace, group) or {}
+        raise AssertionError(f"{err}; its Workload: {wl.get('status')}") from None
+
+
 def kubectl_refused(cluster: Cluster, *args: str, input: str | None = None) -> str:
     done = cluster.kubectl(*args, check=False, input=input)
     assert done.returncode != 0, f"kubectl {' '.join(args)} was not refused"
@@ -109,12 +120,17 @@ def kubectl_refused(cluster: Cluster, *args: str, input: str | None = None) -> s
 def test_a_4x8_gpu_pod_group_waits_for_its_last_pod_then_runs_whole_in_one_rack(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
+    # Two racks of four 8-GPU nodes of our own: the standard fleet's racks hold two nodes each.
+    prefix = f"pg{int(time.time()) % 100000}"
+    control_plane.add_gpu_nodes(8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix})
     topo, cq = f"topo-{namespace}", f"cq-{namespace}"
+    pool = flavor(prefix, H100, topology=topo)
+    pool["spec"]["nodeLabels"][POOL] = prefix
     apply(
         control_plane,
         topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
-        flavor(f"h100-{namespace}", H100, topology=topo),
-        cluster_queue(cq, namespace, {f"h100-{namespace}": 64}),
+        pool,
+        cluster_queue(cq, namespace, {prefix: 64}),
         local_queue("lq", namespace, cq),
     )
     rack = {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK}
@@ -124,7 +140,7 @@ def test_a_4x8_gpu_pod_group_waits_for_its_last_pod_then_runs_whole_in_one_rack(
     assert len(created) == 3 and all(pg.is_gated(p) for p in created)
     assert group_workload(control_plane, namespace, "gang") is None  # 3 of 4: no Workload yet
     apply(control_plane, pods[3])
-    wait_for("gang admitted", lambda: admitted(control_plane, namespace, "gang"))
+    wait_admitted(control_plane, namespace, "gang")
     wl = group_workload(control_plane, namespace, "gang")
     assert wl is not None and [ps["count"] for ps in wl["spec"]["podSets"]] == [4]
     up = wait_for(
@@ -197,18 +213,17 @@ def test_a_preempted_group_gets_its_grace_period_then_its_pods_go_and_it_waits_f
     wait_for("urgent running", lambda: running_pods(control_plane, namespace, "urgent"), timeout=60)
     # Replacement pods of the same group wait (gated) while urgent holds the GPUs, then run.
     apply(control_plane, *victims)
-    wait_for(
-        "the Workload waits for quota, not for pods",
-        lambda: (
-            (
-                c := condition(
-                    group_workload(control_plane, namespace, "victim") or {}, "QuotaReserved"
-                )
-            )
-            and c.get("reason") != names.REASON_POD_GROUP_INCOMPLETE
-            and c
-        ),
-    )
+
+    def waits_for_quota() -> bool:
+        wl = group_workload(control_plane, namespace, "victim") or {}
+        cond = condition(wl, names.COND_QUOTA_RESERVED) or {}
+        return cond.get("reason") not in (None, names.REASON_POD_GROUP_INCOMPLETE)
+
+    try:
+        wait_for("the Workload waits for quota, not for pods", waits_for_quota)
+    except AssertionError as err:
+        wl = group_workload(control_plane, namespace, "victim") or {}
+        raise AssertionError(f"{err}; its Workload: {wl.get('status')}") from None
     assert all(pg.is_gated(p) for p in group_pods(control_plane, namespace, "victim"))
     control_plane.kubectl("delete", "job", "urgent", "-n", namespace, "--wait=false")
     wait_for(

@@ -259,6 +259,15 @@ class Feed:
         self.on_workload(key)
         self.on_change()
 
+    def refeed_group(self, wl: Obj) -> None:
+        """A pod group's pods came or went: withhold its Workload or offer it again, and wake
+        the cycle when that changed (no Workload event says so: only its pods moved)."""
+        key = convert.workload_key(wl)
+        before = key in self.withheld, key in self.fed
+        self.feed_workload(wl)
+        if (key in self.withheld, key in self.fed) != before:
+            self.on_change()
+
     def refeed(self, predicate: Callable[[Obj], bool]) -> None:
         for wl in self.cache.store(k.WORKLOADS).values():
             if predicate(wl):

@@ -55,7 +55,7 @@ class PodGroupSteps(WorkloadWrites):
         wl_key = f"{key.namespace}/{wl_name}"
         wl = self.cache.get(k.WORKLOADS, wl_name, key.namespace)
         if wl is not None:
-            self.feed.feed_workload(wl)  # its pods came or went: withheld or offered again
+            self.feed.refeed_group(wl)  # its pods came or went: withheld or offered again
             return wl_key
         if not pg.readiness(key, pods).ready:
             return None
@@ -192,7 +192,7 @@ class PodGroupSteps(WorkloadWrites):
         )
         if written is not None:
             self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
-            self.feed.feed_workload(written)  # withheld until replacement pods exist
+            self.feed.refeed_group(written)  # withheld until replacement pods exist
             self._count("requeued")
             self.events.emit(
                 wl,
