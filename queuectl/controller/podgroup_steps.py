@@ -11,8 +11,9 @@ A bare pod cannot be suspended, so what a Job does with `spec.suspend` a group d
   pod deletes it: a preempted single pod is gone, and so is its Workload;
 - finished: every pod of the group Succeeded (a Failed pod may be replaced) or a single pod
   ended.
-A group whose pods were all deleted by hand, and that holds no quota and was never evicted,
-has its Workload deleted.
+A group whose pods were all deleted by hand (while admitted, or waiting before it ever ran) has
+its Workload deleted, which frees its quota; one requeued after an eviction keeps waiting for
+replacement pods (delete the Workload to give up on it).
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ class PodGroupSteps(WorkloadWrites):
             return True
         if convert.is_true(wl, names.COND_EVICTED):
             await self._stop_group(key, wl, pods, now)
+            return True
+        if not pods:  # every pod deleted by hand while admitted: the job is gone, so is its quota
+            await self._delete_workload(key, wl)
             return True
         deadline = convert.parse_time(
             ((wl.get("status") or {}).get("preemption") or {}).get("deadline")
