@@ -140,6 +140,7 @@ WEBHOOK_PATH_VALIDATE_WORKLOAD: Final = "/validate-workload"
 WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
 WEBHOOK_PATH_MUTATE_POD: Final = "/mutate-pod"
 WEBHOOK_PATH_VALIDATE_POD: Final = "/validate-pod"
+WEBHOOK_PATH_MUTATE_LWS: Final = "/mutate-leaderworkerset"
 WEBHOOK_PATH_VALIDATE_QUEUECTL: Final = "/validate-queuectl"
 WEBHOOK_PATH_HEALTHZ: Final = "/healthz"
 

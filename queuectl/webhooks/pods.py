@@ -59,8 +59,54 @@ def mutate_pod(request: Request, lookup: QueueLookup) -> Response:
             f"LocalQueue {ns}/{queue} does not exist; the pod stays gated until it is created "
             f"(`kubectl get localqueues -n {ns}` lists the queues here)"
         )
-    ops = _label_patch(pod, {names.LABEL_CLUSTER_QUEUE: cluster_queue}) + pg.gate_ops(pod)
-    return allow(request, ops, warnings)
+    # Whole-map ops for the group's labels go first: the cluster-queue op then adds to them.
+    group_ops = pg.lws_ops(pod)
+    grouped = _apply_maps(pod, group_ops)
+    ops = group_ops + _label_patch(grouped, {names.LABEL_CLUSTER_QUEUE: cluster_queue})
+    return allow(request, ops + pg.gate_ops(pod), warnings)
+
+
+def _apply_maps(pod: Obj, ops: list[dict[str, Any]]) -> Obj:
+    """The pod with `lws_ops`' whole-map replacements of its labels and annotations applied."""
+    meta = dict(pod.get("metadata") or {})
+    for op in ops:
+        meta[op["path"].rsplit("/", 1)[1]] = op["value"]
+    return {**pod, "metadata": meta}
+
+
+LWS_TEMPLATES = ("leaderTemplate", "workerTemplate")
+_PROPAGATED = (names.LABEL_QUEUE_NAME, names.LABEL_PRIORITY_CLASS)
+
+
+def mutate_lws(request: Request) -> Response:
+    """A LeaderWorkerSet labelled with a queue: copy its queue (and priority class) labels into
+    its leader and worker templates, so every pod it makes is queued (gated, grouped per
+    replica by `mutate_pod`). LWS has no suspend field: its pods are held by their gates."""
+    lws = request.get("object")
+    if not isinstance(lws, dict) or request.get("operation") not in ("CREATE", "UPDATE"):
+        return allow(request)
+    wanted = {k: v for k, v in _labels(lws).items() if k in _PROPAGATED and v}
+    if not wanted:
+        return allow(request)
+    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate")
+    if not isinstance(lwt, dict):
+        return allow(request)
+    ops: list[dict[str, Any]] = []
+    for name in LWS_TEMPLATES:
+        template = lwt.get(name)
+        if not isinstance(template, dict):
+            continue
+        meta = template.get("metadata") or {}
+        labels = dict(meta.get("labels") or {})
+        if all(labels.get(k) == v for k, v in wanted.items()):
+            continue
+        labels.update(wanted)
+        base = f"/spec/leaderWorkerTemplate/{name}/metadata"
+        if "metadata" not in template:
+            ops.append({"op": "add", "path": base, "value": {"labels": labels}})
+        else:
+            ops.append({"op": "add", "path": f"{base}/labels", "value": labels})
+    return allow(request, ops)
 
 
 def validate_pod(

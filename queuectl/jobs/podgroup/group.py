@@ -30,6 +30,12 @@ GATE: Final = names.SCHEDULING_GATE_ADMISSION
 MAX_POD_SETS: Final = 8
 """The Workload's limit: a group of more shapes gets no Workload (and an event saying why)."""
 
+# LeaderWorkerSet (sigs.k8s.io/lws v0.7.0): what its pods carry (api/leaderworkerset/v1).
+LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
+_MAX_LABEL_VALUE: Final = 63
+
 _SHAPE_SPEC_FIELDS: Final = (
     "nodeSelector",
     "affinity",
@@ -70,9 +76,47 @@ def has_controller(pod: Obj) -> bool:
     return any(r.get("controller") for r in _meta(pod).get("ownerReferences") or ())
 
 
+def lws_group(pod: Obj) -> tuple[str, int] | None:
+    """(group name, size) for a LeaderWorkerSet's pod: each replica (a leader and its workers,
+    `size` pods sharing a group index) is one group, `<lws>-<index>`; None for other pods."""
+    labels = _labels(pod)
+    name, index = labels.get(LWS_NAME), labels.get(LWS_GROUP_INDEX)
+    size = _annotations(pod).get(LWS_SIZE, "")
+    if not name or index is None or not size.isdigit():
+        return None
+    group = f"{name}-{index}"
+    if len(group) > _MAX_LABEL_VALUE:
+        digest = hashlib.sha256(group.encode()).hexdigest()[:8]
+        group = f"{name[: _MAX_LABEL_VALUE - len(index) - 10]}-{digest}-{index}"
+    return group, int(size)
+
+
 def is_queued_pod(pod: Obj) -> bool:
-    """A bare pod with the queue label: queued as (part of) a plain pod group."""
-    return bool(_labels(pod).get(names.LABEL_QUEUE_NAME)) and not has_controller(pod)
+    """A pod with the queue label that queuectl queues itself: a bare one (a plain pod group),
+    or a LeaderWorkerSet's (each replica a group). A pod with another controller (a Job's) is
+    its owner's business."""
+    if not _labels(pod).get(names.LABEL_QUEUE_NAME):
+        return False
+    return not has_controller(pod) or lws_group(pod) is not None
+
+
+def lws_ops(pod: Obj) -> list[dict[str, Any]]:
+    """JSON patch ops giving a LeaderWorkerSet pod its group's name and count, so it is queued
+    as any pod group is; empty for other pods, or when it already carries them."""
+    found = lws_group(pod)
+    if found is None:
+        return []
+    group, size = found
+    ops: list[dict[str, Any]] = []
+    labels = dict(_labels(pod))
+    if labels.get(names.LABEL_POD_GROUP_NAME) != group:
+        labels[names.LABEL_POD_GROUP_NAME] = group
+        ops.append({"op": "add", "path": "/metadata/labels", "value": labels})
+    annotations = dict(_annotations(pod))
+    if annotations.get(names.ANNOTATION_POD_GROUP_TOTAL_COUNT) != str(size):
+        annotations[names.ANNOTATION_POD_GROUP_TOTAL_COUNT] = str(size)
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
+    return ops
 
 
 def group_of(pod: Obj) -> GroupKey:

@@ -32,6 +32,7 @@ ROUTES = {
     names.WEBHOOK_PATH_VALIDATE_WORKLOAD,
     names.WEBHOOK_PATH_MUTATE_POD,
     names.WEBHOOK_PATH_VALIDATE_POD,
+    names.WEBHOOK_PATH_MUTATE_LWS,
 }
 
 Hit = tuple[str, str, str]  # (configuration kind, path, failurePolicy)
