@@ -206,21 +206,29 @@ def shape(pod: Obj) -> dict[str, Any]:
 
 
 def pod_set_name(template: Mapping[str, Any]) -> str:
-    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+    """`ps-<hash>` of the shape without container names: a leader and its workers that ask for
+    the same resources are one pod set, placed (and kept inside one domain) together."""
+    unnamed = copy.deepcopy(dict(template))
+    spec = unnamed.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            c.pop("name", None)
+    digest = hashlib.sha256(json.dumps(unnamed, sort_keys=True).encode()).hexdigest()
     return f"ps-{digest[:10]}"
 
 
 def pod_sets(pods: Iterable[Obj]) -> list[PodSet]:
     """One pod set per distinct shape among the active pods, ordered by name (a hash of the
-    shape, so the same group always yields the same pod sets)."""
+    shape, so the same group always yields the same pod sets); the template is that of the
+    shape's first pod by name."""
     by_name: dict[str, tuple[dict[str, Any], int]] = {}
-    for pod in pods:
+    for pod in sorted(pods, key=lambda p: str(_meta(p).get("name") or "")):
         if not active(pod):
             continue
         template = shape(pod)
         name = pod_set_name(template)
-        _, count = by_name.get(name, (template, 0))
-        by_name[name] = (template, count + 1)
+        first, count = by_name.get(name, (template, 0))
+        by_name[name] = (first, count + 1)
     return [
         PodSet(name, count, template, "pods of this shape in the group")
         for name, (template, count) in sorted(by_name.items())

@@ -199,3 +199,14 @@ def test_the_last_gate_lifted_removes_the_field() -> None:
     pod: dict[str, Any] = sample()[0]
     patch = pg.ungate_patch(pod, PodSetPlacement("x"), "w")
     assert patch["spec"] == {"schedulingGates": None}
+
+
+def test_pods_asking_the_same_under_other_container_names_are_one_pod_set() -> None:
+    leader, worker = sample()[1], copy.deepcopy(sample()[2])
+    worker["spec"]["containers"][0]["name"] = "leader"
+    worker["spec"]["containers"][0]["image"] = "another"
+    (ps,) = pg.pod_sets([leader, worker])
+    assert ps.count == 2
+    assert pg.placement_for(worker, [PodSetPlacement(ps.name, {"a": "b"})]).node_labels == {
+        "a": "b"
+    }
