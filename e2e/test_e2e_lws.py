@@ -17,9 +17,12 @@ from e2e.harness import (
     cluster_queue,
     flavor,
     get,
+    gpu_job,
     is_true,
     items,
     local_queue,
+    priority_class,
+    running_pods,
     topology,
     wait_for,
 )
@@ -27,8 +30,10 @@ from queuectl.api import names
 from queuectl.jobs.podgroup import group as pg
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
+from queuectl.testenv.pytest_plugin import StandardFleet
 
 POOL = "e2e.queuectl.io/pool"
+GRACE = 6
 
 
 def gpu_template(role: str, gpus: int) -> dict[str, Any]:
@@ -139,3 +144,65 @@ def test_each_lws_replica_is_a_4x8_gpu_gang_admitted_whole_in_one_rack(
         "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]', check=False,
     )  # fmt: skip
     assert done.returncode != 0 and "lifted by queuectl" in done.stderr
+
+
+@pytest.mark.operator("lws")
+def test_a_preempted_lws_replica_is_stopped_after_its_grace_period_and_comes_back_gated(
+    control_plane: Cluster,
+    namespace: str,
+    gpu_nodes: StandardFleet,
+    operators: Callable[[str], None],
+    controller: ControllerProcess,
+) -> None:
+    operators("lws")
+    low, high, cq = f"low-{namespace}", f"high-{namespace}", f"cq-{namespace}"
+    apply(
+        control_plane,
+        flavor("h100", H100),
+        priority_class(low, 10, grace=GRACE),
+        priority_class(high, 1000),
+        cluster_queue(
+            cq, namespace, {"h100": 16}, preemption={"withinClusterQueue": "LowerPriority"}
+        ),
+        local_queue("lq", namespace, cq),
+    )
+    lws = leader_worker_set("serve", namespace, replicas=1, size=2)
+    lws["metadata"]["labels"][names.LABEL_PRIORITY_CLASS] = low
+    for role in ("leaderTemplate", "workerTemplate"):  # no topology request here
+        lws["spec"]["leaderWorkerTemplate"][role]["metadata"] = {}
+    apply(control_plane, lws)
+
+    def running() -> list[dict[str, Any]]:
+        return [
+            p
+            for p in lws_pods(control_plane, namespace, "serve")
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    first = wait_for("the replica running", lambda: len(r := running()) == 2 and r, timeout=90)
+    apply(control_plane, gpu_job("urgent", namespace, "lq", priority=high))
+    wl = wait_for(
+        "the replica noticed",
+        lambda: (
+            (ws := items(control_plane, WL, namespace, "-l", f"{names.LABEL_POD_GROUP_NAME}"))
+            and is_true(ws[0], names.COND_PREEMPTED)
+            and ws[0]
+        ),
+    )
+    assert len(running()) == 2  # it runs through its grace period
+    wait_for(
+        "the replica's pods replaced by gated ones",
+        lambda: (
+            (ps := lws_pods(control_plane, namespace, "serve"))
+            and len(ps) == 2
+            and all(pg.is_gated(p) for p in ps)
+            and {p["metadata"]["uid"] for p in ps}.isdisjoint(p["metadata"]["uid"] for p in first)
+        ),
+        timeout=GRACE + 60,
+    )
+    back = get(control_plane, WL, wl["metadata"]["name"], namespace)
+    wait_for("urgent running", lambda: running_pods(control_plane, namespace, "urgent"))
+    assert not (back.get("status") or {}).get("admission")
+    control_plane.kubectl("delete", "job", "urgent", "-n", namespace, "--wait=false")
+    wait_for("the replica re-admitted and running", lambda: len(running()) == 2, timeout=90)

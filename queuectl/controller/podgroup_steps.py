@@ -178,8 +178,11 @@ class PodGroupSteps(WorkloadWrites):
                 self._count("pods_ungated")
 
     async def _stop_group(self, key: str, wl: Obj, pods: list[Obj], now: float) -> None:
-        """Evicted: delete the group's running pods, wait until they are gone, release quota."""
-        live = [p for p in pods if not _ended(p)]
+        """Evicted: delete the group's ungated pods, wait until they are gone, release quota.
+        Gated pods stay: replacements already made (by a user, or an LWS's StatefulSets,
+        which recreate a deleted pod at once) are held by their gates and wait for the next
+        admission."""
+        live = [p for p in pods if not _ended(p) and not pg.is_gated(p)]
         for pod in live:
             if not pod["metadata"].get("deletionTimestamp"):
                 await self._delete_pod(pod)
