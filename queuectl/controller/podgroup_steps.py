@@ -56,7 +56,8 @@ class PodGroupSteps(WorkloadWrites):
         wl_key = f"{key.namespace}/{wl_name}"
         wl = self.cache.get(k.WORKLOADS, wl_name, key.namespace)
         if wl is not None:
-            self.feed.refeed_group(wl)  # its pods came or went: withheld or offered again
+            if not convert.holds_quota(wl):  # its pods came or went: withheld or offered again
+                self.feed.refeed_group(wl)
             return wl_key
         if not pg.readiness(key, pods).ready:
             return None
