@@ -22,8 +22,8 @@ from e2e.harness import (
     items,
     local_queue,
     priority_class,
+    rack_pool,
     running_pods,
-    topology,
     wait_for,
 )
 from queuectl.api import names
@@ -32,7 +32,6 @@ from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet
 
-POOL = "e2e.queuectl.io/pool"
 GRACE = 6
 
 
@@ -91,18 +90,8 @@ def test_each_lws_replica_is_a_4x8_gpu_gang_admitted_whole_in_one_rack(
     controller: ControllerProcess,
 ) -> None:
     operators("lws")
-    prefix = f"lws{int(time.time()) % 100000}"
-    control_plane.add_gpu_nodes(8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix})
-    topo, cq = f"topo-{namespace}", f"cq-{namespace}"
-    pool = flavor(prefix, H100, topology=topo)
-    pool["spec"]["nodeLabels"][POOL] = prefix
-    apply(
-        control_plane,
-        topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
-        pool,
-        cluster_queue(cq, namespace, {prefix: 32}),  # room for one replica at a time
-        local_queue("lq", namespace, cq),
-    )
+    # room for one replica at a time
+    rack_pool(control_plane, namespace, f"lws{int(time.time()) % 100000}", gpus=32)
     apply(control_plane, leader_worker_set("infer", namespace, replicas=2, size=4))
 
     def admitted_groups() -> list[str]:

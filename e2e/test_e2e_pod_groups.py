@@ -25,9 +25,10 @@ from e2e.harness import (
     is_true,
     items,
     local_queue,
+    one_queue,
     priority_class,
+    rack_pool,
     running_pods,
-    topology,
     wait_for,
 )
 from queuectl.api import names
@@ -38,7 +39,6 @@ from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet
 
 GRACE = 6
-POOL = "e2e.queuectl.io/pool"
 
 
 def group_pod(
@@ -120,19 +120,7 @@ def kubectl_refused(cluster: Cluster, *args: str, input: str | None = None) -> s
 def test_a_4x8_gpu_pod_group_waits_for_its_last_pod_then_runs_whole_in_one_rack(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    # Two racks of four 8-GPU nodes of our own: the standard fleet's racks hold two nodes each.
-    prefix = f"pg{int(time.time()) % 100000}"
-    control_plane.add_gpu_nodes(8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix})
-    topo, cq = f"topo-{namespace}", f"cq-{namespace}"
-    pool = flavor(prefix, H100, topology=topo)
-    pool["spec"]["nodeLabels"][POOL] = prefix
-    apply(
-        control_plane,
-        topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
-        pool,
-        cluster_queue(cq, namespace, {prefix: 64}),
-        local_queue("lq", namespace, cq),
-    )
+    rack_pool(control_plane, namespace, f"pg{int(time.time()) % 100000}", gpus=64)
     rack = {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK}
     pods = [group_pod(f"gang-{i}", namespace, "gang", 4, annotations=rack) for i in range(4)]
     apply(control_plane, *pods[:3])
@@ -236,13 +224,7 @@ def test_a_preempted_group_gets_its_grace_period_then_its_pods_go_and_it_waits_f
 def test_bypass_attempts_on_a_queued_pod_are_refused(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    cq = f"cq-{namespace}"
-    apply(
-        control_plane,
-        flavor("h100", H100),
-        cluster_queue(cq, namespace, {"h100": 8}),
-        local_queue("lq", namespace, cq),
-    )
+    one_queue(control_plane, namespace, 8)
     apply(control_plane, group_pod("big-0", namespace, "big", 2, gpus=8))
     pod = get(control_plane, "pod", "big-0", namespace)
     assert pg.is_gated(pod)
@@ -267,13 +249,7 @@ def test_bypass_attempts_on_a_queued_pod_are_refused(
 def test_a_single_pod_is_a_group_of_one(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    cq = f"cq-{namespace}"
-    apply(
-        control_plane,
-        flavor("h100", H100),
-        cluster_queue(cq, namespace, {"h100": 8}),
-        local_queue("lq", namespace, cq),
-    )
+    one_queue(control_plane, namespace, 8)
     apply(control_plane, group_pod("solo", namespace, None, 1))
     wait_for(
         "solo running",

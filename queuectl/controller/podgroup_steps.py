@@ -189,15 +189,7 @@ class PodGroupSteps(WorkloadWrites):
                 await self._delete_pod(pod)
         if live:
             return  # each pod's deletion event brings us back
-        written = await settle.write_settled(
-            self,
-            wl,
-            lambda w: (
-                status.requeued(w, now, status.admitted_seconds(w, now))
-                if convert.holds_quota(w)
-                else None
-            ),
-        )
+        written = await settle.write_requeued(self, wl, now)
         if written is not None:
             self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
             self.feed.refeed_group(written)  # withheld until replacement pods exist

@@ -188,15 +188,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                     job,
                     {"metadata": {"annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: None}}},
                 )
-        written = await settle.write_settled(  # a requeue lost in transit would leak quota
-            self,
-            wl,
-            lambda w: (
-                status.requeued(w, now, status.admitted_seconds(w, now))
-                if convert.holds_quota(w)
-                else None
-            ),
-        )
+        written = await settle.write_requeued(self, wl, now)
         if written is not None:
             # Evicted because its Job changed: the core must not admit the stale shape again
             # before the Workload follows the Job (that write refeeds it, clearing the hold).
