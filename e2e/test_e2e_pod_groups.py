@@ -240,6 +240,15 @@ def test_bypass_attempts_on_a_queued_pod_are_refused(
         f"{names.ANNOTATION_POD_GROUP_TOTAL_COUNT}=1",
     )  # fmt: skip
     assert "cannot change" in recount
+    # Scale-up while admitted: a third pod of a running pair stays gated (no quota for it).
+    apply(control_plane, *(group_pod(f"pair-{i}", namespace, "pair", 2, gpus=4) for i in (0, 1)))
+    wait_for("the pair running", lambda: len(running(control_plane, namespace, "pair")) == 2)
+    apply(control_plane, group_pod("pair-2", namespace, "pair", 2, gpus=4))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # the controller has seen it: it reconciles the group
+        assert pg.is_gated(get(control_plane, "pod", "pair-2", namespace))
+        time.sleep(0.5)
+    assert len(running(control_plane, namespace, "pair")) == 2
     ungated = group_pod("sneaky", namespace, None, 1)
     ungated["metadata"]["labels"][names.LABEL_WORKLOAD] = "mine"
     refused = kubectl_refused(control_plane, "create", "-f", "-", input=json.dumps(ungated))

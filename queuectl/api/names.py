@@ -26,6 +26,7 @@ ANNOTATION_PREEMPTION_DEADLINE: Final = "queuectl.io/preemption-deadline"
 LABEL_POD_GROUP_NAME: Final = "queuectl.io/pod-group-name"
 ANNOTATION_POD_GROUP_TOTAL_COUNT: Final = "queuectl.io/pod-group-total-count"
 SCHEDULING_GATE_ADMISSION: Final = "queuectl.io/admission"
+ANNOTATION_POD_SET: Final = "queuectl.io/pod-set"  # the pod set an ungated pod was admitted in
 ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topology"
 ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
 

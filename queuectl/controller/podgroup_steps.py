@@ -167,7 +167,7 @@ class PodGroupSteps(WorkloadWrites):
         return True
 
     async def _start_group(self, wl: Obj, pods: list[Obj]) -> None:
-        gated = [p for p in pods if pg.active(p) and pg.is_gated(p)]
+        gated = pg.to_ungate(pods, (wl.get("spec") or {}).get("podSets") or [])
         if not gated:
             return
         admission = convert.admission_from_status((wl.get("status") or {})["admission"])

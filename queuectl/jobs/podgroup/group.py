@@ -295,7 +295,36 @@ def ungate_patch(pod: Obj, placement: PodSetPlacement, workload: str) -> dict[st
     gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
     out_spec: dict[str, Any] = {"schedulingGates": gates or None}
     out_spec.update(podtemplate.inject(spec, placement))
-    return {"metadata": {"labels": {names.LABEL_WORKLOAD: workload}}, "spec": out_spec}
+    meta = {
+        "labels": {names.LABEL_WORKLOAD: workload},
+        "annotations": {names.ANNOTATION_POD_SET: placement.name},
+    }
+    return {"metadata": meta, "spec": out_spec}
+
+
+def to_ungate(pods: Sequence[Obj], pod_sets: Sequence[Mapping[str, Any]]) -> list[Obj]:
+    """The gated pods an admitted group may start: per pod set, as many as its admitted count
+    leaves room for beside the pods already started in it (oldest first). A pod added to a
+    running group beyond its count stays gated: more pods than its queue admitted never run."""
+    room = {str(ps.get("name")): int(ps.get("count", 1)) for ps in pod_sets}
+    for pod in pods:
+        if active(pod) and not is_gated(pod):
+            started = _annotations(pod).get(names.ANNOTATION_POD_SET, "")
+            room[started] = room.get(started, 0) - 1
+    out = []
+    waiting = [p for p in pods if active(p) and is_gated(p)]
+    for pod in sorted(
+        waiting,
+        key=lambda p: (
+            str(_meta(p).get("creationTimestamp") or ""),
+            str(_meta(p).get("name") or ""),
+        ),
+    ):
+        name = pod_set_name(shape(pod))
+        if room.get(name, 0) > 0:
+            room[name] -= 1
+            out.append(pod)
+    return out
 
 
 def gate_ops(pod: Obj) -> list[dict[str, Any]]:

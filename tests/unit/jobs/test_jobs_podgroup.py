@@ -178,7 +178,10 @@ def test_admission_lifts_only_our_gate_and_adds_the_placement_to_each_term() -> 
     )
     assert pg.placement_for(pod, [PodSetPlacement("other"), placement]) == placement
     patch = pg.ungate_patch(pod, placement, "podgroup-sweep-1")
-    assert patch["metadata"] == {"labels": {names.LABEL_WORKLOAD: "podgroup-sweep-1"}}
+    assert patch["metadata"] == {
+        "labels": {names.LABEL_WORKLOAD: "podgroup-sweep-1"},
+        "annotations": {names.ANNOTATION_POD_SET: placement.name},
+    }
     assert patch["spec"]["schedulingGates"] == [{"name": "someone-else"}]
     terms = patch["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
@@ -210,3 +213,31 @@ def test_pods_asking_the_same_under_other_container_names_are_one_pod_set() -> N
     assert pg.placement_for(worker, [PodSetPlacement(ps.name, {"a": "b"})]).node_labels == {
         "a": "b"
     }
+
+
+def started(pod: Obj) -> Obj:
+    """The pod as admission left it: ungated, its spec placed, its pod set recorded."""
+    out = copy.deepcopy(pod)
+    patch = pg.ungate_patch(pod, PodSetPlacement(pg.pod_set_name(pg.shape(pod)), {"x": "y"}), "w")
+    out["spec"].update({k: v for k, v in patch["spec"].items() if v is not None})
+    out["spec"].pop("schedulingGates")
+    out["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+    return out
+
+
+def test_admission_starts_every_gated_pod_of_a_complete_group() -> None:
+    pods = sample()
+    sets = [{"name": ps.name, "count": ps.count} for ps in pg.pod_sets(pods)]
+    assert pg.to_ungate(pods, sets) == pods
+
+
+def test_a_pod_added_to_a_running_group_beyond_its_count_stays_gated() -> None:
+    pods = sample()
+    sets = [{"name": ps.name, "count": ps.count} for ps in pg.pod_sets(pods)]
+    running = [started(p) for p in pods]
+    extra = copy.deepcopy(pods[1])
+    extra["metadata"]["name"] = "sweep-worker-9"
+    assert pg.to_ungate([*running, extra], sets) == []
+    # a replacement for a worker that failed may start in its place
+    running[2]["status"]["phase"] = "Failed"
+    assert pg.to_ungate([*running, extra], sets) == [extra]
