@@ -17,7 +17,7 @@ from queuectl.webhooks.lookup import InMemoryLookup
 from queuectl.webhooks.pods import mutate_lws, mutate_pod, validate_pod
 from queuectl.webhooks.review import decode_patch
 
-SAMPLE = Path(__file__).parents[1] / "jobs" / "samples" / "lws.yaml"
+SAMPLE = Path(__file__).parents[3] / "config" / "samples" / "operators" / "leaderworkerset.yaml"
 LWS_KIND = {"group": "leaderworkerset.x-k8s.io", "version": "v1", "kind": "LeaderWorkerSet"}
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
 
