@@ -23,6 +23,7 @@ from typing import Any
 from queuectl.api import names
 from queuectl.controller import convert, placement, settle, status
 from queuectl.controller import kube as k
+from queuectl.controller.feed import local_queue_stop
 from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.podgroups import group_of_workload, group_pods
 from queuectl.controller.priority import resolve_priority
@@ -161,6 +162,11 @@ class PodGroupSteps(WorkloadWrites):
                 wl,
                 names.REASON_EVICTED_PREEMPTION,
                 f"Grace period over: {cond.get('message', 'preempted')}",
+            )
+            return True
+        if local_queue_stop(self.cache, wl) == "HoldAndDrain":
+            await self.evict(
+                wl, names.REASON_LOCAL_QUEUE_STOPPED, "LocalQueue stopped with HoldAndDrain"
             )
             return True
         await self._start_group(wl, pods)
