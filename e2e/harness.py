@@ -218,6 +218,26 @@ def one_queue(cluster: Cluster, namespace: str, gpus: int) -> str:
     return cq
 
 
+POOL = "e2e.queuectl.io/pool"
+
+
+def rack_pool(cluster: Cluster, namespace: str, prefix: str, gpus: int) -> None:
+    """Two racks of four 8-GPU H100 nodes of the test's own (the standard fleet's racks hold
+    two nodes each: too few for a 4 x 8 GPU gang in one rack), a flavor over just them with a
+    block/rack/host Topology, a ClusterQueue of `gpus` for `namespace` and LocalQueue `lq`."""
+    cluster.add_gpu_nodes(8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix})
+    topo, cq = f"topo-{namespace}", f"cq-{namespace}"
+    pool = flavor(prefix, H100, topology=topo)
+    pool["spec"]["nodeLabels"][POOL] = prefix
+    apply(
+        cluster,
+        topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
+        pool,
+        cluster_queue(cq, namespace, {prefix: gpus}),
+        local_queue("lq", namespace, cq),
+    )
+
+
 def priority_class(name: str, value: int, grace: int = 0) -> dict[str, Any]:
     return {
         "apiVersion": names.API_VERSION,

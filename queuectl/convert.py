@@ -9,7 +9,7 @@ same parser the API models use, so both sides agree on every unit. It sits below
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -209,26 +209,6 @@ def node(obj: Obj) -> core.Node:
 
 
 # --- pods and workloads --------------------------------------------------------------------
-def controlling_job(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> Obj | None:
-    """The Job that controls a pod (its controller ownerReference, same uid), when `jobs`
-    (namespace, name) knows it; None for a pod no Job controls, or whose Job is unknown."""
-    meta = pod.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("kind") != "Job" or not ref.get("controller"):
-            continue
-        job = jobs(meta.get("namespace") or "", ref.get("name", ""))
-        if job is None or (job.get("metadata") or {}).get("uid") != ref.get("uid"):
-            return None
-        return job
-    return None
-
-
-def is_job_pod(pod: Obj) -> bool:
-    """Whether a Job controls the pod (known to us or not)."""
-    refs = (pod.get("metadata") or {}).get("ownerReferences") or ()
-    return any(r.get("kind") == "Job" and r.get("controller") for r in refs)
-
-
 def pod_requests(pod_spec: Obj) -> dict[str, int]:
     """What one pod reserves: the sum over containers, at least the largest init container
     (they run one at a time before the others), plus the pod overhead. Limits stand in for

@@ -22,6 +22,11 @@ DEFAULT_LOCAL_QUEUE: Final = "default"
 LABEL_CLUSTER_QUEUE: Final = "queuectl.io/cluster-queue"
 LABEL_WORKLOAD: Final = "queuectl.io/workload"
 ANNOTATION_PREEMPTION_DEADLINE: Final = "queuectl.io/preemption-deadline"
+# Plain pod groups (jobs/podgroup): the names Kueue users know, under queuectl.io.
+LABEL_POD_GROUP_NAME: Final = "queuectl.io/pod-group-name"
+ANNOTATION_POD_GROUP_TOTAL_COUNT: Final = "queuectl.io/pod-group-total-count"
+SCHEDULING_GATE_ADMISSION: Final = "queuectl.io/admission"
+ANNOTATION_POD_SET: Final = "queuectl.io/pod-set"  # the pod set an ungated pod was admitted in
 ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topology"
 ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
 
@@ -157,6 +162,9 @@ WEBHOOK_PATH_MUTATE_JOB: Final = "/mutate-job"
 WEBHOOK_PATH_MUTATE_UNLABELLED_JOB: Final = "/mutate-unlabelled-job"
 WEBHOOK_PATH_VALIDATE_WORKLOAD: Final = "/validate-workload"
 WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
+WEBHOOK_PATH_MUTATE_POD: Final = "/mutate-pod"
+WEBHOOK_PATH_VALIDATE_POD: Final = "/validate-pod"
+WEBHOOK_PATH_MUTATE_LWS: Final = "/mutate-leaderworkerset"
 WEBHOOK_PATH_VALIDATE_QUEUECTL: Final = "/validate-queuectl"
 WEBHOOK_PATH_HEALTHZ: Final = "/healthz"
 
@@ -173,6 +181,7 @@ ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
 # Pending reason for a Workload whose LocalQueue points at a ClusterQueue that does not select
 # its namespace.
 REASON_NAMESPACE_NOT_SELECTED: Final = "NamespaceNotSelected"
+REASON_POD_GROUP_INCOMPLETE: Final = "PodGroupIncomplete"  # withheld until its pods all exist
 # Event reasons (on the Workload and its Job).
 EVENT_ADMITTED: Final = "Admitted"
 EVENT_QUOTA_RESERVED: Final = "QuotaReserved"  # reserved; its admission checks decide next

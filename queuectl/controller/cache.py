@@ -15,6 +15,7 @@ from queuectl.api.corev1 import LabelSelector
 from queuectl.api.resource import Resource
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, Obj
+from queuectl.controller.podowners import Owners
 from queuectl.controller.watcher import Store, Watcher
 from queuectl.jobs.registry import KINDS
 
@@ -63,12 +64,24 @@ class Cache:
         start, empty until its watch starts (controller/kinds.py)."""
         for res in self.job_kinds:
             self.stores.setdefault(res.plural, Store(res))
+        self.queued_pods = Store(k.PODS)
+        """Pods carrying the queue label, in every phase and bound or not (the PODS store
+        holds bound, unfinished pods only): plain pod groups are read from here."""
+        if k.PODS in resources:
+            self.watchers.append(
+                Watcher(kube, self.queued_pods, label_selector=names.LABEL_QUEUE_NAME)
+            )
 
     def watch(self, res: Resource) -> Watcher:
         """A watcher for `res`'s store, counted by `synced` from now on; the caller runs it."""
         watcher = Watcher(self.kube, self.stores[res.plural])
         self.watchers.append(watcher)
         return watcher
+
+    def pod_owners(self) -> Owners:
+        """Resolves a pod's controllers through the job kinds held here (podowners.py)."""
+        held = [r for r in (k.JOBS, *self.job_kinds) if r.plural in self.stores]
+        return Owners(self.get, held)
 
     def store(self, res: Resource) -> Store:
         return self.stores[res.plural]

@@ -27,6 +27,7 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.controller import kube as k
+from queuectl.controller import podowners
 from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.kube import Kube, KubeError, Obj
@@ -127,19 +128,6 @@ def assigned_nodes(wl: Obj) -> set[str]:
     return out
 
 
-def pod_workload(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> str | None:
-    """The key of the Workload behind a pod: its own `queuectl.io/workload` label (a kind whose
-    pods no queued Job owns, as a JobSet's, puts it on its templates), else its controlling
-    Job's."""
-    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        return None
-    wl = ((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_WORKLOAD)
-    if not wl:
-        job = convert.controlling_job(pod, jobs)
-        wl = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
-    return f"{pod['metadata'].get('namespace') or ''}/{wl}" if wl else None
-
-
 def should_evict(wl: Obj | None) -> bool:
     """Admitted, not finished, not already being evicted."""
     return (
@@ -173,6 +161,7 @@ class Drainer:
         self.enqueue = enqueue
         self.options = options
         self.clock = clock
+        self.owners = cache.pod_owners()
         self.wake = asyncio.Event()
         self.deferred: dict[str, str] = {}
         """Node name -> why its drain waits (reported once per reason)."""
@@ -310,7 +299,7 @@ class Drainer:
         for pod in self.cache.store(k.PODS).values():  # bound, unfinished pods (cache.py)
             if (pod.get("spec") or {}).get("nodeName") != node_name:
                 continue
-            key = pod_workload(pod, lambda ns, n: self.cache.get(k.JOBS, n, ns))
+            key = podowners.pod_workload(pod, self.owners)
             if key is not None:
                 keys.add(key)
         return keys

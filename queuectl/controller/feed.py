@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import checks
+from queuectl.controller import checks, podgroups
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.foreign import ForeignPods
@@ -201,6 +201,8 @@ class Feed:
                 f"namespaceSelector); relabel the job with a class this namespace may use or "
                 f"none ({names.LABEL_PRIORITY_CLASS}), or ask an admin to extend the selector",
             )
+        if (why := podgroups.incomplete(self.cache, wl)) is not None:
+            return None, (names.REASON_POD_GROUP_INCOMPLETE, why)
         return cq, None
 
     def feed_workload(self, wl: Obj) -> None:
@@ -261,6 +263,15 @@ class Feed:
             self.feed_workload(obj)
         self.on_workload(key)
         self.on_change()
+
+    def refeed_group(self, wl: Obj) -> None:
+        """A pod group's pods came or went: withhold its Workload or offer it again, and wake
+        the cycle when that changed (no Workload event says so: only its pods moved)."""
+        key = convert.workload_key(wl)
+        before = key in self.withheld, key in self.fed
+        self.feed_workload(wl)
+        if (key in self.withheld, key in self.fed) != before:
+            self.on_change()
 
     def refeed(self, predicate: Callable[[Obj], bool]) -> None:
         for wl in self.cache.store(k.WORKLOADS).values():

@@ -3,9 +3,8 @@
 The core places gangs on nodes from their allocatable minus what it has placed itself; a
 DaemonSet, a notebook pod or a Job nobody queued that holds GPUs on a node would otherwise be
 invisible, and a gang placed there would sit Pending. Only bound, unfinished pods are watched
-(the cache's field selector); a pod counts as queuectl's when it carries the workload label
-itself (a JobSet's, a RayCluster's, a PyTorchJob's pods: the kind puts it on their templates)
-or its owning Job carries the queue or workload label.
+(the cache's field selector); a pod counts as queuectl's when it or a controller above it carries
+the queue or workload label (podowners.py), whatever its kind.
 """
 
 from __future__ import annotations
@@ -13,33 +12,24 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from queuectl import convert
-from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
+from queuectl.controller.podowners import Owners, is_ours
 from queuectl.controller.watcher import Key, key_of
 
 Usage = dict[str, int]
-_OURS = (names.LABEL_QUEUE_NAME, names.LABEL_WORKLOAD)
 
 
-def foreign_usage(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> tuple[str, Usage] | None:
-    """(node, what the pod takes there) for a bound, unfinished pod that is not queuectl's.
-
-    `jobs(namespace, name)` finds a Job in the cache. A Job's pod whose Job the cache has not
-    seen yet is taken as ours for now (its next event classifies it again), so a queued gang's
-    own pods are never counted twice."""
+def foreign_usage(pod: Obj, owners: Owners) -> tuple[str, Usage] | None:
+    """(node, what the pod takes there) for a bound, unfinished pod that is not queuectl's
+    (`podowners.is_ours`: the queue or workload label on it or on a controller above it)."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
-    if names.LABEL_WORKLOAD in ((pod.get("metadata") or {}).get("labels") or {}):
+    if is_ours(pod, owners):
         return None
-    if convert.is_job_pod(pod):
-        job = convert.controlling_job(pod, jobs)
-        labels = ((job or {}).get("metadata") or {}).get("labels") or {}
-        if job is None or any(label in labels for label in _OURS):
-            return None
     try:
         usage = convert.pod_requests(spec)
     except (ValueError, TypeError):
@@ -55,6 +45,7 @@ class ForeignPods:
     def __init__(self, cache: Cache, on_node: Callable[[str], None]) -> None:
         self.cache = cache
         self.on_node = on_node
+        self.owners = cache.pod_owners()
         self._pods: dict[Key, tuple[str, Usage]] = {}
         self._nodes: dict[str, Usage] = {}
         cache.store(k.PODS).listeners.append(self._pod)
@@ -62,12 +53,9 @@ class ForeignPods:
     def used(self, node: str) -> Usage:
         return dict(self._nodes.get(node) or {})
 
-    def _job(self, namespace: str, name: str) -> Obj | None:
-        return self.cache.get(k.JOBS, name, namespace)
-
     def _pod(self, kind: str, obj: Obj, old: Obj | None) -> None:
         key = key_of(obj)
-        new = None if kind == "DELETED" else foreign_usage(obj, self._job)
+        new = None if kind == "DELETED" else foreign_usage(obj, self.owners)
         prev = self._pods.get(key)
         if prev == new:
             return

@@ -39,6 +39,7 @@ from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import Scheduler
+from queuectl.jobs.podgroup import group as pg
 from queuectl.jobs.registry import KINDS, Registry, controlled_by
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ class Controller:
                 None if kind == "DELETED" else self.enqueue(f"ac:{obj['metadata']['name']}")
             )
         )
+        self.cache.queued_pods.listeners.append(lambda _, pod, __: self._on_queued_pod(pod))
         self.cycles = 0
         self.admitted_total = 0
         self.started = asyncio.Event()
@@ -171,6 +173,12 @@ class Controller:
             return
         self.enqueue(f"job:{kind}/{meta.get('namespace', '')}/{meta['name']}")
 
+    def _on_queued_pod(self, pod: Obj) -> None:
+        """A queued bare pod came, changed or went: look at its group (podgroup_steps.py)."""
+        if pg.is_queued_pod(pod):
+            group = pg.group_of(pod)
+            self.enqueue(f"group:{group.namespace}/{int(group.single)}/{group.name}")
+
     async def _serve(self, key: str) -> None:
         actions = self._actions.pop(key, [])
         try:
@@ -185,6 +193,11 @@ class Controller:
             job_kind, ns, name = rest.split("/", 2)
             wl_key = await self.reconciler.reconcile_job(job_kind, ns, name)
             if wl_key is not None:  # a Workload is only ever reconciled under its own key
+                self.enqueue(f"wl:{wl_key}")
+        elif kind == "group":
+            ns, single, name = rest.split("/", 2)
+            wl_key = await self.reconciler.reconcile_group(pg.GroupKey(ns, name, single == "1"))
+            if wl_key is not None:
                 self.enqueue(f"wl:{wl_key}")
         elif kind == "gone":
             ns, name = rest.split("/", 1)
@@ -361,6 +374,8 @@ class Controller:
             for res in self.cache.job_kinds:
                 for job in self.cache.store(res).values():
                     self._on_job("ADDED", job)
+            for pod in self.cache.queued_pods.values():
+                self._on_queued_pod(pod)
             # The synced caches and the core are long-lived: keep full collections, which
             # stop every thread, from scanning them (gcpolicy.py).
             self.gc.start()

@@ -28,17 +28,16 @@ from queuectl.controller.feed import Feed, local_queue_stop
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.controller.pending import PendingReasons
+from queuectl.controller.podgroup_steps import PodGroupSteps
 from queuectl.controller.priority import follow_priority_class
 from queuectl.controller.workload_writes import CoreActions, split_key
 from queuectl.jobs import JobKind
 
 JOB_CHANGED_HOLD_S = 5.0
 """How long a Workload requeued for a changed Job stays out of the core until it follows."""
-RETRY_BACKOFF_BASE_S = 5.0
-"""Back-off after an admission check's Retry: 5 s, doubling per retry, at most 10 minutes."""
 
 
-class Reconciler(JobWorkloads, PendingReasons):
+class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
     """Every reconcile step of the controller, one object shared by the workers, `Decisions`
     and the drainer."""
 
@@ -80,6 +79,8 @@ class Reconciler(JobWorkloads, PendingReasons):
         if convert.is_true(wl, names.COND_FINISHED):
             self.feed.forget(key)
             return
+        if await self.reconcile_group_workload(key, wl, self.clock()):
+            return  # a plain pod group's: its pods stand for the job (podgroup_steps.py)
         owner = self.owner_job(wl)
         adapter, job = owner if owner else (None, None)
         if owner is not None and job is None:  # its job is gone: so is the workload
@@ -229,15 +230,7 @@ class Reconciler(JobWorkloads, PendingReasons):
                     job,
                     {"metadata": {"annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: None}}},
                 )
-        written = await settle.write_settled(  # a requeue lost in transit would leak quota
-            self,
-            wl,
-            lambda w: (
-                status.requeued(w, now, status.admitted_seconds(w, now), RETRY_BACKOFF_BASE_S)
-                if convert.holds_quota(w)
-                else None
-            ),
-        )
+        written = await settle.write_requeued(self, wl, now)
         if written is not None:
             # Evicted because its Job changed: the core must not admit the stale shape again
             # before the Workload follows the Job (that write refeeds it, clearing the hold).

@@ -20,6 +20,7 @@ from typing import Any
 from queuectl import convert
 from queuectl.api.errors import is_transient
 from queuectl.controller import kube as k
+from queuectl.controller import status
 from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.workload_writes import WorkloadWrites
 
@@ -77,6 +78,20 @@ async def write_settled(
         current = await _read_back_until_answered(rec, current, delay, sleep)
         delay = min(delay * 4, MAX_BACKOFF_S)
     return None
+
+
+async def write_requeued(rec: WorkloadWrites, wl: Obj, now: float) -> Obj | None:
+    """Quota released once the pods are gone: back to pending at its original position,
+    settled (a requeue lost in transit would leak quota). None when nothing was written."""
+    return await write_settled(
+        rec,
+        wl,
+        lambda w: (
+            status.requeued(w, now, status.admitted_seconds(w, now))
+            if convert.holds_quota(w)
+            else None
+        ),
+    )
 
 
 async def _read_back_until_answered(

@@ -171,7 +171,13 @@ def evicted(wl: Obj, reason: str, message: str, now: float) -> Patch:
     return _patch(wl, {"conditions": conds})
 
 
-def requeued(wl: Obj, now: float, accumulated: float, retry_backoff_s: float = 0.0) -> Patch:
+RETRY_BACKOFF_BASE_S = 5.0
+"""Back-off after an admission check's Retry: 5 s, doubling per retry, at most 10 minutes."""
+
+
+def requeued(
+    wl: Obj, now: float, accumulated: float, retry_backoff_s: float = RETRY_BACKOFF_BASE_S
+) -> Patch:
     """Quota released after the pods are gone: back to pending, at its original position.
 
     After an admission check's Retry it backs off (`requeueState`, `retry_backoff_s` for the

@@ -29,6 +29,27 @@ MUTATE_DEFAULT_QUEUE_JOB = "default-queue-job.mutate.queuectl.io"
 VALIDATE_QUEUED_JOB = "queued-job.validate.queuectl.io"
 VALIDATE_RESOURCES = "resources.validate.queuectl.io"
 VALIDATE_WORKLOADS = "workloads.validate.queuectl.io"
+MUTATE_QUEUED_POD = "queued-pod.mutate.queuectl.io"
+MUTATE_QUEUED_LWS = "queued-leaderworkerset.mutate.queuectl.io"
+VALIDATE_QUEUED_POD = "queued-pod.validate.queuectl.io"
+LWS_RULES = [  # accepted while the LWS CRD is absent; matches nothing until it is installed
+    {
+        "apiGroups": ["leaderworkerset.x-k8s.io"],
+        "apiVersions": ["v1"],
+        "resources": ["leaderworkersets"],
+        "operations": ["CREATE", "UPDATE"],
+        "scope": "Namespaced",
+    }
+]
+POD_RULES = [
+    {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["pods"],
+        "operations": ["CREATE", "UPDATE"],
+        "scope": "Namespaced",
+    }
+]
 
 
 @dataclass(frozen=True)
@@ -185,6 +206,32 @@ def render_webhook_configurations(
         ],
         fail=True,
     )
+    # Plain pod groups: only pods carrying the queue label are sent (objectSelector), so the rest
+    # of the cluster's pods never wait on queuectl; those fail closed like queued Jobs.
+    pod_hooks = []
+    for name, path in (
+        (MUTATE_QUEUED_POD, names.WEBHOOK_PATH_MUTATE_POD),
+        (VALIDATE_QUEUED_POD, names.WEBHOOK_PATH_VALIDATE_POD),
+    ):
+        hook = _webhook(name, client.client_config(path, ca_bundle), POD_RULES, fail=True)
+        hook |= {
+            "namespaceSelector": _namespace_selector(namespace),
+            "objectSelector": _queue_label("Exists"),
+        }
+        pod_hooks.append(hook)
+    # LWS's own pod webhook adds the group index to a leader pod: ours runs again after it.
+    pod_hooks[0]["reinvocationPolicy"] = "IfNeeded"
+    lws = _webhook(
+        MUTATE_QUEUED_LWS,
+        client.client_config(names.WEBHOOK_PATH_MUTATE_LWS, ca_bundle),
+        LWS_RULES,
+        fail=True,
+    )
+    lws |= {
+        "namespaceSelector": _namespace_selector(namespace),
+        "objectSelector": _queue_label("Exists"),
+        "reinvocationPolicy": "IfNeeded",
+    }
     workloads["matchConditions"] = [
         {"name": "not-the-controller", "expression": f"request.userInfo.username != {user!r}"}
     ]
@@ -192,13 +239,13 @@ def render_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": mutating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [queued, default],
+        "webhooks": [queued, default, pod_hooks[0], lws],
     }
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": validating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [validate_job, resources, workloads],
+        "webhooks": [validate_job, resources, workloads, pod_hooks[1]],
     }
     return mutating, validating
 

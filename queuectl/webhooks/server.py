@@ -24,6 +24,7 @@ from queuectl.api import names
 from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.jobs import DEFAULT_CONTROLLER_USERS, mutate_job, validate_job
 from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.pods import mutate_lws, mutate_pod, validate_pod
 from queuectl.webhooks.resources import validate_queuectl
 from queuectl.webhooks.review import (
     MalformedReview,
@@ -139,6 +140,13 @@ def make_app(
             OnError.DENY,
         ),
         (names.WEBHOOK_PATH_VALIDATE_WORKLOAD, lambda r: validate_workload(r, users), OnError.DENY),
+        (names.WEBHOOK_PATH_MUTATE_POD, lambda r: mutate_pod(r, lookup), OnError.DENY),
+        (names.WEBHOOK_PATH_MUTATE_LWS, mutate_lws, OnError.DENY),
+        (
+            names.WEBHOOK_PATH_VALIDATE_POD,
+            lambda r: validate_pod(r, lookup, users),
+            OnError.DENY,
+        ),
     ]
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     for path, decide, on_error in routes:

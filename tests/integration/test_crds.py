@@ -168,6 +168,12 @@ def test_every_sample_is_accepted(
         doc = copy.deepcopy(doc)
         if doc["kind"] == "Namespace":
             dry_run_apply(k8s_client, doc)
+        elif doc["kind"] == "Pod":  # a plain pod group's member
+            doc["metadata"]["namespace"] = namespace
+            path = f"/api/v1/namespaces/{namespace}/pods"
+            pod = request(k8s_client, "POST", path, doc, dry_run=True)
+            labels = pod["metadata"]["labels"]
+            assert names.LABEL_POD_GROUP_NAME in labels and names.LABEL_QUEUE_NAME in labels, where
         elif doc["kind"] == "Job":
             doc["metadata"]["namespace"] = namespace
             job = request(k8s_client, "POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", doc)

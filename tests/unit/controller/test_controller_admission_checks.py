@@ -15,7 +15,7 @@ from queuectl.api import names
 from queuectl.controller import checks, queues
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
-from queuectl.controller.reconcile import RETRY_BACKOFF_BASE_S
+from queuectl.controller.status import RETRY_BACKOFF_BASE_S
 
 CHECK = "capacity"
 

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from queuectl.api import names
+from queuectl.api.resource import Resource
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.foreign import ForeignPods, foreign_usage
+from queuectl.controller.podowners import Owners
 
 GPU = names.GPU_RESOURCE
 
@@ -66,11 +68,11 @@ JOBS = {
     ],
 )
 def test_which_pods_count_as_foreign(case: str, obj: dict[str, Any], counted: bool) -> None:
-    def jobs(namespace: str, name: str) -> dict[str, Any] | None:
-        labels = JOBS.get(name)
+    def get(res: Resource, name: str, namespace: str) -> dict[str, Any] | None:
+        labels = JOBS.get(name) if res == k.JOBS else None
         return None if labels is None else {"metadata": {"name": name, "labels": labels}}
 
-    found = foreign_usage(obj, jobs)
+    found = foreign_usage(obj, Owners(get, [k.JOBS]))
     assert (found is not None) == counted, case
     if found is not None:
         assert found == ("gpu-0", {GPU: 8, "pods": 1})

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.controller import drain
+from queuectl.api.resource import Resource
+from queuectl.controller import drain, podowners
+from queuectl.controller import kube as k
 
 
 def node(
@@ -177,17 +179,18 @@ def pod(phase: str = "Running", uid: str = "u1", kind: str = "Job") -> dict[str,
     ids=["running", "pending", "succeeded", "failed", "other-job-same-name", "not-a-job"],
 )
 def test_a_pod_leads_to_its_workload_through_its_job(obj: dict[str, Any], key: str | None) -> None:
-    def jobs(ns: str, name: str) -> dict[str, Any] | None:
-        return JOB if (ns, name) == ("ns", "train") else None
+    def get(res: Resource, name: str, ns: str) -> dict[str, Any] | None:
+        return JOB if (res, ns, name) == (k.JOBS, "ns", "train") else None
 
-    assert drain.pod_workload(obj, jobs) == key
+    assert podowners.pod_workload(obj, podowners.Owners(get, [k.JOBS])) == key
 
 
 def test_a_jobset_pod_leads_to_its_workload_by_its_own_label() -> None:
     """A JobSet's pods belong to child Jobs with no queuectl label; the kind labels the pods."""
     obj = pod(uid="child-job-of-a-jobset")
     obj["metadata"]["labels"] = {names.LABEL_WORKLOAD: "jobset-train-1"}
-    assert drain.pod_workload(obj, lambda ns, name: None) == "ns/jobset-train-1"
+    owners = podowners.Owners(lambda res, ns, name: None, [k.JOBS])
+    assert podowners.pod_workload(obj, owners) == "ns/jobset-train-1"
 
 
 @pytest.mark.parametrize(

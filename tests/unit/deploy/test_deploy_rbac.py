@@ -62,6 +62,8 @@ GRANTED = [
     Ask("patch", "queuectl.io", "admissionchecks/status"),
     Ask("list", "", "pods"),
     Ask("watch", "", "pods"),
+    Ask("patch", "", "pods", "team-a"),  # lift a pod group's admission gate
+    Ask("delete", "", "pods", "team-a"),  # stop a preempted pod group: pods cannot suspend
     Ask("list", "", "nodes"),
     Ask("patch", "", "nodes", name="gpu-node-1"),  # cordon during auto-drain
     Ask("watch", "", "namespaces"),
@@ -81,7 +83,6 @@ DENIED = [
     Ask("create", "batch", "jobs", "team-a"),  # users create Jobs, never the controller
     Ask("delete", "batch", "jobs", "team-a"),
     Ask("create", "", "pods", "team-a"),
-    Ask("delete", "", "pods", "team-a"),
     Ask("delete", "", "nodes", name="gpu-node-1"),
     Ask("update", "queuectl.io", "clusterqueues"),  # spec belongs to the admin
     Ask("delete", "queuectl.io", "clusterqueues"),

@@ -20,6 +20,7 @@ from queuectl.webhooks.selectors import selector_matches
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 JOB = ("batch", "v1", "jobs")
 CLUSTER_QUEUE = (names.GROUP, names.VERSION, "clusterqueues")
+POD = ("", "v1", "pods")
 LABELLED = {names.LABEL_QUEUE_NAME: "team-a"}
 WORKLOAD = (names.GROUP, names.VERSION, "workloads")
 WORKLOAD_STATUS = (names.GROUP, names.VERSION, "workloads/status")
@@ -29,6 +30,9 @@ ROUTES = {
     names.WEBHOOK_PATH_VALIDATE_JOB,
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
     names.WEBHOOK_PATH_VALIDATE_WORKLOAD,
+    names.WEBHOOK_PATH_MUTATE_POD,
+    names.WEBHOOK_PATH_VALIDATE_POD,
+    names.WEBHOOK_PATH_MUTATE_LWS,
 }
 
 Hit = tuple[str, str, str]  # (configuration kind, path, failurePolicy)
@@ -83,6 +87,8 @@ MUTATE_IGNORE = (
 VALIDATE_FAIL = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Fail")
 VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_QUEUECTL, "Fail")
 VALIDATE_WORKLOAD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_WORKLOAD, "Fail")
+MUTATE_POD = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_POD, "Fail")
+VALIDATE_POD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_POD, "Fail")
 
 
 class Req(NamedTuple):
@@ -131,6 +137,14 @@ SCENARIOS = [
                  id="a Workload created by hand is checked"),
     pytest.param(Req(WORKLOAD_STATUS, "UPDATE", "team-a", {}, {}), {VALIDATE_WORKLOAD},
                  id="so is a Workload status written by hand"),
+    pytest.param(Req(POD, "CREATE", "team-a", LABELLED), {MUTATE_POD, VALIDATE_POD},
+                 id="a queued pod cannot skip its gate"),
+    pytest.param(Req(POD, "UPDATE", "team-a", {}, LABELLED), {MUTATE_POD, VALIDATE_POD},
+                 id="removing a pod's queue label is checked"),
+    pytest.param(Req(POD, "CREATE", "team-a", {"app": "web"}), set(),
+                 id="every other pod never waits on queuectl"),
+    pytest.param(Req(POD, "CREATE", "kube-system", LABELLED), set(),
+                 id="nor does any pod in kube-system"),
 ]
 # fmt: on
 

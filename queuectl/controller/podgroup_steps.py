@@ -1,0 +1,267 @@
+"""The reconcile steps of plain pod groups: make the Workload once the group is complete, lift
+the gates on admission, stop a preempted group by deleting its pods.
+
+A bare pod cannot be suspended, so what a Job does with `spec.suspend` a group does with pods:
+- admitted: every gated pod of the group gets its placement and loses the gate;
+- preempted: the pods get the deadline annotation (the notice); after the grace period the
+  Workload is evicted and the group's pods are deleted; once they are gone the quota is
+  released and the Workload is requeued at its original position, where it is withheld from
+  admission (feed.py, `podgroups.incomplete`) until replacement pods of the same group exist,
+  as Kueue does for pod groups. A single pod's Workload is owned by the pod, so deleting the
+  pod deletes it: a preempted single pod is gone, and so is its Workload;
+- finished: every pod of the group Succeeded (a Failed pod may be replaced) or a single pod
+  ended.
+A group whose pods were all deleted by hand (while admitted, or waiting before it ever ran) has
+its Workload deleted, which frees its quota; one requeued after an eviction keeps waiting for
+replacement pods (delete the Workload to give up on it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuectl import convert
+from queuectl.api import names
+from queuectl.controller import kube as k
+from queuectl.controller import placement, settle, status
+from queuectl.controller.feed import local_queue_stop
+from queuectl.controller.kube import KubeError, Obj
+from queuectl.controller.podgroups import group_of_workload, group_pods
+from queuectl.controller.priority import resolve_priority
+from queuectl.controller.workload_writes import WorkloadWrites
+from queuectl.jobs.podgroup import group as pg
+
+
+class _PodPriority:
+    """What `resolve_priority` asks of a job, for a pod: its own priorityClassName."""
+
+    def pod_priority_class(self, pod: Obj) -> str | None:
+        value = (pod.get("spec") or {}).get("priorityClassName")
+        return str(value) if value else None
+
+
+class PodGroupSteps(WorkloadWrites):
+    """The pod-group steps of `Reconciler`."""
+
+    async def evict(self, wl: Obj, reason: str, message: str) -> None: ...
+
+    async def sync_pending(self, key: str, wl: Obj, now: float) -> None: ...
+
+    # --- the group side: pods -> Workload ---------------------------------------------------
+    async def reconcile_group(self, key: pg.GroupKey) -> str | None:
+        """Make sure a complete group has its Workload; the Workload's key when it has one."""
+        pods = group_pods(self.cache, key)
+        if key.single and not pods:
+            return None
+        uid = str(pods[0]["metadata"].get("uid") or "") if key.single and pods else ""
+        wl_name = pg.workload_name(key, uid)
+        wl_key = f"{key.namespace}/{wl_name}"
+        wl = self.cache.get(k.WORKLOADS, wl_name, key.namespace)
+        if wl is not None:
+            if not convert.holds_quota(wl):  # its pods came or went: withheld or offered again
+                self.feed.refeed_group(wl)
+            return wl_key
+        if not pg.readiness(key, pods).ready:
+            return None
+        await self._create_group_workload(key, pods, wl_name)
+        return wl_key
+
+    async def _create_group_workload(self, key: pg.GroupKey, pods: list[Obj], name: str) -> None:
+        spec = pg.group_workload_spec(pods)
+        first = pods[0]
+        priority = resolve_priority(
+            self.cache,
+            _PodPriority(),  # type: ignore[arg-type]
+            first,
+            spec.get("priorityClassName"),
+        )
+        if priority is not None:
+            spec["priority"] = priority
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": key.namespace,
+            "labels": {names.LABEL_QUEUE_NAME: spec.get("queueName", "")},
+        }
+        if key.single:
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": first["metadata"]["name"],
+                    "uid": first["metadata"]["uid"],
+                    "controller": True,
+                }
+            ]
+        else:
+            metadata["labels"][names.LABEL_POD_GROUP_NAME] = key.name
+        body = {
+            "apiVersion": names.API_VERSION,
+            "kind": "Workload",
+            "metadata": metadata,
+            "spec": spec,
+        }
+        try:
+            created = await self.kube.create(k.WORKLOADS, body, key.namespace)
+        except KubeError as err:
+            if err.conflict:
+                return
+            raise
+        self._count("workloads_created")
+        self.cache.store(k.WORKLOADS).upsert_local(created)
+
+    # --- the Workload side --------------------------------------------------------------------
+    async def reconcile_group_workload(self, key: str, wl: Obj, now: float) -> bool:
+        """The steps of a pod group's Workload; False when `wl` is no pod group's."""
+        group = group_of_workload(wl)
+        if group is None:
+            return False
+        pods = group_pods(self.cache, group)
+        if (fin := _finished(group, wl, pods)) is not None:
+            succeeded, message = fin
+            reason = names.REASON_FINISHED_SUCCEEDED if succeeded else names.REASON_FINISHED_FAILED
+            if await self.write_status(wl, status.finished(wl, reason, message, now)):
+                self.feed.forget(key)
+                self._count("finished")
+                self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", message)
+            return True
+        holding = convert.holds_quota(wl)
+        if not pods and not holding and not convert.condition(wl, names.COND_REQUEUED):
+            await self._delete_workload(key, wl)  # abandoned before it ever ran
+            return True
+        if not holding:
+            await self.sync_pending(key, wl, now)
+            return True
+        if convert.is_true(wl, names.COND_EVICTED):
+            await self._stop_group(key, wl, pods, now)
+            return True
+        if not pods:  # every pod deleted by hand while admitted: the job is gone, so is its quota
+            await self._delete_workload(key, wl)
+            return True
+        deadline = convert.parse_time(
+            ((wl.get("status") or {}).get("preemption") or {}).get("deadline")
+        )
+        if convert.is_true(wl, names.COND_PREEMPTED) and deadline is not None:
+            stamp = convert.format_time(deadline)
+            for pod in pods:
+                if (
+                    pg.active(pod)
+                    and _annotation(pod, names.ANNOTATION_PREEMPTION_DEADLINE) != stamp
+                ):
+                    await self._patch_pod(
+                        pod,
+                        {
+                            "metadata": {
+                                "annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: stamp}
+                            }
+                        },
+                    )
+            if now < deadline:
+                self.at(deadline, key)
+                return True
+            cond = convert.condition(wl, names.COND_PREEMPTED) or {}
+            await self.evict(
+                wl,
+                names.REASON_EVICTED_PREEMPTION,
+                f"Grace period over: {cond.get('message', 'preempted')}",
+            )
+            return True
+        if local_queue_stop(self.cache, wl) == "HoldAndDrain":
+            await self.evict(
+                wl, names.REASON_LOCAL_QUEUE_STOPPED, "LocalQueue stopped with HoldAndDrain"
+            )
+            return True
+        await self._start_group(wl, pods)
+        return True
+
+    async def _start_group(self, wl: Obj, pods: list[Obj]) -> None:
+        gated = pg.to_ungate(pods, (wl.get("spec") or {}).get("podSets") or [])
+        if not gated:
+            return
+        admission = convert.admission_from_status((wl.get("status") or {})["admission"])
+        flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
+        placements = placement.placements(admission, flavors)
+        for pod in gated:
+            patch = pg.ungate_patch(pod, pg.placement_for(pod, placements), wl["metadata"]["name"])
+            if await self._patch_pod(pod, patch) is not None:
+                self._count("pods_ungated")
+
+    async def _stop_group(self, key: str, wl: Obj, pods: list[Obj], now: float) -> None:
+        """Evicted: delete the group's ungated pods, wait until they are gone, release quota.
+        Gated pods stay: replacements already made (by a user, or an LWS's StatefulSets,
+        which recreate a deleted pod at once) are held by their gates and wait for the next
+        admission."""
+        live = [p for p in pods if not _ended(p) and not pg.is_gated(p)]
+        for pod in live:
+            if not pod["metadata"].get("deletionTimestamp"):
+                await self._delete_pod(pod)
+        if live:
+            return  # each pod's deletion event brings us back
+        written = await settle.write_requeued(self, wl, now)
+        if written is not None:
+            self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
+            self.feed.refeed_group(written)  # withheld until replacement pods exist
+            self._count("requeued")
+            self.events.emit(
+                wl,
+                "Normal",
+                names.EVENT_REQUEUED,
+                "Requeue",
+                "The group's pods are deleted (bare pods cannot be suspended); quota released; "
+                "requeued at its original position, admitted again once replacement pods of the "
+                "group exist",
+            )
+
+    async def _patch_pod(self, pod: Obj, patch: dict[str, Any]) -> Obj | None:
+        meta = pod["metadata"]
+        body = {**patch, "metadata": {**patch.get("metadata", {}), "uid": meta["uid"]}}
+        try:
+            new = await self.kube.patch(k.PODS, meta["name"], body, meta["namespace"])
+        except KubeError as err:
+            if err.not_found or err.conflict:
+                return None
+            raise
+        self.cache.queued_pods.upsert_local(new)
+        return new
+
+    async def _delete_pod(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        try:
+            await self.kube.delete(k.PODS, meta["name"], meta["namespace"])
+        except KubeError as err:
+            if not err.not_found:
+                raise
+        self._count("pods_deleted")
+
+    async def _delete_workload(self, key: str, wl: Obj) -> None:
+        self.feed.forget(key)
+        try:
+            await self.kube.delete(k.WORKLOADS, wl["metadata"]["name"], wl["metadata"]["namespace"])
+        except KubeError as err:
+            if not err.not_found:
+                raise
+
+
+def _annotation(obj: Obj, key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def _ended(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _finished(group: pg.GroupKey, wl: Obj, pods: list[Obj]) -> tuple[bool, str] | None:
+    """(succeeded, message) once the group is done: a single pod ended, or as many pods of a
+    group Succeeded as the Workload counts (a Failed pod of a group may be replaced)."""
+    phases = [(p.get("status") or {}).get("phase") for p in pods]
+    if group.single:
+        if "Succeeded" in phases:
+            return True, "Pod succeeded"
+        if "Failed" in phases:
+            return False, "Pod failed"
+        return None
+    want = sum(int(ps.get("count", 1)) for ps in (wl.get("spec") or {}).get("podSets") or ())
+    done = phases.count("Succeeded")
+    if done >= want and not any(pg.active(p) for p in pods):
+        return True, f"All {done} pods of the group succeeded"
+    return None

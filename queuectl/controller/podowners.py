@@ -1,0 +1,101 @@
+"""Pod -> Workload for every kind: the pod's own labels, else its controllers' through the cache.
+
+A pod is queuectl's when it, or an object above it on its chain of controller ownerReferences,
+carries the queue or workload label. Plain pod groups (and any pod our webhook labels) carry
+`queuectl.io/workload` themselves; a Job's pod finds it on its Job; a JobSet's pod on the JobSet
+two steps up (pod -> child Job -> JobSet). The walk goes through the objects the cache holds
+(batch Jobs and every registered job kind), by Kind: kind names are unique in the registry.
+A controller of a kind the cache does not hold (a ReplicaSet, a StatefulSet) ends the walk.
+
+Used by the drainer (which Workload has pods on a bad node) and by the foreign-pod count (which
+pods queuectl did not place), so neither knows any kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from queuectl.api import names
+from queuectl.api.resource import Obj, Resource
+
+MAX_DEPTH: Final = 4
+"""Controllers followed above a pod; the deepest real chain (pod -> Job -> JobSet) has two."""
+_OURS: Final = (names.LABEL_QUEUE_NAME, names.LABEL_WORKLOAD)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What a pod's walk found: the objects (pod first) and whether it stopped at an owner of a
+    held kind that the cache has not seen (yet), or that is a newer object of the same name."""
+
+    objects: tuple[Obj, ...]
+    unresolved: bool
+
+
+class Owners:
+    """Resolves an ownerReference to the cached object, for the kinds the cache holds."""
+
+    def __init__(
+        self, get: Callable[[Resource, str, str], Obj | None], resources: Iterable[Resource]
+    ) -> None:
+        self.get = get
+        self.by_kind: dict[str, Resource] = {r.kind: r for r in resources}
+
+    def held(self, ref: Mapping[str, Any]) -> Resource | None:
+        return self.by_kind.get(str(ref.get("kind") or ""))
+
+    def chain(self, pod: Obj) -> Chain:
+        objects = [pod]
+        obj = pod
+        for _ in range(MAX_DEPTH):
+            ref = _controller(obj)
+            if ref is None or (res := self.held(ref)) is None:
+                return Chain(tuple(objects), False)
+            ns = (pod.get("metadata") or {}).get("namespace") or ""
+            found = self.get(res, str(ref.get("name") or ""), ns)
+            uid = ref.get("uid")
+            if found is None or (uid and (found.get("metadata") or {}).get("uid") != uid):
+                return Chain(tuple(objects), True)
+            objects.append(found)
+            obj = found
+        return Chain(tuple(objects), False)
+
+
+def _controller(obj: Obj) -> Mapping[str, Any] | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def _labels(obj: Obj) -> Mapping[str, str]:
+    labels: Mapping[str, str] = (obj.get("metadata") or {}).get("labels") or {}
+    return labels
+
+
+def finished(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_workload(pod: Obj, owners: Owners) -> str | None:
+    """The key of the Workload behind an unfinished pod: the nearest `queuectl.io/workload`
+    label on the pod or its controllers; None for a pod no queued object stands behind."""
+    if finished(pod):
+        return None
+    for obj in owners.chain(pod).objects:
+        if wl := _labels(obj).get(names.LABEL_WORKLOAD):
+            return f"{(pod.get('metadata') or {}).get('namespace') or ''}/{wl}"
+    return None
+
+
+def is_ours(pod: Obj, owners: Owners) -> bool:
+    """Whether queuectl placed (or will place) this pod: the queue or workload label on it or a
+    controller above it. A walk that stops at an owner the cache has not seen yet counts as
+    ours for now (its next event classifies the pod again), so a queued gang's own pods are
+    never counted twice; a pod whose controller is of a kind nobody queues is not."""
+    chain = owners.chain(pod)
+    if any(label in _labels(obj) for obj in chain.objects for label in _OURS):
+        return True
+    return chain.unresolved

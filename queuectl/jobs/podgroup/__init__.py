@@ -1,0 +1,1 @@
+"""Plain pod groups: bare pods queued as one gang (group.py)."""

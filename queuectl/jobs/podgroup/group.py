@@ -1,0 +1,337 @@
+"""Plain pod groups: bare pods queued as one gang, read from the pods themselves.
+
+A pod with the queue label and no controller is queued directly (a pod with a controller is
+its owner's business: a Job's, a JobSet's). Pods naming the same `queuectl.io/pod-group-name`
+in one namespace form a group of `queuectl.io/pod-group-total-count` pods; a pod without a
+group name is a group of one. Every queued pod is created with the scheduling gate
+`queuectl.io/admission`; the group's Workload appears once all its pods exist, one pod set
+per pod shape; admission lifts the gate on each pod and adds the placement.
+
+Unlike a Job there is no single object to suspend, so this is not a `JobKind`: the controller
+drives a group through `controller/podgroups.py`, and the webhooks through these functions.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from queuectl.api import names
+from queuectl.api.resource import Obj
+from queuectl.jobs import podtemplate
+from queuectl.jobs.kind import PodSet, PodSetPlacement
+from queuectl.jobs.workload import workload_name_for, workload_spec
+
+GATE: Final = names.SCHEDULING_GATE_ADMISSION
+MAX_POD_SETS: Final = 8
+"""The Workload's limit: a group of more shapes gets no Workload (and an event saying why)."""
+
+# LeaderWorkerSet (sigs.k8s.io/lws v0.7.0): what its pods carry (api/leaderworkerset/v1).
+LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
+_MAX_LABEL_VALUE: Final = 63
+
+_SHAPE_SPEC_FIELDS: Final = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "priorityClassName",
+    "runtimeClassName",
+    "overhead",
+)
+_SHAPE_ANNOTATIONS: Final = (
+    names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
+    names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
+)
+
+
+@dataclass(frozen=True, order=True)
+class GroupKey:
+    """A group: its namespace and name (a single pod's own name), and whether it is one pod."""
+
+    namespace: str
+    name: str
+    single: bool = False
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def _labels(obj: Obj) -> Mapping[str, str]:
+    return _meta(obj).get("labels") or {}
+
+
+def _annotations(obj: Obj) -> Mapping[str, str]:
+    return _meta(obj).get("annotations") or {}
+
+
+def has_controller(pod: Obj) -> bool:
+    return any(r.get("controller") for r in _meta(pod).get("ownerReferences") or ())
+
+
+def lws_group(pod: Obj) -> tuple[str, int] | None:
+    """(group name, size) for a LeaderWorkerSet's pod: each replica (a leader and its workers,
+    `size` pods sharing a group index) is one group, `<lws>-<index>`; None for other pods."""
+    labels = _labels(pod)
+    name, index = labels.get(LWS_NAME), labels.get(LWS_GROUP_INDEX)
+    size = _annotations(pod).get(LWS_SIZE, "")
+    if not name or index is None or not size.isdigit():
+        return None
+    group = f"{name}-{index}"
+    if len(group) > _MAX_LABEL_VALUE:
+        digest = hashlib.sha256(group.encode()).hexdigest()[:8]
+        group = f"{name[: _MAX_LABEL_VALUE - len(index) - 10]}-{digest}-{index}"
+    return group, int(size)
+
+
+def is_queued_pod(pod: Obj) -> bool:
+    """A pod with the queue label that queuectl queues itself: a bare one (a plain pod group),
+    or a LeaderWorkerSet's (each replica a group). A pod with another controller (a Job's) is
+    its owner's business."""
+    if not _labels(pod).get(names.LABEL_QUEUE_NAME):
+        return False
+    return not has_controller(pod) or lws_group(pod) is not None
+
+
+def lws_ops(pod: Obj) -> list[dict[str, Any]]:
+    """JSON patch ops giving a LeaderWorkerSet pod its group's name and count, so it is queued
+    as any pod group is; empty for other pods, or when it already carries them."""
+    found = lws_group(pod)
+    if found is None:
+        return []
+    group, size = found
+    ops: list[dict[str, Any]] = []
+    labels = dict(_labels(pod))
+    if labels.get(names.LABEL_POD_GROUP_NAME) != group:
+        labels[names.LABEL_POD_GROUP_NAME] = group
+        ops.append({"op": "add", "path": "/metadata/labels", "value": labels})
+    annotations = dict(_annotations(pod))
+    if annotations.get(names.ANNOTATION_POD_GROUP_TOTAL_COUNT) != str(size):
+        annotations[names.ANNOTATION_POD_GROUP_TOTAL_COUNT] = str(size)
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
+    return ops
+
+
+def group_of(pod: Obj) -> GroupKey:
+    meta = _meta(pod)
+    ns = str(meta.get("namespace") or "")
+    name = _labels(pod).get(names.LABEL_POD_GROUP_NAME)
+    return GroupKey(ns, name, False) if name else GroupKey(ns, str(meta.get("name") or ""), True)
+
+
+def total_count(pod: Obj) -> int | None:
+    """The group's declared size: 1 for a single pod; None when missing or not a count."""
+    if group_of(pod).single:
+        return 1
+    raw = _annotations(pod).get(names.ANNOTATION_POD_GROUP_TOTAL_COUNT, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def group_problems(pod: Obj) -> list[str]:
+    """What is wrong with a queued pod's group labels, in words that say what to write."""
+    labels, annotations = _labels(pod), _annotations(pod)
+    if names.LABEL_POD_GROUP_NAME not in labels:
+        if names.ANNOTATION_POD_GROUP_TOTAL_COUNT in annotations:
+            return [
+                f"annotation {names.ANNOTATION_POD_GROUP_TOTAL_COUNT} needs label "
+                f"{names.LABEL_POD_GROUP_NAME} (the group it counts); a pod without a group "
+                "name is queued alone"
+            ]
+        return []
+    if total_count(pod) is None:
+        got = annotations.get(names.ANNOTATION_POD_GROUP_TOTAL_COUNT)
+        return [
+            f"a pod in group {labels[names.LABEL_POD_GROUP_NAME]!r} needs annotation "
+            f"{names.ANNOTATION_POD_GROUP_TOTAL_COUNT} set to the number of pods in the group "
+            f"(a positive integer, the same on every pod){'' if got is None else f'; got {got!r}'}"
+        ]
+    return []
+
+
+def workload_name(key: GroupKey, pod_uid: str = "") -> str:
+    """A single pod's Workload carries its uid (a recreated pod of the same name is a new job);
+    a group's is its name alone, so replacement pods find the Workload their group kept."""
+    if key.single:
+        return workload_name_for("pod", key.name, pod_uid)
+    return workload_name_for("podgroup", key.name, key.namespace)
+
+
+def active(pod: Obj) -> bool:
+    """Counts towards the group: not finished, not being deleted."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in ("Succeeded", "Failed") and not _meta(pod).get("deletionTimestamp")
+
+
+def is_gated(pod: Obj) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    return any(g.get("name") == GATE for g in gates)
+
+
+def shape(pod: Obj) -> dict[str, Any]:
+    """The part of a pod that admission reads, as a pod template: each container's name and
+    resources, the scheduling fields and the topology annotations. Names, images, env and the
+    API server's per-pod additions (its service-account volume) do not make two pods differ."""
+    spec = pod.get("spec") or {}
+
+    def containers(key: str) -> list[dict[str, Any]]:
+        out = []
+        for c in spec.get(key) or ():
+            entry = {
+                "name": c.get("name", ""),
+                "resources": copy.deepcopy(c.get("resources") or {}),
+            }
+            if c.get("restartPolicy"):
+                entry["restartPolicy"] = c["restartPolicy"]
+            out.append(entry)
+        return out
+
+    out_spec: dict[str, Any] = {"containers": containers("containers")}
+    if init := containers("initContainers"):
+        out_spec["initContainers"] = init
+    for key in _SHAPE_SPEC_FIELDS:
+        if spec.get(key):
+            out_spec[key] = copy.deepcopy(spec[key])
+    template: dict[str, Any] = {"spec": out_spec}
+    annotations = {k: v for k, v in _annotations(pod).items() if k in _SHAPE_ANNOTATIONS}
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    return template
+
+
+def pod_set_name(template: Mapping[str, Any]) -> str:
+    """`ps-<hash>` of the shape without container names: a leader and its workers that ask for
+    the same resources are one pod set, placed (and kept inside one domain) together."""
+    unnamed = copy.deepcopy(dict(template))
+    spec = unnamed.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            c.pop("name", None)
+    digest = hashlib.sha256(json.dumps(unnamed, sort_keys=True).encode()).hexdigest()
+    return f"ps-{digest[:10]}"
+
+
+def pod_sets(pods: Iterable[Obj]) -> list[PodSet]:
+    """One pod set per distinct shape among the active pods, ordered by name (a hash of the
+    shape, so the same group always yields the same pod sets); the template is that of the
+    shape's first pod by name."""
+    by_name: dict[str, tuple[dict[str, Any], int]] = {}
+    for pod in sorted(pods, key=lambda p: str(_meta(p).get("name") or "")):
+        if not active(pod):
+            continue
+        template = shape(pod)
+        name = pod_set_name(template)
+        first, count = by_name.get(name, (template, 0))
+        by_name[name] = (first, count + 1)
+    return [
+        PodSet(name, count, template, "pods of this shape in the group")
+        for name, (template, count) in sorted(by_name.items())
+    ]
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether a group's Workload may be made now, and if not, why (for an event)."""
+
+    ready: bool
+    why: str = ""
+
+
+def readiness(key: GroupKey, pods: Sequence[Obj]) -> Readiness:
+    """A group is ready when its active pods agree on the total and reach it, in at most
+    MAX_POD_SETS shapes. More pods than declared is an error the user must fix (delete some)."""
+    live = [p for p in pods if active(p)]
+    if not live:
+        return Readiness(False, "no pods")
+    totals = {total_count(p) for p in live}
+    if len(totals) != 1 or None in totals:
+        return Readiness(
+            False,
+            f"pods of group {key.name!r} disagree on {names.ANNOTATION_POD_GROUP_TOTAL_COUNT} "
+            f"({sorted(str(t) for t in totals)}); give every pod the same count",
+        )
+    total = totals.pop()
+    assert total is not None
+    if len(live) < total:
+        return Readiness(False, f"{len(live)} of {total} pods exist; waiting for the rest")
+    if len(live) > total:
+        return Readiness(
+            False,
+            f"{len(live)} pods in group {key.name!r} but {names.ANNOTATION_POD_GROUP_TOTAL_COUNT}"
+            f" says {total}; delete the extra pods or raise the count on every pod",
+        )
+    if (n := len(pod_sets(live))) > MAX_POD_SETS:
+        return Readiness(
+            False, f"{n} different pod shapes; a Workload holds at most {MAX_POD_SETS}"
+        )
+    return Readiness(True)
+
+
+def group_workload_spec(pods: Sequence[Obj]) -> dict[str, Any]:
+    """The Workload spec for a complete group: queue, priority class and time limit from the
+    first pod's labels (by name, so the choice is stable), pod sets from the shapes."""
+    live = sorted((p for p in pods if active(p)), key=lambda p: str(_meta(p).get("name")))
+    return workload_spec(live[0], pod_sets(live))
+
+
+def placement_for(pod: Obj, placements: Sequence[PodSetPlacement]) -> PodSetPlacement:
+    """The placement of the pod set this pod's shape belongs to (none for an unknown shape)."""
+    name = pod_set_name(shape(pod))
+    return next((p for p in placements if p.name == name), PodSetPlacement(name))
+
+
+def ungate_patch(pod: Obj, placement: PodSetPlacement, workload: str) -> dict[str, Any]:
+    """A merge patch that lets an admitted group's pod schedule: its gate lifted, the placement
+    added as required node affinity (appended to each existing term) and tolerations, and the
+    workload label. The API server allows exactly these on a gated pod: affinity set where there
+    was none or requirements added to existing terms, tolerations added, gates removed."""
+    spec = pod.get("spec") or {}
+    gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
+    out_spec: dict[str, Any] = {"schedulingGates": gates or None}
+    out_spec.update(podtemplate.inject(spec, placement))
+    meta = {
+        "labels": {names.LABEL_WORKLOAD: workload},
+        "annotations": {names.ANNOTATION_POD_SET: placement.name},
+    }
+    return {"metadata": meta, "spec": out_spec}
+
+
+def to_ungate(pods: Sequence[Obj], pod_sets: Sequence[Mapping[str, Any]]) -> list[Obj]:
+    """The gated pods an admitted group may start: per pod set, as many as its admitted count
+    leaves room for beside the pods already started in it (oldest first). A pod added to a
+    running group beyond its count stays gated: more pods than its queue admitted never run."""
+    room = {str(ps.get("name")): int(ps.get("count", 1)) for ps in pod_sets}
+    for pod in pods:
+        if active(pod) and not is_gated(pod):
+            started = _annotations(pod).get(names.ANNOTATION_POD_SET, "")
+            room[started] = room.get(started, 0) - 1
+    out = []
+    waiting = [p for p in pods if active(p) and is_gated(p)]
+    for pod in sorted(
+        waiting,
+        key=lambda p: (
+            str(_meta(p).get("creationTimestamp") or ""),
+            str(_meta(p).get("name") or ""),
+        ),
+    ):
+        name = pod_set_name(shape(pod))
+        if room.get(name, 0) > 0:
+            room[name] -= 1
+            out.append(pod)
+    return out
+
+
+def gate_ops(pod: Obj) -> list[dict[str, Any]]:
+    """JSON patch ops that create the pod gated; empty when it already is."""
+    if is_gated(pod):
+        return []
+    spec = pod.get("spec") or {}
+    if spec.get("schedulingGates"):
+        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
+    return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]

@@ -1,0 +1,180 @@
+"""Admission decisions for plain pod groups: bare pods with the queue label (jobs/podgroup).
+
+- mutate: on create, a queued bare pod gets the scheduling gate `queuectl.io/admission` and its
+  ClusterQueue label; the controller lifts the gate once the whole group is admitted.
+- validate: a queued pod must be created gated, with well-formed group labels; only the
+  controller may lift the gate; the queue, group name and total count cannot change once the
+  pod exists (the group's Workload was sized from them); the system's labels are its own.
+
+A pod with a controller (a Job's, a JobSet's) is its owner's business and is passed through.
+Pure functions of (request, lookup), like webhooks/jobs.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from queuectl.api import names
+from queuectl.api.resource import Obj
+from queuectl.jobs.podgroup import group as pg
+from queuectl.webhooks.jobs import (
+    DEFAULT_CONTROLLER_USERS,
+    _format_problems,
+    _label_patch,
+    _labels,
+    _namespace,
+    _owned_changes,
+)
+from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.review import Request, Response, allow, deny, user_name
+
+_FIXED_LABELS = (names.LABEL_QUEUE_NAME, names.LABEL_POD_GROUP_NAME)
+
+
+def _pod(request: Request) -> Obj | None:
+    obj = request.get("object")
+    gvk = request.get("kind") or {}
+    if not isinstance(obj, dict) or gvk.get("group") or gvk.get("kind") != "Pod":
+        return None
+    return obj
+
+
+def _ref(request: Request, pod: Obj) -> str:
+    name = request.get("name") or (pod.get("metadata") or {}).get("name") or "<generated>"
+    return f"Pod {_namespace(request)}/{name}"
+
+
+def mutate_pod(request: Request, lookup: QueueLookup) -> Response:
+    """Gate a queued bare pod at create and label it with its ClusterQueue."""
+    pod = _pod(request)
+    if pod is None or request.get("operation") != "CREATE" or not pg.is_queued_pod(pod):
+        return allow(request)
+    ns = _namespace(request)
+    queue = _labels(pod)[names.LABEL_QUEUE_NAME]
+    cluster_queue = lookup.local_queue(ns, queue)
+    warnings = []
+    if cluster_queue is None:
+        warnings.append(
+            f"LocalQueue {ns}/{queue} does not exist; the pod stays gated until it is created "
+            f"(`kubectl get localqueues -n {ns}` lists the queues here)"
+        )
+    # Whole-map ops for the group's labels go first: the cluster-queue op then adds to them.
+    group_ops = pg.lws_ops(pod)
+    grouped = _apply_maps(pod, group_ops)
+    ops = group_ops + _label_patch(grouped, {names.LABEL_CLUSTER_QUEUE: cluster_queue})
+    return allow(request, ops + pg.gate_ops(pod), warnings)
+
+
+def _apply_maps(pod: Obj, ops: list[dict[str, Any]]) -> Obj:
+    """The pod with `lws_ops`' whole-map replacements of its labels and annotations applied."""
+    meta = dict(pod.get("metadata") or {})
+    for op in ops:
+        meta[op["path"].rsplit("/", 1)[1]] = op["value"]
+    return {**pod, "metadata": meta}
+
+
+LWS_TEMPLATES = ("leaderTemplate", "workerTemplate")
+_PROPAGATED = (names.LABEL_QUEUE_NAME, names.LABEL_PRIORITY_CLASS)
+
+
+def mutate_lws(request: Request) -> Response:
+    """A LeaderWorkerSet labelled with a queue: copy its queue (and priority class) labels into
+    its leader and worker templates, so every pod it makes is queued (gated, grouped per
+    replica by `mutate_pod`). LWS has no suspend field: its pods are held by their gates."""
+    lws = request.get("object")
+    if not isinstance(lws, dict) or request.get("operation") not in ("CREATE", "UPDATE"):
+        return allow(request)
+    wanted = {k: v for k, v in _labels(lws).items() if k in _PROPAGATED and v}
+    if not wanted:
+        return allow(request)
+    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate")
+    if not isinstance(lwt, dict):
+        return allow(request)
+    ops: list[dict[str, Any]] = []
+    for name in LWS_TEMPLATES:
+        template = lwt.get(name)
+        if not isinstance(template, dict):
+            continue
+        meta = template.get("metadata") or {}
+        labels = dict(meta.get("labels") or {})
+        if all(labels.get(k) == v for k, v in wanted.items()):
+            continue
+        labels.update(wanted)
+        base = f"/spec/leaderWorkerTemplate/{name}/metadata"
+        if "metadata" not in template:
+            ops.append({"op": "add", "path": base, "value": {"labels": labels}})
+        else:
+            ops.append({"op": "add", "path": f"{base}/labels", "value": labels})
+    return allow(request, ops)
+
+
+def validate_pod(
+    request: Request,
+    lookup: QueueLookup,
+    controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+) -> Response:
+    """Refuse a queued pod that would start outside its queue, or a change to its group."""
+    pod = _pod(request)
+    if pod is None or user_name(request) in controller_users:
+        return allow(request)
+    old = request.get("oldObject") or {}
+    operation = request.get("operation")
+    if operation == "CREATE" and pg.is_queued_pod(pod):
+        problems = _create_problems(pod)
+    elif operation == "UPDATE" and pg.is_queued_pod(old):
+        problems = _update_problems(pod, old)
+    else:
+        return allow(request)
+    if problems:
+        return deny(request, f"{_ref(request, pod)}: " + "; ".join(problems))
+    return allow(request)
+
+
+def _create_problems(pod: Obj) -> list[str]:
+    problems = _format_problems(_labels(pod), {}) + pg.group_problems(pod)
+    if not pg.is_gated(pod):
+        problems.append(
+            f"a queued pod must be created with the scheduling gate {pg.GATE} so that queuectl "
+            "can admit its group; the queuectl mutating webhook adds it, so check that "
+            f"MutatingWebhookConfiguration {names.MUTATING_WEBHOOK_CONFIGURATION} exists"
+        )
+    problems += [
+        f"{what} is set by queuectl only; leave it out"
+        for what in _owned_changes({"object": pod, "oldObject": None})
+    ]
+    return problems
+
+
+def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def _update_problems(pod: Obj, old: Obj) -> list[str]:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    new_labels, old_labels = _labels(pod), _labels(old)
+    problems = [
+        f"label {key} cannot change on a queued pod (its group's Workload was made from it); "
+        "delete the pod and create it again"
+        for key in _FIXED_LABELS
+        if new_labels.get(key) != old_labels.get(key)
+    ]
+    count = names.ANNOTATION_POD_GROUP_TOTAL_COUNT
+    if _annotation(pod, count) != _annotation(old, count):
+        problems.append(
+            f"annotation {count} cannot change on a queued pod; delete the group's pods and "
+            "create them again with the new count"
+        )
+    if pg.is_gated(old) and not pg.is_gated(pod):
+        problems.append(
+            f"the scheduling gate {pg.GATE} is lifted by queuectl once the pod's group is "
+            "admitted; see why it waits with `kubectl get workloads -n "
+            f"{(pod.get('metadata') or {}).get('namespace', '')}`"
+        )
+    problems += [
+        f"{what} is managed by queuectl; leave it as it is"
+        for what in _owned_changes({"object": pod, "oldObject": old})
+    ]
+    return problems

@@ -1,0 +1,243 @@
+"""Plain pod groups, read from pods shaped like the sample (a driver and three GPU workers):
+which pods are queued, when the group is complete, its pod sets by shape, and the patch that
+lets an admitted pod schedule."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from queuectl.api import names
+from queuectl.api.resource import Obj
+from queuectl.jobs.kind import PodSetPlacement
+from queuectl.jobs.podgroup import group as pg
+
+SAMPLE = Path(__file__).parents[3] / "config" / "samples" / "31-pod-group.yaml"
+
+
+def sample() -> list[Obj]:
+    pods = [d for d in yaml.safe_load_all(SAMPLE.read_text()) if d]
+    for i, pod in enumerate(pods):  # as the API server returns them: a uid, its own token volume
+        pod["metadata"]["uid"] = f"uid-{i}"
+        pod["spec"]["volumes"] = [{"name": f"kube-api-access-{i}", "projected": {}}]
+        pod["spec"]["schedulingGates"] = [{"name": pg.GATE}]
+        pod["status"] = {"phase": "Pending"}
+    return pods
+
+
+def single(name: str = "notebook", **labels: str) -> Obj:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": "u1",
+            "labels": {names.LABEL_QUEUE_NAME: "q", **labels},
+        },
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+
+
+def test_the_sample_group_is_one_driver_and_three_workers() -> None:
+    pods = sample()
+    key = pg.group_of(pods[0])
+    assert key == pg.GroupKey("team-llm", "sweep", False)
+    assert {pg.group_of(p) for p in pods} == {key}
+    sets = pg.pod_sets(pods)
+    assert sorted(ps.count for ps in sets) == [1, 3]
+    assert sets == sorted(sets, key=lambda ps: ps.name)  # stable order
+    assert pg.pod_sets(list(reversed(pods))) == sets
+    worker = next(ps for ps in sets if ps.count == 3)
+    assert worker.template["spec"]["containers"] == [
+        {
+            "name": "worker",
+            "resources": {
+                "requests": {"cpu": "96", "memory": "1Ti"},
+                "limits": {"nvidia.com/gpu": "8"},
+            },
+        }
+    ]
+
+
+def test_a_group_waits_for_its_last_pod_and_refuses_extra_ones() -> None:
+    pods = sample()
+    key = pg.group_of(pods[0])
+    assert pg.readiness(key, pods[:3]) == pg.Readiness(
+        False, "3 of 4 pods exist; waiting for the rest"
+    )
+    assert pg.readiness(key, pods).ready
+    extra = copy.deepcopy(pods[1])
+    extra["metadata"]["name"] = "sweep-worker-3"
+    why = pg.readiness(key, [*pods, extra]).why
+    assert "5 pods" in why and "delete the extra pods" in why
+
+
+def test_finished_and_deleting_pods_do_not_count() -> None:
+    pods = sample()
+    pods[1]["status"]["phase"] = "Failed"
+    pods[2]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert pg.readiness(pg.group_of(pods[0]), pods).why == "2 of 4 pods exist; waiting for the rest"
+    assert sum(ps.count for ps in pg.pod_sets(pods)) == 2
+
+
+def test_pods_that_disagree_on_the_count_get_no_workload() -> None:
+    pods = sample()
+    pods[3]["metadata"]["annotations"][names.ANNOTATION_POD_GROUP_TOTAL_COUNT] = "3"
+    assert "disagree" in pg.readiness(pg.group_of(pods[0]), pods).why
+
+
+def test_a_pod_without_a_group_name_is_a_group_of_one() -> None:
+    pod = single()
+    key = pg.group_of(pod)
+    assert key == pg.GroupKey("ns", "notebook", True)
+    assert pg.total_count(pod) == 1 and pg.readiness(key, [pod]).ready
+    assert pg.workload_name(key, "u1") != pg.workload_name(key, "u2")  # recreated pod: new job
+    assert pg.workload_name(key, "u1").startswith("pod-notebook-")
+
+
+def test_a_groups_workload_name_is_stable_across_replacement_pods() -> None:
+    key = pg.GroupKey("team-llm", "sweep")
+    assert pg.workload_name(key, "a") == pg.workload_name(key, "b")
+    assert pg.workload_name(key).startswith("podgroup-sweep-")
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "problem"),
+    [
+        ({}, {}, None),
+        ({names.LABEL_POD_GROUP_NAME: "g"}, {names.ANNOTATION_POD_GROUP_TOTAL_COUNT: "2"}, None),
+        ({names.LABEL_POD_GROUP_NAME: "g"}, {}, "needs annotation"),
+        (
+            {names.LABEL_POD_GROUP_NAME: "g"},
+            {names.ANNOTATION_POD_GROUP_TOTAL_COUNT: "0"},
+            "got '0'",
+        ),
+        ({}, {names.ANNOTATION_POD_GROUP_TOTAL_COUNT: "2"}, "needs label"),
+    ],
+    ids=["single", "group", "no-count", "zero-count", "count-without-group"],
+)
+def test_group_label_problems(
+    labels: dict[str, str], annotations: dict[str, str], problem: str | None
+) -> None:
+    pod = single(**labels)
+    pod["metadata"]["annotations"] = annotations
+    found = pg.group_problems(pod)
+    assert (found == []) if problem is None else (problem in found[0])
+
+
+def test_only_bare_queue_labelled_pods_are_queued_directly() -> None:
+    assert pg.is_queued_pod(single())
+    owned = single()
+    owned["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "controller": True}]
+    assert not pg.is_queued_pod(owned)  # its Job is queued, not its pods
+    unlabelled = single()
+    unlabelled["metadata"]["labels"] = {}
+    assert not pg.is_queued_pod(unlabelled)
+
+
+def test_workload_spec_takes_the_queue_and_priority_from_the_pods() -> None:
+    pods = sample()
+    for p in pods:
+        p["metadata"]["labels"][names.LABEL_PRIORITY_CLASS] = "research"
+    spec = pg.group_workload_spec(pods)
+    assert spec["queueName"] == "training" and spec["priorityClassName"] == "research"
+    assert sorted(ps["count"] for ps in spec["podSets"]) == [1, 3]
+
+
+def test_the_gate_is_added_once() -> None:
+    pod = single()
+    assert pg.gate_ops(pod) == [
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": pg.GATE}]}
+    ]
+    pod["spec"]["schedulingGates"] = [{"name": "other"}]
+    assert pg.gate_ops(pod) == [
+        {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": pg.GATE}}
+    ]
+    pod["spec"]["schedulingGates"].append({"name": pg.GATE})
+    assert pg.gate_ops(pod) == []
+
+
+def test_admission_lifts_only_our_gate_and_adds_the_placement_to_each_term() -> None:
+    pod = sample()[1]
+    pod["spec"]["schedulingGates"].append({"name": "someone-else"})
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]
+            }
+        }
+    }
+    placement = PodSetPlacement(
+        pg.pod_set_name(pg.shape(pod)),
+        node_labels={"gpu": "h100"},
+        tolerations=({"key": "gpu", "operator": "Exists"},),
+        domain={names.LABEL_TOPOLOGY_RACK: ("rack-1",)},
+    )
+    assert pg.placement_for(pod, [PodSetPlacement("other"), placement]) == placement
+    patch = pg.ungate_patch(pod, placement, "podgroup-sweep-1")
+    assert patch["metadata"] == {
+        "labels": {names.LABEL_WORKLOAD: "podgroup-sweep-1"},
+        "annotations": {names.ANNOTATION_POD_SET: placement.name},
+    }
+    assert patch["spec"]["schedulingGates"] == [{"name": "someone-else"}]
+    terms = patch["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": "a", "operator": "Exists"},
+                {"key": "gpu", "operator": "In", "values": ["h100"]},
+                {"key": names.LABEL_TOPOLOGY_RACK, "operator": "In", "values": ["rack-1"]},
+            ]
+        }
+    ]
+    assert patch["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+
+
+def test_the_last_gate_lifted_removes_the_field() -> None:
+    pod: dict[str, Any] = sample()[0]
+    patch = pg.ungate_patch(pod, PodSetPlacement("x"), "w")
+    assert patch["spec"] == {"schedulingGates": None}
+
+
+def test_pods_asking_the_same_under_other_container_names_are_one_pod_set() -> None:
+    leader, worker = sample()[1], copy.deepcopy(sample()[2])
+    worker["spec"]["containers"][0]["name"] = "leader"
+    worker["spec"]["containers"][0]["image"] = "another"
+    (ps,) = pg.pod_sets([leader, worker])
+    assert ps.count == 2
+    assert pg.placement_for(worker, [PodSetPlacement(ps.name, {"a": "b"})]).node_labels == {
+        "a": "b"
+    }
+
+
+def started(pod: Obj) -> Obj:
+    """The pod as admission left it: ungated, its spec placed, its pod set recorded."""
+    out = copy.deepcopy(pod)
+    patch = pg.ungate_patch(pod, PodSetPlacement(pg.pod_set_name(pg.shape(pod)), {"x": "y"}), "w")
+    out["spec"].update({k: v for k, v in patch["spec"].items() if v is not None})
+    out["spec"].pop("schedulingGates")
+    out["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+    return out
+
+
+def test_admission_starts_every_gated_pod_of_a_complete_group() -> None:
+    pods = sample()
+    sets = [{"name": ps.name, "count": ps.count} for ps in pg.pod_sets(pods)]
+    assert pg.to_ungate(pods, sets) == pods
+
+
+def test_a_pod_added_to_a_running_group_beyond_its_count_stays_gated() -> None:
+    pods = sample()
+    sets = [{"name": ps.name, "count": ps.count} for ps in pg.pod_sets(pods)]
+    running = [started(p) for p in pods]
+    extra = copy.deepcopy(pods[1])
+    extra["metadata"]["name"] = "sweep-worker-9"
+    assert pg.to_ungate([*running, extra], sets) == []
+    # a replacement for a worker that failed may start in its place
+    running[2]["status"]["phase"] = "Failed"
+    assert pg.to_ungate([*running, extra], sets) == [extra]
