@@ -161,6 +161,23 @@ def _training_operator_secret(cluster: Cluster) -> None:
     )
 
 
+def _karpenter(binary: Path, run: RunDir) -> list[str]:
+    """Karpenter's kwok provider: flags for one process outside a cluster."""
+    from queuectl.testenv import karpenter  # its instance-type file lives there
+
+    return [
+        str(binary),
+        "--disable-leader-election",
+        f"--metrics-port={run.webhook_port}",
+        f"--health-probe-port={run.health_port}",
+        f"--instance-types-file-path={karpenter.write_instance_types(run.tmp)}",
+        "--log-level=info",
+    ]
+
+
+_KARPENTER_ENV = {"SYSTEM_NAMESPACE": "kube-system", "CLUSTER_NAME": "queuectl-testenv"}
+
+
 _OWN_WEBHOOKS = (
     "; its own webhooks are served on 127.0.0.1 with a self-signed cert and registered with "
     "the API server by URL"
@@ -243,6 +260,19 @@ OPERATORS: dict[str, Operator] = {
             notes="config file: leader election off, certManagement off, metrics off; serves "
             "webhooks with a self-signed cert found through TMPDIR; needs JobSet's CRDs (a "
             "TrainJob becomes a JobSet)" + _OWN_WEBHOOKS + " (validating only)",
+        ),
+        Operator(
+            name="karpenter",
+            module="sigs.k8s.io/karpenter",
+            version="v1.9.0",
+            package="sigs.k8s.io/karpenter/kwok",
+            crds=("kwok/charts/crds/karpenter.sh_*.yaml", "kwok/apis/crds/*.yaml"),
+            argv=_karpenter,
+            env=_KARPENTER_ENV,
+            go_directive="1.25.6",
+            notes="its kwok cloud provider (creates Nodes that kwok runs): leader election "
+            "off, webhooks off (v1 has none), metrics and health on free ports, instance types "
+            "from a file queuectl writes (GPU shapes; see queuectl/testenv/karpenter.py)",
         ),
     )
 }
