@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client as k8s
 
+from queuectl.testenv import karpenter
 from queuectl.testenv.build import Progress, _run_streaming, build_once, check_go, find_go
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
@@ -163,8 +164,6 @@ def _training_operator_secret(cluster: Cluster) -> None:
 
 def _karpenter(binary: Path, run: RunDir) -> list[str]:
     """Karpenter's kwok provider: flags for one process outside a cluster."""
-    from queuectl.testenv import karpenter  # its instance-type file lives there
-
     return [
         str(binary),
         "--disable-leader-election",
@@ -175,7 +174,19 @@ def _karpenter(binary: Path, run: RunDir) -> list[str]:
     ]
 
 
-_KARPENTER_ENV = {"SYSTEM_NAMESPACE": "kube-system", "CLUSTER_NAME": "queuectl-testenv"}
+_KARPENTER_ENV = {"SYSTEM_NAMESPACE": "kube-system"}
+
+
+def _karpenter_node_class(cluster: Cluster) -> None:
+    """The one KWOKNodeClass its NodePools point at (see karpenter.node_pool)."""
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=queuectl-testenv",
+        "-f",
+        "-",
+        input=yaml.safe_dump(karpenter.node_class()),
+    )
 
 
 _OWN_WEBHOOKS = (
@@ -269,6 +280,7 @@ OPERATORS: dict[str, Operator] = {
             crds=("kwok/charts/crds/karpenter.sh_*.yaml", "kwok/apis/crds/*.yaml"),
             argv=_karpenter,
             env=_KARPENTER_ENV,
+            prepare=_karpenter_node_class,
             go_directive="1.25.6",
             notes="its kwok cloud provider (creates Nodes that kwok runs): leader election "
             "off, webhooks off (v1 has none), metrics and health on free ports, instance types "
