@@ -32,6 +32,8 @@ def foreign_usage(pod: Obj, jobs: Callable[[str, str], Obj | None]) -> tuple[str
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
+    if names.LABEL_PLACEHOLDER_FOR in ((pod.get("metadata") or {}).get("labels") or {}):
+        return None  # the provisioning check's placeholder: it gives way to any pod
     if convert.is_job_pod(pod):
         job = convert.controlling_job(pod, jobs)
         labels = ((job or {}).get("metadata") or {}).get("labels") or {}

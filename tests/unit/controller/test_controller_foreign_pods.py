@@ -35,6 +35,12 @@ def pod(
     return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
+def placeholder() -> dict[str, Any]:
+    obj = pod("train-cap-main-0")
+    obj["metadata"]["labels"] = {names.LABEL_PLACEHOLDER_FOR: "job-train-1234"}
+    return obj
+
+
 JOBS = {
     "queued": {names.LABEL_QUEUE_NAME: "gpu"},
     "admitted": {names.LABEL_WORKLOAD: "job-admitted-1234"},
@@ -52,6 +58,7 @@ JOBS = {
         ("a pod of a Job the cache has not seen yet", pod("new-x", job="unseen"), False),
         ("a pod not bound to a node", pod("pending", node=None), False),
         ("a pod that finished", pod("done", phase="Succeeded"), False),
+        ("a provisioning placeholder (it gives way)", placeholder(), False),
     ],
 )
 def test_which_pods_count_as_foreign(case: str, obj: dict[str, Any], counted: bool) -> None:
