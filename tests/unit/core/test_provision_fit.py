@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from queuectl.core.provision import Shape, gpu_demand, unplaced
 from queuectl.core.types import GPU, Node, Taint, Toleration
 
-H100 = {"gpu": ("h100",)}
+H100: dict[str, tuple[str, ...]] = {"gpu": ("h100",)}
 
 
 def node(name: str, gpus: int = 8, *, product: str = "h100", **kw: object) -> Node:
