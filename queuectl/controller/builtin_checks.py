@@ -35,6 +35,12 @@ class CheckController(Protocol):
         nothing to say yet. Saying Pending again with a new message only updates it."""
         ...
 
+    async def tidy(self, key: str, wl: Obj | None) -> None:
+        """Clean up after a Workload (None: deleted) that may no longer need what the check
+        made for it; every reconcile of the leader calls it, so it must be cheap when there
+        is nothing to do."""
+        ...
+
 
 class AlwaysReady:
     """Lets every workload in: two-phase admission with nothing to wait for."""
@@ -44,6 +50,9 @@ class AlwaysReady:
 
     async def decide(self, check: Obj, wl: Obj) -> tuple[CheckState, str] | None:
         return "Ready", f"{names.CHECK_ALWAYS_READY} lets every workload in"
+
+    async def tidy(self, key: str, wl: Obj | None) -> None:
+        return None  # it makes nothing
 
 
 Clock = Callable[[], float]
@@ -70,6 +79,11 @@ class BuiltinChecks:
         self.cache = cache
         self.clock = clock
         self.registry = {name: make(kube, cache, clock, at) for name, make in registry.items()}
+
+    async def tidy(self, key: str, wl: Obj | None) -> None:
+        """Let each built-in that made objects for Workloads clean up after this one."""
+        for ctl in self.registry.values():
+            await ctl.tidy(key, wl)
 
     def _owned(self, name: str) -> tuple[Obj, CheckController] | None:
         obj = self.cache.get(k.ADMISSION_CHECKS, name)

@@ -16,11 +16,9 @@ back-off, the request withdrawn). docs/design/provisioning.md records the decisi
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from queuectl import convert, metrics
 from queuectl.api import names
@@ -32,8 +30,6 @@ from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.core.provision import gpu_demand, unplaced
 from queuectl.core.types import CheckState
-
-log = logging.getLogger(__name__)
 
 PROVISIONING_REQUESTS: Final = Resource(
     names.PROVREQ_GROUP, "v1", "provisioningrequests", True, "ProvisioningRequest"
@@ -73,7 +69,7 @@ class ProvisionCheck:
         self.clock = clock
         self.at = at
         self.asked: dict[str, Asked] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._orphans: set[str] = set()  # Workload keys with placeholders to delete
         self._priority_class_ok = False
         cache.store(k.PODS).listeners.append(self._on_pod)
         cache.store(k.WORKLOADS).listeners.append(self._on_workload)
@@ -258,11 +254,7 @@ class ProvisionCheck:
             targets.append((PROVISIONING_REQUESTS, asked.request))
         targets += [(POD_TEMPLATES, n) for n in asked.templates]
         for res, name in targets:
-            try:
-                await self.kube.delete(res, name, asked.namespace)
-            except KubeError as err:
-                if not err.not_found:
-                    raise
+            await self._delete(res, name, asked.namespace)
 
     async def _create(self, res: Resource, body: Obj) -> None:
         try:
@@ -288,47 +280,55 @@ class ProvisionCheck:
             asked is not None and asked.provisioned and not convert.is_true(wl, names.COND_FINISHED)
         )
 
+    async def tidy(self, key: str, wl: Obj | None) -> None:
+        """Withdraw what was asked for a Workload that no longer waits for us (finished,
+        evicted, deleted, another check said Retry), and delete placeholders the pod watch
+        found for one (e.g. left from before a restart). Run by the leader's reconcile only."""
+        if self._waiting_on_us(wl):
+            return
+        if key in self.asked:
+            await self._withdraw(key)
+        if key in self._orphans:
+            self._orphans.discard(key)
+            ns, name = key.split("/", 1)
+            for pod in list(self.cache.store(k.PODS).values()):
+                meta = pod.get("metadata") or {}
+                owners = {r.get("name") for r in meta.get("ownerReferences") or ()}
+                labels = meta.get("labels") or {}
+                if (
+                    meta.get("namespace") == ns
+                    and names.LABEL_PLACEHOLDER_FOR in labels
+                    and (name in owners)
+                ):
+                    await self._delete(k.PODS, str(meta["name"]), ns)
+
     def _on_workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
         key = convert.workload_key(obj)
         if key in self.asked and (kind == "DELETED" or not self._waiting_on_us(obj)):
-            self._spawn(self._withdraw(key))
+            self.at(self.clock(), key)  # its reconcile withdraws (tidy)
 
     def _on_pod(self, kind: str, obj: Obj, old: Obj | None) -> None:
         """A placeholder got a node: its Workload decides again. One whose Workload no
-        longer waits for us (finished, evicted, deleted while we were down): deleted."""
+        longer waits for us: its reconcile deletes it (tidy). Listeners never write: a
+        follower sees the same events, and only the leader's reconciles run."""
         meta = obj.get("metadata") or {}
         if kind == "DELETED" or names.LABEL_PLACEHOLDER_FOR not in (meta.get("labels") or {}):
             return
         owners = [r for r in meta.get("ownerReferences") or () if r.get("kind") == "Workload"]
         if not owners:
             return
-        ns, wl_name = str(meta.get("namespace") or ""), str(owners[0].get("name"))
-        wl = self.cache.get(k.WORKLOADS, wl_name, ns)
-        if self._waiting_on_us(wl):
-            self.at(self.clock(), f"{ns}/{wl_name}")
-        elif f"{ns}/{wl_name}" not in self.asked:
-            self._spawn(self._delete_pod(ns, str(meta["name"])))
+        key = f"{meta.get('namespace') or ''}/{owners[0].get('name')}"
+        ns, name = key.split("/", 1)
+        if not self._waiting_on_us(self.cache.get(k.WORKLOADS, name, ns)):
+            self._orphans.add(key)
+        self.at(self.clock(), key)
 
-    async def _delete_pod(self, namespace: str, name: str) -> None:
+    async def _delete(self, res: Resource, name: str, namespace: str) -> None:
         try:
-            await self.kube.delete(k.PODS, name, namespace)
+            await self.kube.delete(res, name, namespace)
         except KubeError as err:
             if not err.not_found:
                 raise
-
-    def _spawn(self, work: Any) -> None:
-        try:
-            task = asyncio.get_running_loop().create_task(work)
-        except RuntimeError:
-            work.close()  # no loop (a synchronous caller): the next event retries
-            return
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("provision cleanup failed: %s", task.exception())
 
 
 def _names(objs_: Iterable[Obj]) -> tuple[str, ...]:

@@ -70,6 +70,7 @@ class Reconciler(JobWorkloads, PendingReasons):
     async def reconcile(self, key: str) -> None:
         ns, name = split_key(key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
+        await self.builtin_checks.tidy(key, wl)  # what a check asked for a workload that left
         if wl is None and key in self.squatters:  # the squatter is gone: queue its job now
             kind, job_name = self.squatters.pop(key)
             if (own := await self.reconcile_job(kind, ns, job_name)) is not None:

@@ -5,7 +5,6 @@ no capacity in time is Retry with everything withdrawn (docs/design/provisioning
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
@@ -159,6 +158,19 @@ async def test_no_capacity_in_time_is_retry_with_the_placeholders_withdrawn() ->
     assert "no capacity within 600s" in entry(w)["message"]
 
 
+async def test_a_workload_deleted_while_waiting_has_its_placeholders_withdrawn() -> None:
+    w = await world(provision_check())
+    key = await reserve(w)
+    (pod,) = stored(w, "pods")
+    wl = w.workload()
+    w.kube.objects.pop((k.WORKLOADS.plural, "ns", wl["metadata"]["name"]))
+    w.cache.store(k.WORKLOADS).apply("DELETED", wl)
+    assert w.timers[-1][1] == key
+    await w.rec.reconcile(key)
+    assert stored(w, "pods") == []
+    assert ("delete", "pods", pod["metadata"]["name"]) in w.kube.writes
+
+
 async def test_a_placeholder_whose_workload_no_longer_waits_is_deleted() -> None:
     w = await world(provision_check(), gpu_node("n1"))
     await reserve(w)  # fits: Ready, no placeholder of its own
@@ -175,8 +187,10 @@ async def test_a_placeholder_whose_workload_no_longer_waits_is_deleted() -> None
     }
     w.kube.put(k.PODS, stray)
     w.add(k.PODS, stray)
-    for _ in range(3):
-        await asyncio.sleep(0)  # the cleanup runs as a task of the pod event
+    key = convert.workload_key(w.workload())
+    assert w.timers[-1][1] == key  # the pod event only queues the workload: listeners never write
+    assert ("delete", "pods", "train-cap-main-0") not in w.kube.writes
+    await w.rec.reconcile(key)
     assert ("delete", "pods", "train-cap-main-0") in w.kube.writes
 
 
