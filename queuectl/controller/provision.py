@@ -284,8 +284,8 @@ class ProvisionCheck:
         """Withdraw what was asked for a Workload that no longer waits for us (finished,
         evicted, deleted, another check said Retry), and delete placeholders the pod watch
         found for one (e.g. left from before a restart). Run by the leader's reconcile only."""
-        if self._waiting_on_us(wl):
-            return
+        if (key not in self.asked and key not in self._orphans) or self._waiting_on_us(wl):
+            return  # the common case costs two set lookups
         if key in self.asked:
             await self._withdraw(key)
         if key in self._orphans:

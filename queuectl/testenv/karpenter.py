@@ -14,7 +14,11 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+import yaml
+
 from queuectl.api import names
+from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.operatorargs import RunDir
 
 ZONE: Final = "test-zone-a"
 RACK_LABEL: Final = "topology.queuectl.io/rack"
@@ -130,3 +134,27 @@ def node_class() -> dict[str, Any]:
         "kind": "KWOKNodeClass",
         "metadata": {"name": NODE_CLASS},
     }
+
+
+def argv(binary: Path, run: RunDir) -> list[str]:
+    """Karpenter's kwok provider as one process outside a cluster (operators.OPERATORS)."""
+    return [
+        str(binary),
+        "--disable-leader-election",
+        f"--metrics-port={run.webhook_port}",  # it has no webhooks: the spare port serves this
+        f"--health-probe-port={run.health_port}",
+        f"--instance-types-file-path={write_instance_types(run.tmp)}",
+        "--log-level=info",
+    ]
+
+
+def apply_node_class(cluster: Cluster) -> None:
+    """The one KWOKNodeClass its NodePools point at (see node_pool), before it starts."""
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=queuectl-testenv",
+        "-f",
+        "-",
+        input=yaml.safe_dump(node_class()),
+    )

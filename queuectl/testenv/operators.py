@@ -162,33 +162,6 @@ def _training_operator_secret(cluster: Cluster) -> None:
     )
 
 
-def _karpenter(binary: Path, run: RunDir) -> list[str]:
-    """Karpenter's kwok provider: flags for one process outside a cluster."""
-    return [
-        str(binary),
-        "--disable-leader-election",
-        f"--metrics-port={run.webhook_port}",
-        f"--health-probe-port={run.health_port}",
-        f"--instance-types-file-path={karpenter.write_instance_types(run.tmp)}",
-        "--log-level=info",
-    ]
-
-
-_KARPENTER_ENV = {"SYSTEM_NAMESPACE": "kube-system"}
-
-
-def _karpenter_node_class(cluster: Cluster) -> None:
-    """The one KWOKNodeClass its NodePools point at (see karpenter.node_pool)."""
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=queuectl-testenv",
-        "-f",
-        "-",
-        input=yaml.safe_dump(karpenter.node_class()),
-    )
-
-
 _OWN_WEBHOOKS = (
     "; its own webhooks are served on 127.0.0.1 with a self-signed cert and registered with "
     "the API server by URL"
@@ -278,9 +251,9 @@ OPERATORS: dict[str, Operator] = {
             version="v1.9.0",
             package="sigs.k8s.io/karpenter/kwok",
             crds=("kwok/charts/crds/karpenter.sh_*.yaml", "kwok/apis/crds/*.yaml"),
-            argv=_karpenter,
-            env=_KARPENTER_ENV,
-            prepare=_karpenter_node_class,
+            argv=karpenter.argv,
+            env={"SYSTEM_NAMESPACE": "kube-system"},
+            prepare=karpenter.apply_node_class,
             go_directive="1.25.6",
             notes="its kwok cloud provider (creates Nodes that kwok runs): leader election "
             "off, webhooks off (v1 has none), metrics and health on free ports, instance types "
