@@ -192,6 +192,35 @@ CONTROLLER_ADMISSION_WAIT = Histogram(
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600),
     registry=CONTROLLER_REGISTRY,
 )
+CONTROLLER_RESERVATION_TO_ADMISSION = Histogram(
+    "queuectl_reservation_to_admission_seconds",
+    "From quota reservation to admission, for workloads behind admission checks (the time "
+    "their checks, e.g. provisioning, took).",
+    ["cluster_queue"],
+    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_PROVISION_PENDING_GPUS = Gauge(
+    "queuectl_provision_pending_gpus",
+    "GPU devices (whole GPUs and each MIG profile apart) of reservations waiting for the "
+    "provisioning check's capacity, by flavor and resource.",
+    ["flavor", "resource"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_PROVISION_REQUESTS = Gauge(
+    "queuectl_provision_requests",
+    "Capacity requests of the provisioning check standing now, by mode (placeholders, "
+    "provisioningrequest) and state (Pending, Provisioned).",
+    ["mode", "state"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_PROVISION_DECISIONS = Counter(
+    "queuectl_provision_decisions_total",
+    "Decisions of the provisioning check, by mode and outcome (Fits: no capacity needed, "
+    "Provisioned, Retry).",
+    ["mode", "outcome"],
+    registry=CONTROLLER_REGISTRY,
+)
 CONTROLLER_QUOTA = Gauge(
     "queuectl_cluster_queue_quota",
     "Quota per ClusterQueue, flavor and resource in canonical units; kind is nominal, used or "

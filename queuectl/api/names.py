@@ -114,6 +114,21 @@ REASON_ADMISSION_CHECK_NOT_FOUND: Final = "AdmissionCheckNotFound"
 REASON_ADMISSION_CHECK_INACTIVE: Final = "AdmissionCheckInactive"
 # The built-in trivial check controller (queuectl/controller/builtin_checks.py).
 CHECK_ALWAYS_READY: Final = "queuectl.io/always-ready"
+# The built-in capacity check (docs/design/provisioning.md): queued demand grows the fleet.
+CHECK_PROVISIONING: Final = "queuectl.io/provisioning"
+# Its placeholder pods: which Workload (name, same namespace) and pod set each stands for.
+LABEL_PLACEHOLDER_FOR: Final = "queuectl.io/placeholder-for"
+LABEL_PLACEHOLDER_POD_SET: Final = "queuectl.io/placeholder-pod-set"
+# The lowest PriorityClass, created by queuectl, that placeholder pods run at.
+PRIORITY_CLASS_PLACEHOLDER: Final = "queuectl-capacity-placeholder"
+PRIORITY_PLACEHOLDER_VALUE: Final = -1_000_000_000
+# The check's parameters that select cluster-autoscaler's ProvisioningRequest instead.
+PROVREQ_GROUP: Final = "autoscaling.x-k8s.io"
+PROVREQ_PARAMETERS_KIND: Final = "ProvisioningRequestClass"
+PROVREQ_CLASSES: Final = (
+    "check-capacity.autoscaling.x-k8s.io",
+    "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+)
 # Quota reserved, Admitted=False until every check is Ready.
 REASON_WAITING_FOR_CHECKS: Final = "WaitingForAdmissionChecks"
 # Evicted (reservation released) because a check said Retry; requeued with back-off.

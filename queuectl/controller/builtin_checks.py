@@ -3,9 +3,10 @@
 A check controller does two things (docs/design/admission-checks.md): it sets its
 AdmissionCheck's Active condition, and it writes a state into `status.admissionChecks` of the
 Workloads that reserved quota in a queue listing the check. Checks owned by anyone else are
-left alone. `REGISTRY` is the seam for the built-ins: the planned `queuectl.io/provision`
-check (issue 16) registers there; today the only one is `queuectl.io/always-ready`, trivial and
-meant for demos and tests: Active, and Ready for every workload.
+left alone. `REGISTRY` is the seam for the built-ins, each made from the controller's API
+client, cache, clock and timer: `queuectl.io/always-ready`, trivial and meant for demos and
+tests (Active, Ready for every workload), and `queuectl.io/provisioning`, which asks an
+autoscaler for the capacity a reservation needs (controller/provision.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from queuectl.controller import checks, status
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.provision import ProvisionCheck
 from queuectl.core.types import CheckState
 
 
@@ -28,8 +30,15 @@ class CheckController(Protocol):
         """(Active, message) for its AdmissionCheck (e.g. not Active while misconfigured)."""
         ...
 
-    def decide(self, check: Obj, wl: Obj) -> tuple[CheckState, str] | None:
-        """The state for a Workload whose state of this check is Pending; None: not yet."""
+    async def decide(self, check: Obj, wl: Obj) -> tuple[CheckState, str] | None:
+        """The state (and message) for a Workload whose state of this check is Pending; None:
+        nothing to say yet. Saying Pending again with a new message only updates it."""
+        ...
+
+    async def tidy(self, key: str, wl: Obj | None) -> None:
+        """Clean up after a Workload (None: deleted) that may no longer need what the check
+        made for it; every reconcile of the leader calls it, so it must be cheap when there
+        is nothing to do."""
         ...
 
 
@@ -39,11 +48,20 @@ class AlwaysReady:
     def activity(self, check: Obj) -> tuple[bool, str]:
         return True, f"{names.CHECK_ALWAYS_READY} is built into queuectl"
 
-    def decide(self, check: Obj, wl: Obj) -> tuple[CheckState, str] | None:
+    async def decide(self, check: Obj, wl: Obj) -> tuple[CheckState, str] | None:
         return "Ready", f"{names.CHECK_ALWAYS_READY} lets every workload in"
 
+    async def tidy(self, key: str, wl: Obj | None) -> None:
+        return None  # it makes nothing
 
-REGISTRY: Mapping[str, CheckController] = {names.CHECK_ALWAYS_READY: AlwaysReady()}
+
+Clock = Callable[[], float]
+Timer = Callable[[float, str], None]  # (when, workload key): reconcile it then
+Factory = Callable[[Kube, Cache, Clock, Timer], CheckController]
+REGISTRY: Mapping[str, Factory] = {
+    names.CHECK_ALWAYS_READY: lambda *_: AlwaysReady(),
+    names.CHECK_PROVISIONING: ProvisionCheck,
+}
 
 
 class BuiltinChecks:
@@ -53,13 +71,19 @@ class BuiltinChecks:
         self,
         kube: Kube,
         cache: Cache,
-        clock: Callable[[], float],
-        registry: Mapping[str, CheckController] = REGISTRY,
+        clock: Clock,
+        at: Timer = lambda *_: None,
+        registry: Mapping[str, Factory] = REGISTRY,
     ) -> None:
         self.kube = kube
         self.cache = cache
         self.clock = clock
-        self.registry = registry
+        self.registry = {name: make(kube, cache, clock, at) for name, make in registry.items()}
+
+    async def tidy(self, key: str, wl: Obj | None) -> None:
+        """Let each built-in that made objects for Workloads clean up after this one."""
+        for ctl in self.registry.values():
+            await ctl.tidy(key, wl)
 
     def _owned(self, name: str) -> tuple[Obj, CheckController] | None:
         obj = self.cache.get(k.ADMISSION_CHECKS, name)
@@ -104,8 +128,11 @@ class BuiltinChecks:
             owned = self._owned(str(entry["name"]))
             if entry.get("state") != "Pending" or owned is None:
                 continue
-            said = owned[1].decide(owned[0], wl)
-            if said is not None:
+            said = await owned[1].decide(owned[0], wl)
+            if said is not None and (said[0], said[1]) != (
+                entry.get("state"),
+                entry.get("message"),
+            ):
                 entry.update(state=said[0], message=said[1], lastTransitionTime=now)
                 changed = True
         if not changed:

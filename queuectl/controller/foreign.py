@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from queuectl import convert
+from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
@@ -28,6 +29,8 @@ def foreign_usage(pod: Obj, owners: Owners) -> tuple[str, Usage] | None:
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
+    if names.LABEL_PLACEHOLDER_FOR in ((pod.get("metadata") or {}).get("labels") or {}):
+        return None  # the provisioning check's placeholder: it gives way to any pod
     if is_ours(pod, owners):
         return None
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from queuectl import convert
+from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.controller import checks, placement, settle, status
 from queuectl.controller import kube as k
@@ -64,11 +64,12 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         self.clock = clock
         self.stats = {}
         self.squatters = {}
-        self.builtin_checks = BuiltinChecks(kube, cache, clock)
+        self.builtin_checks = BuiltinChecks(kube, cache, clock, at)
 
     async def reconcile(self, key: str) -> None:
         ns, name = split_key(key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
+        await self.builtin_checks.tidy(key, wl)  # what a check asked for a workload that left
         if wl is None and key in self.squatters:  # the squatter is gone: queue its job now
             kind, job_name = self.squatters.pop(key)
             if (own := await self.reconcile_job(kind, ns, job_name)) is not None:
@@ -179,6 +180,15 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             patch = status.checks_passed(wl, now)
             written = await self.write_status(wl, patch) if patch is not None else None
             if written is not None:
+                reserved = convert.condition(written, names.COND_QUOTA_RESERVED) or {}
+                since = convert.parse_time(reserved.get("lastTransitionTime"))
+                if since is not None:
+                    queue = ((written.get("status") or {}).get("admission") or {}).get(
+                        "clusterQueue", ""
+                    )
+                    metrics.CONTROLLER_RESERVATION_TO_ADMISSION.labels(queue).observe(
+                        max(0.0, now - since)
+                    )
                 note = f"Every admission check is Ready ({checks.summary(written)})"
                 self.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
             return written

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client as k8s
 
+from queuectl.testenv import karpenter
 from queuectl.testenv.build import Progress, _run_streaming, build_once, check_go, find_go
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
@@ -243,6 +244,20 @@ OPERATORS: dict[str, Operator] = {
             notes="config file: leader election off, certManagement off, metrics off; serves "
             "webhooks with a self-signed cert found through TMPDIR; needs JobSet's CRDs (a "
             "TrainJob becomes a JobSet)" + _OWN_WEBHOOKS + " (validating only)",
+        ),
+        Operator(
+            name="karpenter",
+            module="sigs.k8s.io/karpenter",
+            version="v1.9.0",
+            package="sigs.k8s.io/karpenter/kwok",
+            crds=("kwok/charts/crds/karpenter.sh_*.yaml", "kwok/apis/crds/*.yaml"),
+            argv=karpenter.argv,
+            env={"SYSTEM_NAMESPACE": "kube-system"},
+            prepare=karpenter.apply_node_class,
+            go_directive="1.25.6",
+            notes="its kwok cloud provider (creates Nodes that kwok runs): leader election "
+            "off, webhooks off (v1 has none), metrics and health on free ports, instance types "
+            "from a file queuectl writes (GPU shapes; see queuectl/testenv/karpenter.py)",
         ),
     )
 }

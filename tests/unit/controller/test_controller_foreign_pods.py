@@ -37,6 +37,12 @@ def pod(
     return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
+def placeholder() -> dict[str, Any]:
+    obj = pod("train-cap-main-0")
+    obj["metadata"]["labels"] = {names.LABEL_PLACEHOLDER_FOR: "job-train-1234"}
+    return obj
+
+
 JOBS = {
     "queued": {names.LABEL_QUEUE_NAME: "gpu"},
     "admitted": {names.LABEL_WORKLOAD: "job-admitted-1234"},
@@ -65,6 +71,7 @@ JOBS = {
             },
             False,
         ),
+        ("a provisioning placeholder (it gives way)", placeholder(), False),
     ],
 )
 def test_which_pods_count_as_foreign(case: str, obj: dict[str, Any], counted: bool) -> None:

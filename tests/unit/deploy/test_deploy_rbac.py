@@ -68,6 +68,14 @@ GRANTED = [
     Ask("patch", "", "nodes", name="gpu-node-1"),  # cordon during auto-drain
     Ask("watch", "", "namespaces"),
     Ask("watch", "scheduling.k8s.io", "priorityclasses"),
+    # The provisioning check: placeholder pods at its own PriorityClass, or ProvisioningRequests.
+    Ask("create", "", "pods", "team-a"),
+    Ask("create", "scheduling.k8s.io", "priorityclasses"),
+    Ask("create", "", "podtemplates", "team-a"),
+    Ask("delete", "", "podtemplates", "team-a"),
+    Ask("create", "autoscaling.x-k8s.io", "provisioningrequests", "team-a"),
+    Ask("get", "autoscaling.x-k8s.io", "provisioningrequests", "team-a"),
+    Ask("delete", "autoscaling.x-k8s.io", "provisioningrequests", "team-a"),
     Ask("create", "", "events", "team-a"),
     Ask("patch", "events.k8s.io", "events", "team-a"),
     Ask("update", "coordination.k8s.io", "leases", SYSTEM_NS, "queuectl-controller"),
@@ -82,7 +90,7 @@ GRANTED = [
 DENIED = [
     Ask("create", "batch", "jobs", "team-a"),  # users create Jobs, never the controller
     Ask("delete", "batch", "jobs", "team-a"),
-    Ask("create", "", "pods", "team-a"),
+    Ask("update", "", "pods", "team-a"),  # placeholders are created and deleted, never changed
     Ask("delete", "", "nodes", name="gpu-node-1"),
     Ask("update", "queuectl.io", "clusterqueues"),  # spec belongs to the admin
     Ask("delete", "queuectl.io", "clusterqueues"),
@@ -103,7 +111,8 @@ DENIED = [
     Ask("create", "apiextensions.k8s.io", "customresourcedefinitions"),
     Ask("bind", "rbac.authorization.k8s.io", "clusterroles"),
     Ask("create", "", "namespaces"),
-    Ask("create", "scheduling.k8s.io", "priorityclasses"),
+    Ask("delete", "scheduling.k8s.io", "priorityclasses"),
+    Ask("update", "autoscaling.x-k8s.io", "provisioningrequests", "team-a"),
 ]  # fmt: skip
 
 

@@ -26,6 +26,7 @@ def test_all_names_every_operator_in_table_order() -> None:
         "ray",
         "training-operator",
         "trainer",
+        "karpenter",
     ]
     assert operators.parse_names(" trainer, jobset ") == ["jobset", "trainer"]
 
@@ -40,7 +41,7 @@ def test_an_unknown_operator_is_refused_naming_the_known_ones(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "unknown operator 'kueue'" in err
-    assert "jobset, lws, ray, training-operator, trainer, or all" in err
+    assert "jobset, lws, ray, training-operator, trainer, karpenter, or all" in err
 
 
 def test_cache_keys_follow_the_pinned_version_and_never_the_control_plane() -> None:
@@ -49,7 +50,7 @@ def test_cache_keys_follow_the_pinned_version_and_never_the_control_plane() -> N
     assert key.startswith("operator-jobset-v0.11.0-")
     bumped = dataclasses.replace(jobset, version="v0.12.0")
     assert operators.cache_key(bumped) != key
-    assert len({operators.cache_key(op) for op in operators.OPERATORS.values()}) == 5
+    assert len({operators.cache_key(op) for op in operators.OPERATORS.values()}) == 6
 
 
 @pytest.mark.parametrize(
@@ -67,6 +68,18 @@ def test_flag_driven_operators_run_without_leader_election_or_metrics(
     assert leader_election_flag in argv
     assert any(a.startswith("--metrics") and a.endswith("=0") for a in argv)
     assert "--health-probe-bind-address=127.0.0.1:1001" in argv
+
+
+def test_karpenter_runs_its_kwok_provider_alone_with_gpu_instance_types(tmp_path: Path) -> None:
+    op = operators.lookup("karpenter")
+    assert op.package == "sigs.k8s.io/karpenter/kwok" and op.version == "v1.9.0"
+    run = RunDir(tmp_path, health_port=1001, webhook_port=1002)
+    argv = op.argv(Path("/bin/karpenter"), run)
+    assert "--disable-leader-election" in argv and "--health-probe-port=1001" in argv
+    (path,) = [a.split("=", 1)[1] for a in argv if a.startswith("--instance-types-file-path=")]
+    types = {t["name"]: t for t in json.loads(Path(path).read_text())}
+    assert types["gpu-8x-h100"]["resources"]["nvidia.com/gpu"] == "8"
+    assert all(t["offerings"][0]["Available"] for t in types.values())
 
 
 @pytest.mark.parametrize(
