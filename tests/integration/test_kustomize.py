@@ -292,6 +292,9 @@ WRITES_GRANTED = [
     ("patch", "localqueues.queuectl.io", "team-a", "lq", "status"),
     ("patch", "jobs.batch", "team-a", "job", None),
     ("patch", "nodes", None, "gpu-1", None),
+    ("patch", "pods", "team-a", "p", None),  # lift a pod group's admission gate
+    ("delete", "pods", "team-a", "p", None),  # stop a preempted pod group; remove placeholders
+    ("create", "pods", "team-a", None, None),  # the provisioning check's placeholders
     ("create", "events.events.k8s.io", "team-a", None, None),
     ("create", "leases.coordination.k8s.io", SYSTEM_NS, None, None),
     ("update", "leases.coordination.k8s.io", SYSTEM_NS, "queuectl-controller", None),
@@ -304,7 +307,7 @@ WRITES_GRANTED = [
 ]  # fmt: skip
 WRITES_DENIED = [
     ("create", "jobs.batch", "team-a", None, None),
-    ("delete", "pods", "team-a", "p", None),
+    ("update", "pods", "team-a", "p", None),  # placeholders and gated pods are never replaced
     ("get", "secrets", "team-a", "s", None),
     ("update", "clusterqueues.queuectl.io", None, "cq", None),
     ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io", None, "other", None),
