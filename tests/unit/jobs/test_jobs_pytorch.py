@@ -4,7 +4,6 @@ user's own node affinity terms); restore undoes it; status read from its conditi
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +14,14 @@ from queuectl.api import names
 from queuectl.jobs import PodSetPlacement
 from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.jobs.registry import KINDS
+from tests.unit.jobs.jobs_helpers import AFFINITY, apply_merge, required
 
 SAMPLE = Path(__file__).parent / "samples" / "pytorchjob.yaml"
-AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def sample() -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
     return loaded
-
-
-def required(pod_spec: dict[str, Any]) -> Any:
-    """The required node affinity (a merge patch leaves an empty nodeAffinity behind)."""
-    return ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(AFFINITY)
-
-
-def apply_merge(obj: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(obj) if isinstance(obj, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = apply_merge(out.get(key), value)
-    return out
 
 
 def test_master_and_workers_are_pod_sets_in_a_stable_order() -> None:

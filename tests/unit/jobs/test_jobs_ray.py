@@ -16,10 +16,10 @@ from queuectl.jobs import PodSetPlacement
 from queuectl.jobs.ray import RayCluster, RayJob
 from queuectl.jobs.ray.clusterspec import worker_count
 from queuectl.jobs.shape import shape_changes
+from tests.unit.jobs.jobs_helpers import AFFINITY, apply_merge, required
 
 SAMPLES = Path(__file__).parent / "samples"
 GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def sample(name: str) -> dict[str, Any]:
@@ -39,24 +39,6 @@ def place(name: str, rack: str) -> PodSetPlacement:
         tolerations=(GPU,),
         domain={names.LABEL_TOPOLOGY_RACK: (rack,)},
     )
-
-
-def required(pod_spec: dict[str, Any]) -> Any:
-    """The required node affinity (a merge patch leaves an empty nodeAffinity behind)."""
-    return ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(AFFINITY)
-
-
-def apply_merge(obj: Any, patch: Any) -> Any:
-    """RFC 7386 merge patch, as the API server applies it to a custom resource."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(obj) if isinstance(obj, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = apply_merge(out.get(key), value)
-    return out
 
 
 def test_a_raycluster_is_a_head_and_one_pod_set_per_worker_group() -> None:
