@@ -6,6 +6,12 @@ from sigs.k8s.io/karpenter and run as a process) sees them pending, adds 2 nodes
 whose nodes carry the GPU labels and one rack label; the check turns Ready, the gang is admitted
 whole and runs on the 2 old + 2 new nodes. Once it finished and the new nodes are empty,
 Karpenter consolidates them away. Demand the quota does not allow never asks for anything.
+
+The pool is the module's own: its nodes (old and new) carry a pool label and a taint that only
+this module's flavor tolerates. The control plane is shared by the whole session, and other
+modules leave free H100 nodes behind: with a flavor over every H100 the check rightly found the
+gang fitting there and asked for nothing (a CI failure), and an H100 pod pending elsewhere could
+make Karpenter grow this pool.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 import pytest
 
 from e2e.harness import (
+    POOL,
     ControllerProcess,
     apply,
     cluster_queue,
@@ -38,6 +45,9 @@ PRODUCT = "NVIDIA-H100-80GB-HBM3"  # the NodePool's nodes carry it as GFD would
 NODE_POOL = "gpu-h100"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 CHECK = "capacity"
+GROWN = "grown"
+TAINT = {"key": POOL, "value": GROWN, "effect": "NoSchedule"}
+TOLERATION = {"key": POOL, "operator": "Equal", "value": GROWN, "effect": "NoSchedule"}
 
 
 def provisioning_check() -> dict[str, Any]:
@@ -49,13 +59,21 @@ def provisioning_check() -> dict[str, Any]:
     }
 
 
+def pool_flavor() -> dict[str, Any]:
+    """A flavor over just this module's pool: its label, and a toleration of its taint."""
+    grown = flavor(f"h100-{GROWN}", PRODUCT)
+    grown["spec"]["nodeLabels"][POOL] = GROWN
+    grown["spec"]["tolerations"] = [TOLERATION]
+    return grown
+
+
 def gated_queue(cluster: Cluster, namespace: str, gpus: int) -> None:
     cq = f"cq-{namespace}"
     apply(
         cluster,
         provisioning_check(),
-        flavor("h100", PRODUCT),
-        cluster_queue(cq, namespace, {"h100": gpus}, admissionChecks=[CHECK]),
+        pool_flavor(),
+        cluster_queue(cq, namespace, {f"h100-{GROWN}": gpus}, admissionChecks=[CHECK]),
         local_queue("lq", namespace, cq),
     )
 
@@ -74,10 +92,22 @@ def placeholders(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def grown_cluster(control_plane: Cluster, operators: Any) -> Cluster:
-    """2 free 8-GPU nodes of the product, Karpenter running with a NodePool for more."""
-    control_plane.add_gpu_nodes(2, 8, PRODUCT, 81559, name_prefix="base")
+    """2 free 8-GPU nodes of the product, Karpenter running with a NodePool for more; all of
+    them labelled and tainted as this module's pool."""
+    control_plane.add_gpu_nodes(
+        2, 8, PRODUCT, 81559, name_prefix="base", labels={POOL: GROWN}, taints=[TAINT]
+    )
     operators("karpenter")
-    apply(control_plane, karpenter.node_pool(NODE_POOL, product=PRODUCT, consolidate_after="10s"))
+    apply(
+        control_plane,
+        karpenter.node_pool(
+            NODE_POOL,
+            product=PRODUCT,
+            consolidate_after="10s",
+            labels={POOL: GROWN},
+            taints=[TAINT],
+        ),
+    )
     return control_plane
 
 

@@ -81,42 +81,35 @@ def node_pool(
     block: str = "block-k",
     consolidate_after: str = "15s",
     gpu_limit: int = 64,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A NodePool of one GPU instance type whose nodes carry GFD's labels and one rack's
-    topology labels; empty nodes are removed `consolidate_after` after they empty."""
+    topology labels (plus `labels` and `taints`, to keep a pool to the work that asks for it);
+    empty nodes are removed `consolidate_after` after they empty."""
+    template_spec: dict[str, Any] = {
+        "requirements": [
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": [instance_type],
+            },
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        ],
+        "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": NODE_CLASS},
+        "expireAfter": "Never",
+    }
+    if taints:
+        template_spec["taints"] = [dict(t) for t in taints]
+    node_labels = {names.LABEL_GPU_PRODUCT: product, RACK_LABEL: rack, BLOCK_LABEL: block}
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": name},
         "spec": {
             "template": {
-                "metadata": {
-                    "labels": {
-                        names.LABEL_GPU_PRODUCT: product,
-                        RACK_LABEL: rack,
-                        BLOCK_LABEL: block,
-                    }
-                },
-                "spec": {
-                    "requirements": [
-                        {
-                            "key": "node.kubernetes.io/instance-type",
-                            "operator": "In",
-                            "values": [instance_type],
-                        },
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": ["on-demand"],
-                        },
-                    ],
-                    "nodeClassRef": {
-                        "group": "karpenter.kwok.sh",
-                        "kind": "KWOKNodeClass",
-                        "name": NODE_CLASS,
-                    },
-                    "expireAfter": "Never",
-                },
+                "metadata": {"labels": {**node_labels, **(labels or {})}},
+                "spec": template_spec,
             },
             "limits": {names.GPU_RESOURCE: str(gpu_limit)},
             "disruption": {
