@@ -15,7 +15,7 @@ from typing import Any
 from queuectl.api.resource import Resource
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
-from queuectl.jobs.kind import JobKind
+from queuectl.jobs.kind import JobKind, ReadsInputs
 from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.jobs.ray import RayCluster, RayJob
 
@@ -82,6 +82,13 @@ def controlled_by(job: Mapping[str, Any], kinds: Mapping[str, JobKind]) -> JobKi
         if found is not None and found.resource.group == group:
             return found
     return None
+
+
+def input_resources(kinds: Iterable[JobKind]) -> tuple[Resource, ...]:
+    """Every resource the kinds read their pod sets from (`ReadsInputs.inputs`: a TrainJob's
+    runtimes), once each: the controller watches them and its RBAC may read them."""
+    found = (r for kind in kinds if isinstance(kind, ReadsInputs) for r in kind.inputs)
+    return tuple(dict.fromkeys(found))
 
 
 def load_kind(spec: str) -> JobKind:
