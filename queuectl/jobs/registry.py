@@ -18,6 +18,7 @@ from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.kind import JobKind, ReadsInputs
 from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.jobs.ray import RayCluster, RayJob
+from queuectl.jobs.trainjob import TrainJob
 
 
 class Registry(Mapping[str, JobKind]):
@@ -114,6 +115,7 @@ KINDS = Registry(
         RayJob(),
         RayCluster(),
         PyTorchJob(),
+        TrainJob(),
     ]
 )
 """Every kind queuectl queues: one line per kind."""
