@@ -8,9 +8,11 @@ Runtimes are trainer's own (tests/unit/jobs/samples/trainjob-runtimes.yaml)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from queuectl.api import names
 from queuectl.jobs import MissingInput, PodSetPlacement, ReadsInputs
@@ -203,3 +205,16 @@ def test_the_derived_jobset_is_part_of_the_trainjobs_workload() -> None:
         },
     }
     assert controlled_by(jobset, KINDS) is KINDS["TrainJob"]
+
+
+def test_the_config_sample_is_queued_on_its_runtime_as_one_rack_of_4_x_8_gpus() -> None:
+    kinds = Path(__file__).resolve().parents[3] / "config" / "samples" / "kinds"
+    runtime = yaml.safe_load((kinds / "trainjob-runtime.yaml").read_text())
+    job = yaml.safe_load((kinds / "trainjob.yaml").read_text())
+    assert KIND.is_suspended(job) and KIND.queue_name(job) == "training"
+    for op in KIND.snapshot_ops(job, runtime):  # what the mutating webhook adds
+        job["metadata"].setdefault("annotations", {}).update(op["value"])
+    (node,) = KIND.workload_spec(job)["podSets"]
+    assert (node["name"], node["count"]) == ("node", 4)
+    assert node["template"]["spec"]["containers"][0]["resources"]["limits"] == {GPU: "8"}
+    assert node["topologyRequest"] == {"required": RACK}
