@@ -58,7 +58,9 @@ class TrainJob:
     inputs: tuple[Resource, ...] = (rt.CLUSTER_RUNTIMES, rt.RUNTIMES)
 
     def queue_name(self, job: Obj) -> str | None:
-        return wl.queue_name(job)
+        # Without the runtime's record (created before queuectl's webhook ran) there are no pod
+        # sets to queue: the controller leaves it alone rather than make an empty Workload.
+        return wl.queue_name(job) if _snapshot_text(job) is not None else None
 
     def is_suspended(self, job: Obj) -> bool:
         return bool((job.get("spec") or {}).get("suspend"))

@@ -66,9 +66,11 @@ def test_under_mpi_with_the_launcher_as_a_node_num_nodes_counts_the_launcher_too
         assert ps.template["spec"]["containers"][0]["resources"]["limits"] == {GPU: "8"}
 
 
-def test_a_trainjob_without_a_snapshot_has_no_pod_sets() -> None:
-    job = docs()["pretrain"]
+def test_a_trainjob_without_a_snapshot_has_no_pod_sets_and_is_not_queued() -> None:
+    job = docs()["pretrain"]  # labelled, but created before queuectl's webhook ran
     assert KIND.pod_sets(job) == []
+    assert KIND.queue_name(job) is None
+    assert KIND.queue_name(created()) == "lq"
 
 
 def test_a_runtime_edited_later_is_not_followed() -> None:
@@ -211,9 +213,10 @@ def test_the_config_sample_is_queued_on_its_runtime_as_one_rack_of_4_x_8_gpus() 
     kinds = Path(__file__).resolve().parents[3] / "config" / "samples" / "kinds"
     runtime = yaml.safe_load((kinds / "trainjob-runtime.yaml").read_text())
     job = yaml.safe_load((kinds / "trainjob.yaml").read_text())
-    assert KIND.is_suspended(job) and KIND.queue_name(job) == "training"
+    assert KIND.is_suspended(job)
     for op in KIND.snapshot_ops(job, runtime):  # what the mutating webhook adds
         job["metadata"].setdefault("annotations", {}).update(op["value"])
+    assert KIND.queue_name(job) == "training"
     (node,) = KIND.workload_spec(job)["podSets"]
     assert (node["name"], node["count"]) == ("node", 4)
     assert node["template"]["spec"]["containers"][0]["resources"]["limits"] == {GPU: "8"}
