@@ -67,7 +67,7 @@ def desired_job_kinds_rbac() -> str:
     controller does to it (watch it, suspend/unsuspend it, place its pods). A rule for a
     resource whose CRD is not installed grants nothing until it is."""
     sys.path.insert(0, str(REPO))
-    from queuectl.jobs.registry import KINDS
+    from queuectl.jobs.registry import KINDS, input_resources
 
     ops = [
         {
@@ -80,6 +80,19 @@ def desired_job_kinds_rbac() -> str:
             },
         }
         for kind in KINDS.values()
+    ]
+    # What a kind reads its pod sets from (a TrainJob's runtimes): read only.
+    ops += [
+        {
+            "op": "add",
+            "path": "/rules/-",
+            "value": {
+                "apiGroups": [res.group],
+                "resources": [res.plural],
+                "verbs": ["get", "list", "watch"],
+            },
+        }
+        for res in input_resources(KINDS.values())
     ]
     body = yaml.dump(ops, Dumper=_NoAliases, sort_keys=False)
     return HEADER.format(source="queuectl.jobs.registry") + body

@@ -22,6 +22,8 @@ DEFAULT_LOCAL_QUEUE: Final = "default"
 LABEL_CLUSTER_QUEUE: Final = "queuectl.io/cluster-queue"
 LABEL_WORKLOAD: Final = "queuectl.io/workload"
 ANNOTATION_PREEMPTION_DEADLINE: Final = "queuectl.io/preemption-deadline"
+# A TrainJob's runtime as it was when the TrainJob was created (jobs/trainjob): its pod sets.
+ANNOTATION_TRAINJOB_RUNTIME: Final = "queuectl.io/trainjob-runtime"
 # Plain pod groups (jobs/podgroup): the names Kueue users know, under queuectl.io.
 LABEL_POD_GROUP_NAME: Final = "queuectl.io/pod-group-name"
 ANNOTATION_POD_GROUP_TOTAL_COUNT: Final = "queuectl.io/pod-group-total-count"

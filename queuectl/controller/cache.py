@@ -6,7 +6,7 @@ lookups, the scheduling inputs and the reconcile decisions all read this cache.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from queuectl import convert
@@ -17,7 +17,8 @@ from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.podowners import Owners
 from queuectl.controller.watcher import Store, Watcher
-from queuectl.jobs.registry import KINDS
+from queuectl.jobs import JobKind
+from queuectl.jobs.registry import KINDS, input_resources
 
 WATCHED: tuple[Resource, ...] = (
     k.NAMESPACES,
@@ -50,6 +51,7 @@ class Cache:
         kube: Kube,
         resources: tuple[Resource, ...] = WATCHED,
         job_kinds: tuple[Resource, ...] | None = None,
+        inputs: tuple[Resource, ...] | None = None,
     ) -> None:
         self.kube = kube
         self.stores: dict[str, Store] = {r.plural: Store(r) for r in resources}
@@ -62,7 +64,10 @@ class Cache:
         )
         """Every job kind's resource (default: the registered kinds): a store each from the
         start, empty until its watch starts (controller/kinds.py)."""
-        for res in self.job_kinds:
+        self.inputs = input_resources(KINDS.values()) if inputs is None else inputs
+        """What job kinds read their pod sets from (a TrainJob's runtimes): watched like the
+        kinds, once served, for the webhooks' `input_object`."""
+        for res in (*self.job_kinds, *self.inputs):
             self.stores.setdefault(res.plural, Store(res))
         self.queued_pods = Store(k.PODS)
         """Pods carrying the queue label, in every phase and bound or not (the PODS store
@@ -71,6 +76,16 @@ class Cache:
             self.watchers.append(
                 Watcher(kube, self.queued_pods, label_selector=names.LABEL_QUEUE_NAME)
             )
+
+    @classmethod
+    def for_kinds(cls, kube: Kube, kinds: Iterable[JobKind]) -> Cache:
+        """A cache with a store for each of these kinds and for what they read (`inputs`)."""
+        kinds = list(kinds)
+        return cls(
+            kube,
+            job_kinds=tuple(kind.resource for kind in kinds),
+            inputs=input_resources(kinds),
+        )
 
     def watch(self, res: Resource) -> Watcher:
         """A watcher for `res`'s store, counted by `synced` from now on; the caller runs it."""
@@ -122,6 +137,10 @@ class Cache:
             and convert.is_admitted(wl)  # quota reserved is not enough: checks must pass
             and not convert.is_true(wl, names.COND_EVICTED)
         )
+
+    def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        store = self.stores.get(resource.plural)
+        return None if store is None else store.get(namespace, name)
 
     def cohort_parent(self, name: str) -> str | None:
         co = self.get(k.COHORTS, name)

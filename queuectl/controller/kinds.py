@@ -1,4 +1,5 @@
-"""Watches for every registered job kind, each started once its resource is served.
+"""Watches for every registered job kind (and what a kind reads its pod sets from, a TrainJob's
+runtimes), each started once its resource is served.
 
 A kind whose CRD is not installed (no JobSet operator here) is not an error: it is logged once
 at start and its group-version's discovery document is read again every `recheck_s`; once the
@@ -19,6 +20,7 @@ from queuectl.api.resource import Resource
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import READ_TIMEOUT_S, Kube, KubeError, api_trouble
 from queuectl.jobs import JobKind
+from queuectl.jobs.registry import input_resources
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +50,19 @@ class KindWatches:
     ) -> None:
         self.kube = kube
         self.cache = cache
-        self.kinds = list(kinds)
+        kinds = list(kinds)
+        self.inputs = input_resources(kinds)
+        self.resources = [kind.resource for kind in kinds] + list(self.inputs)
         self.recheck_s = recheck_s
-        self.missing: list[JobKind] = []
+        self.missing: list[Resource] = []
+
+    def _what(self, res: Resource) -> str:
+        return "job kind input" if res in self.inputs else "job kind"
 
     async def discover(self) -> None:
         """Before the watches start: watch every kind served now, one log line for each that
         is not (or could not be checked: it is checked again later)."""
-        for kind in self.kinds:
-            res = kind.resource
+        for res in self.resources:
             try:
                 found = await served(self.kube, res)
             except Exception as err:
@@ -68,9 +74,10 @@ class KindWatches:
             if found:
                 self.cache.watch(res)
                 continue
-            self.missing.append(kind)
+            self.missing.append(res)
             log.info(
-                "job kind %s (%s/%s): not watched, %s; checking again every %.0f s",
+                "%s %s (%s/%s): not watched, %s; checking again every %.0f s",
+                self._what(res),
                 res.kind,
                 res.api_version,
                 res.plural,
@@ -84,8 +91,7 @@ class KindWatches:
         try:
             while True:
                 await asyncio.sleep(self.recheck_s)
-                for kind in list(self.missing):
-                    res = kind.resource
+                for res in list(self.missing):
                     try:
                         if not await served(self.kube, res):
                             continue
@@ -94,9 +100,14 @@ class KindWatches:
                             raise
                         log.warning("discovery of %s: %s: %s", res.kind, type(err).__name__, err)
                         continue
-                    self.missing.remove(kind)
+                    self.missing.remove(res)
                     watcher = self.cache.watch(res)
-                    log.info("job kind %s (%s): now served; watching it", res.kind, res.api_version)
+                    log.info(
+                        "%s %s (%s): now served; watching it",
+                        self._what(res),
+                        res.kind,
+                        res.api_version,
+                    )
                     tasks.append(asyncio.create_task(watcher.run(), name=f"watch-{res.plural}"))
         finally:
             for t in tasks:

@@ -80,7 +80,7 @@ class Controller:
         self.leader = leader
         self.clock = clock
         self.kinds = KINDS if kinds is None else kinds
-        self.cache = Cache(kube, job_kinds=tuple(kind.resource for kind in self.kinds.values()))
+        self.cache = Cache.for_kinds(kube, self.kinds.values())
         self.kind_watches = KindWatches(
             kube, self.cache, self.kinds.values(), options.kind_recheck_s
         )

@@ -4,6 +4,24 @@ behind one interface (`JobKind`), and the helpers every kind shares (docs/design
 Imports only queuectl.api and queuectl.core; the controller, webhooks, agent and CLI import it.
 """
 
-from queuectl.jobs.kind import Finished, JobKind, JsonPatch, PodSet, PodSetPlacement
+from queuectl.jobs.kind import (
+    Finished,
+    InputRef,
+    JobKind,
+    JsonPatch,
+    MissingInput,
+    PodSet,
+    PodSetPlacement,
+    ReadsInputs,
+)
 
-__all__ = ["Finished", "JobKind", "JsonPatch", "PodSet", "PodSetPlacement"]
+__all__ = [
+    "Finished",
+    "InputRef",
+    "JobKind",
+    "JsonPatch",
+    "MissingInput",
+    "PodSet",
+    "PodSetPlacement",
+    "ReadsInputs",
+]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from queuectl.api.resource import Obj, Resource
 
@@ -131,4 +131,46 @@ class JobKind(Protocol):
     # --- the webhooks' half ------------------------------------------------------------------
     def suspend_ops(self, job: Obj) -> JsonPatch:
         """JSON patch ops that create the job suspended; empty when it already is."""
+        ...
+
+
+# --- optional: a kind whose pod sets sit partly in another object ----------------------------
+@dataclass(frozen=True)
+class InputRef:
+    """The object a job names and reads its pod sets from (a TrainJob's runtime)."""
+
+    resource: Resource
+    namespace: str
+    """"" for a cluster-scoped object."""
+    name: str
+
+
+class MissingInput(Exception):
+    """The object a job names does not exist (or cannot be read): the job cannot be queued.
+    The message says which object and what to do; the webhook refuses the job with it."""
+
+
+@runtime_checkable
+class ReadsInputs(Protocol):
+    """Beside `JobKind`, for a kind whose pod sets are not all in the job (a TrainJob's are in
+    its TrainingRuntime). The mutating webhook copies what is needed into the job once, on
+    CREATE (`snapshot_ops`, from the controller's cache of `inputs`); from then on every
+    `JobKind` method reads the job alone (docs/design/jobs.md, "Kubeflow TrainJob")."""
+
+    inputs: tuple[Resource, ...]
+    """What the controller's cache watches (once served) and its RBAC may read."""
+
+    def input_ref(self, job: Obj) -> InputRef:
+        """The object this job reads its pod sets from."""
+        ...
+
+    def snapshot_ops(self, job: Obj, found: Obj | None) -> JsonPatch:
+        """JSON patch ops recording what the job needs of `found` (the object `input_ref`
+        names, None when absent); empty when the job already records exactly that. Raises
+        `MissingInput` when `found` is None."""
+        ...
+
+    def problems(self, old: Obj | None, new: Obj) -> list[str]:
+        """The kind's own refusals of a user's CREATE (old None) or UPDATE: an edited
+        snapshot, a queue label where it queues nothing."""
         ...

@@ -15,9 +15,10 @@ from typing import Any
 from queuectl.api.resource import Resource
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
-from queuectl.jobs.kind import JobKind
+from queuectl.jobs.kind import JobKind, ReadsInputs
 from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.jobs.ray import RayCluster, RayJob
+from queuectl.jobs.trainjob import TrainJob
 
 
 class Registry(Mapping[str, JobKind]):
@@ -84,6 +85,13 @@ def controlled_by(job: Mapping[str, Any], kinds: Mapping[str, JobKind]) -> JobKi
     return None
 
 
+def input_resources(kinds: Iterable[JobKind]) -> tuple[Resource, ...]:
+    """Every resource the kinds read their pod sets from (`ReadsInputs.inputs`: a TrainJob's
+    runtimes), once each: the controller watches them and its RBAC may read them."""
+    found = (r for kind in kinds if isinstance(kind, ReadsInputs) for r in kind.inputs)
+    return tuple(dict.fromkeys(found))
+
+
 def load_kind(spec: str) -> JobKind:
     """A kind from `module:attribute` (a JobKind instance, or a class made with no arguments);
     a clear error when the module or attribute is missing."""
@@ -107,6 +115,7 @@ KINDS = Registry(
         RayJob(),
         RayCluster(),
         PyTorchJob(),
+        TrainJob(),
     ]
 )
 """Every kind queuectl queues: one line per kind."""

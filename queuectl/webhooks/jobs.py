@@ -23,6 +23,7 @@ from queuectl.api.resource import Obj
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import KINDS, Registry, controlled_by
 from queuectl.jobs.shape import shape_changes
+from queuectl.webhooks import inputs
 from queuectl.webhooks.formats import LABEL_CHECKS, priority_class_problem
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import (
@@ -123,7 +124,10 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
             f"created (`kubectl get localqueues -n {ns}` lists the queues here)"
         )
     wanted = {names.LABEL_QUEUE_NAME: queue, names.LABEL_CLUSTER_QUEUE: cluster_queue}
-    return allow(request, _label_patch(job, wanted) + kind.suspend_ops(job), warnings)
+    recorded, refusal = inputs.snapshot_ops(kind, job, lookup)
+    if refusal is not None:
+        return deny(request, f"{_job_ref(request, kind)}: {refusal}")
+    return allow(request, _label_patch(job, wanted) + kind.suspend_ops(job) + recorded, warnings)
 
 
 def _priority_class_warnings(
@@ -239,9 +243,10 @@ def _resize_warnings(request: Request, kind: JobKind, job: Obj) -> list[str]:
 def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
     labels = _labels(job)
     queue = labels.get(names.LABEL_QUEUE_NAME)
+    problems = inputs.create_problems(kind, job, lookup, queued=queue is not None)
     if queue is None:
-        return []
-    problems = _format_problems(labels, {})
+        return problems
+    problems += _format_problems(labels, {})
     problems += _priority_class_problems(request, labels, {}, lookup)
     if not kind.is_suspended(job):
         field = kind.suspend_field
@@ -316,6 +321,7 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     problems += [
         f"{what} is managed by queuectl; leave it as it is" for what in _owned_changes(request)
     ]
+    problems += inputs.update_problems(kind, old, job)
 
     if (
         new_queue is not None

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from queuectl.api.resource import Resource
+from queuectl.api.resource import Obj, Resource
 from queuectl.jobs.batch import JOBS
 
 
@@ -50,6 +50,11 @@ class QueueLookup(Protocol):
         namespace may use it) or the class does not exist."""
         ...
 
+    def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        """An object a job kind reads its pod sets from (a TrainJob's runtime; `ReadsInputs`),
+        None when it does not exist or its resource is not served."""
+        ...
+
 
 @dataclass
 class InMemoryLookup:
@@ -62,6 +67,8 @@ class InMemoryLookup:
     cohort_parents: dict[str, str | None] = field(default_factory=dict)
     priority_classes: set[str] = field(default_factory=set)
     priority_class_selectors: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    inputs: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
+    """(plural, namespace or "", name) -> object."""
 
     def local_queue(self, namespace: str, name: str) -> str | None:
         return self.local_queues.get((namespace, name))
@@ -83,3 +90,6 @@ class InMemoryLookup:
 
     def priority_class_selector(self, name: str) -> Mapping[str, Any] | None:
         return self.priority_class_selectors.get(name)
+
+    def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        return self.inputs.get((resource.plural, namespace, name))
