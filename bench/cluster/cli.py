@@ -307,6 +307,7 @@ def results(
         "finish_latency_s": stats.spread(driver.finish_latencies),
         "runner_retries": driver.retries,
         "finish_conflicts": driver.conflicts,
+        "evicted_after_runtime": driver.evicted_after_runtime,
         "watch_events": driver.watch_events,
         "setup_s": setup_s,
         "targets": scenario.targets,

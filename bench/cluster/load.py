@@ -79,6 +79,10 @@ class Load:
         self.watch_events = 0
         self.finish_latencies: list[float] = []
         """Runtime over -> Finished patch answered: how late the runner finishes work."""
+        self.evicted_after_runtime = 0
+        """Evictions of work whose runtime was already over, its Finished patch not yet
+        written: the runner's lag, not work a real cluster would lose (a job controller
+        reports a finished pod at once)."""
         for c, q in layout.queues():
             for stream in layout.scenario.streams:
                 for seq in range(stream.count):
@@ -207,6 +211,8 @@ class Load:
             timer = self.timers.pop(name, None)
             if timer is not None:
                 timer.cancel()
+            else:  # the timer fired: its runtime was over, the finish still on its way
+                self.evicted_after_runtime += 1
             self.seen.pop(name, None)
             self.epoch[name] = self.epoch.get(name, 0) + 1
             self.rec.stopped(name, now, finished=False)

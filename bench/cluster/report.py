@@ -43,6 +43,7 @@ _ROWS = (
     ("evictions", "evictions"),
     ("evictions, % of admissions", "evictions_pct"),
     ("admitted unit-seconds thrown away by evictions", "evicted_unit_seconds"),
+    ("evictions of work whose runtime was over (runner lag)", "evicted_after_runtime"),
     ("controller CPU (s)", "controller_cpu_s"),
     ("controller peak RSS (MB)", "controller_peak_rss_mb"),
     ("controller API requests per admission", "api_requests_per_admission"),

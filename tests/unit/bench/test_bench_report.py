@@ -38,7 +38,12 @@ def a_run(scenario_name: str) -> dict[str, Any]:
     for stream in scenario.streams:
         rec.stopped(stream.cls, 9.0, finished=True)
     driver = SimpleNamespace(
-        creation_lag_max=0.0, finish_latencies=[0.1], retries=0, conflicts=0, watch_events=9
+        creation_lag_max=0.0,
+        finish_latencies=[0.1],
+        retries=0,
+        conflicts=0,
+        watch_events=9,
+        evicted_after_runtime=0,
     )
     proc: dict[str, ProcSample | None] = {"controller": ProcSample(1.0, 100.0, 120.0)}
     res = cli.results(
