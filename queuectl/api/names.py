@@ -137,6 +137,11 @@ REASON_WAITING_FOR_CHECKS: Final = "WaitingForAdmissionChecks"
 REASON_EVICTED_CHECK_RETRY: Final = "AdmissionCheck"
 # Deactivated because a check said Rejected.
 REASON_EVICTED_CHECK_REJECTED: Final = "AdmissionCheckRejected"
+# Deactivated because the API server refused to rename nvidia.com/gpu to a flavor's gpuResource
+# in the suspended Job (MutablePodResourcesForSuspendedJobs off: Kubernetes before 1.36).
+REASON_EVICTED_GPU_RESOURCE_REFUSED: Final = "GpuResourceRefused"
+# Evictions that also deactivate the Workload: requeueing would only meet the same answer.
+DEACTIVATING_EVICTIONS: Final = (REASON_EVICTED_CHECK_REJECTED, REASON_EVICTED_GPU_RESOURCE_REFUSED)
 
 # --- GPU node agent (docs/design/agent.md) -----------------------------------------------
 AGENT_FIELD_MANAGER: Final = "queuectl-agent"
@@ -207,6 +212,7 @@ EVENT_EVICTED: Final = "Evicted"
 EVENT_REQUEUED: Final = "Requeued"
 EVENT_FINISHED: Final = "Finished"
 EVENT_SUSPENDED: Final = "Suspended"
+EVENT_GPU_RESOURCE_REFUSED: Final = "GpuResourceRefused"
 EVENT_CREATED_WORKLOAD: Final = "CreatedWorkload"
 EVENT_UPDATED_WORKLOAD: Final = "UpdatedWorkload"
 EVENT_FOREIGN_WORKLOAD: Final = "ForeignWorkload"  # a Workload squats a Job's Workload name

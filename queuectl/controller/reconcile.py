@@ -33,6 +33,16 @@ from queuectl.controller.priority import follow_priority_class
 from queuectl.controller.workload_writes import CoreActions, split_key
 from queuectl.jobs import JobKind
 
+
+def _without_value(message: str) -> str:
+    """An Invalid answer without the whole template it quotes: `...: spec.template: field is
+    immutable`."""
+    head, sep, rest = message.partition("Invalid value: ")
+    if sep and "}: " in rest:
+        return head + rest.rsplit("}: ", 1)[1]
+    return message[:300]
+
+
 JOB_CHANGED_HOLD_S = 5.0
 """How long a Workload requeued for a changed Job stays out of the core until it follows."""
 
@@ -160,13 +170,33 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             flavors = {
                 f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()
             }
-            patch = adapter.run_patch(
-                job,
-                (wl.get("spec") or {}).get("podSets") or [],
-                placement.placements(admission, flavors),
-            )
-            if await self.patch_job(adapter, job, patch):
+            placed = placement.placements(admission, flavors)
+            patch = adapter.run_patch(job, (wl.get("spec") or {}).get("podSets") or [], placed)
+            try:
+                started = await self.patch_job(adapter, job, patch)
+            except KubeError as err:
+                if err.status != 422 or not any(p.gpu_resource for p in placed):
+                    raise
+                await self._gpu_resource_refused(wl, job, err)
+                return
+            if started:
                 self._count("jobs_started")
+
+    async def _gpu_resource_refused(self, wl: Obj, job: Obj, err: KubeError) -> None:
+        """The API server would not rename nvidia.com/gpu in the suspended Job (Kubernetes
+        before 1.36, or MutablePodResourcesForSuspendedJobs off): retrying only holds quota
+        for a Job that never starts, so deactivate it and say why, on the Job and the Workload."""
+        note = (
+            "The API server refused to rewrite the suspended Job's containers to its flavor's "
+            "gpuResource (this needs MutablePodResourcesForSuspendedJobs: Kubernetes 1.36+, or "
+            f"the feature gate on): {_without_value(err.message)}"
+        )
+        self.events.emit(
+            job, "Warning", names.EVENT_GPU_RESOURCE_REFUSED, "Start", f"{note}; deactivated"
+        )
+        deactivated = await self.deactivate(wl)
+        if deactivated is not None:
+            await self.evict(deactivated, names.REASON_EVICTED_GPU_RESOURCE_REFUSED, note)
 
     async def _checks(self, wl: Obj, now: float) -> Obj | None:
         """Two-phase admission: the Workload to go on with once every check is Ready (Admitted

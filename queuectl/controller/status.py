@@ -194,7 +194,8 @@ def requeued(
             "count": count,
             "requeueAt": convert.format_time(now + backoff_seconds(count, base=retry_backoff_s)),
         }
-    if why != names.REASON_EVICTED_CHECK_REJECTED and checks.entries(wl):
+    deactivated = why in names.DEACTIVATING_EVICTIONS
+    if not deactivated and checks.entries(wl):
         extra["admissionChecks"] = checks.reset(wl, now)
     set_condition(
         conds,
@@ -212,7 +213,7 @@ def requeued(
         conds, names.COND_EVICTED, False, why, "Eviction complete; pods are gone", now, _gen(wl)
     )
     set_condition(conds, names.COND_PREEMPTED, False, why, "Eviction complete", now, _gen(wl))
-    if why == names.REASON_EVICTED_CHECK_REJECTED:
+    if deactivated:
         message = f"Deactivated: {evicted_message}"
         set_condition(conds, names.COND_REQUEUED, False, why, message, now, _gen(wl))
     else:

@@ -7,17 +7,26 @@ template back.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
+
+from queuectl import convert
 from queuectl.api import names
+from queuectl.controller import kube as k
 from queuectl.controller import placement
+from queuectl.controller.decisions import Decisions
 from queuectl.controller.drift import drift
+from queuectl.controller.kube import KubeError
 from queuectl.core import types as core
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.shape import shape_changes
+from tests.unit.controller.controller_fakes import ADMISSION, World, new_job, queued
 
 ADAPTER = BatchJob()
 MIG_3G = "nvidia.com/mig-3g.40gb"
+GPU = names.GPU_RESOURCE
 FLAVORS = {
     "h100-full": {"spec": {"nodeLabels": {"pool": "full"}}},
     "h100-mig-3g": {"spec": {"nodeLabels": {"pool": "mig"}, "gpuResource": MIG_3G}},
@@ -101,3 +110,58 @@ def test_a_requeued_job_gets_the_users_request_back() -> None:
     template = patch["spec"]["template"]
     assert template["metadata"] == {"annotations": {names.ANNOTATION_GPU_RESOURCE: None}}
     assert template["spec"]["containers"] == before["spec"]["template"]["spec"]["containers"]
+
+
+# --- an API server that refuses the rewrite (Kubernetes before 1.36) --------------------------
+IMMUTABLE = (
+    'Job.batch "train" is invalid: spec.template: Invalid value: {"Spec":{"Containers":'
+    '[{"Resources":{}}]}}: field is immutable'
+)
+
+
+async def test_a_refused_rewrite_deactivates_instead_of_holding_quota_forever() -> None:
+    """A 422 on the start patch would repeat on every retry while the Job holds its slice's
+    quota and never starts: the Workload is deactivated and says why."""
+    w = World()
+    w.add(k.RESOURCE_FLAVORS, {"metadata": {"name": "h100-mig-3g"}, **FLAVORS["h100-mig-3g"]})
+    patch_as_server = w.kube.patch
+
+    async def refuse_renames(res: Any, name: str, patch: Any, *a: Any, **kw: Any) -> Any:
+        if res == k.JOBS and MIG_3G in json.dumps(patch):
+            raise KubeError(422, "Invalid", IMMUTABLE)
+        return await patch_as_server(res, name, patch, *a, **kw)
+
+    w.kube.patch = refuse_renames  # type: ignore[method-assign]
+    key = await queued(w, new_job())
+    mig = core.PodSetAssignment("main", 1, {GPU: "h100-mig-3g"}, {GPU: 8})
+
+    assert await Decisions(w.rec).admit(key, core.Admission("cq", (mig,)))
+
+    wl = w.workload()
+    assert wl["spec"]["active"] is False and not convert.holds_quota(wl)
+    requeued = convert.condition(wl, names.COND_REQUEUED) or {}
+    assert (requeued["status"], requeued["reason"]) == ("False", "GpuResourceRefused")
+    assert "MutablePodResourcesForSuspendedJobs" in requeued["message"]
+    assert "spec.template: field is immutable" in requeued["message"]
+    assert "Containers" not in requeued["message"]  # not the whole template the server quoted
+    job = w.job()
+    assert job["spec"]["suspend"] is True
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {GPU: "8"}
+
+
+async def test_other_refusals_of_the_start_patch_are_not_read_as_the_gate() -> None:
+    """No gpuResource in the placement: a 422 is the ordinary retried failure."""
+    w = World()
+    key = await queued(w, new_job())
+    patch_as_server = w.kube.patch
+
+    async def refuse_jobs(res: Any, name: str, patch: Any, *a: Any, **kw: Any) -> Any:
+        if res == k.JOBS:
+            raise KubeError(422, "Invalid", IMMUTABLE)
+        return await patch_as_server(res, name, patch, *a, **kw)
+
+    w.kube.patch = refuse_jobs  # type: ignore[method-assign]
+    with pytest.raises(KubeError):
+        await Decisions(w.rec).admit(key, ADMISSION)
+    wl = w.workload()
+    assert wl["spec"].get("active") is not False and convert.holds_quota(wl)
