@@ -205,19 +205,23 @@ class Watcher:
                 body = await response.text()
                 raise KubeError(response.status, "", body[:300])
             async for line in response.content:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind = event.get("type")
-                obj = event.get("object", {})
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone
-                    raise KubeError(int(obj.get("code", 500)), str(obj.get("reason")), str(obj))
-                rv = obj.get("metadata", {}).get("resourceVersion")
-                if kind != "BOOKMARK":
-                    self.store.apply(kind, _slim(obj))
-                self.resource_version = rv or self.resource_version
+                self.receive(line)
+
+    def receive(self, line: bytes) -> None:
+        """One line of the watch stream: an event applied to the store, or a bookmark."""
+        if not line.strip():
+            return
+        event = json.loads(line)
+        kind = event.get("type")
+        obj = event.get("object", {})
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone
+            raise KubeError(int(obj.get("code", 500)), str(obj.get("reason")), str(obj))
+        rv = obj.get("metadata", {}).get("resourceVersion")
+        if kind != "BOOKMARK":
+            self.store.apply(kind, _slim(obj))
+        self.resource_version = rv or self.resource_version
 
 
 class _Gone(Exception):
