@@ -247,15 +247,43 @@ def _topology_request(podset: Obj) -> core.TopologyRequest | None:
 
 
 def podset(ps: Obj) -> core.PodSet:
+    """The core's PodSet; equal ones are one shared object (`_shared_podset`)."""
     pod_spec = (ps.get("template") or {}).get("spec") or {}
-    return core.PodSet(
-        name=ps.get("name") or "main",
-        count=int(ps.get("count", 1)),
-        requests=pod_requests(pod_spec),
-        topology=_topology_request(ps),
-        node_selector=dict(pod_spec.get("nodeSelector") or {}),
-        tolerations=tuple(toleration(t) for t in pod_spec.get("tolerations") or ()),
+    return _shared_podset(
+        core.PodSet(
+            name=ps.get("name") or "main",
+            count=int(ps.get("count", 1)),
+            requests=pod_requests(pod_spec),
+            topology=_topology_request(ps),
+            node_selector=dict(pod_spec.get("nodeSelector") or {}),
+            tolerations=tuple(toleration(t) for t in pod_spec.get("tolerations") or ()),
+        )
     )
+
+
+_PODSETS: dict[tuple[Any, ...], core.PodSet] = {}
+MAX_SHARED_PODSETS = 4096
+
+
+def _shared_podset(ps: core.PodSet) -> core.PodSet:
+    """Thousands of pending Workloads have one of a few shapes; the core keeps each one's
+    PodSets (a frozen record of two dicts), so equal ones are shared. Bounded: when full, the
+    table starts over (what was shared stays shared)."""
+    key = (
+        ps.name,
+        ps.count,
+        tuple(sorted(ps.requests.items())),
+        ps.topology,
+        tuple(sorted(ps.node_selector.items())),
+        ps.tolerations,
+    )
+    found = _PODSETS.get(key)
+    if found is not None:
+        return found
+    if len(_PODSETS) >= MAX_SHARED_PODSETS:
+        _PODSETS.clear()
+    _PODSETS[key] = ps
+    return ps
 
 
 def condition(obj: Obj, type_: str) -> Obj | None:

@@ -19,6 +19,7 @@ import aiohttp
 
 from queuectl.api.resource import Resource
 from queuectl.controller.kube import Kube, KubeError, Obj, api_trouble
+from queuectl.controller.slim import slim
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +34,6 @@ WATCH_TIMEOUT_S: Final = 290
 def key_of(obj: Obj) -> Key:
     meta = obj.get("metadata", {})
     return (meta.get("namespace") or "", meta["name"])
-
-
-def _slim(obj: Obj) -> Obj:
-    """Drop managedFields: large, never read, and multiplied by every object held."""
-    obj.get("metadata", {}).pop("managedFields", None)
-    return obj
 
 
 class Store:
@@ -85,7 +80,7 @@ class Store:
 
     def upsert_local(self, obj: Obj) -> None:
         """Record our own write at once (the watch echo follows) so the next cycle sees it."""
-        self.apply("MODIFIED", _slim(obj))
+        self.apply("MODIFIED", slim(obj))
 
 
 def _rv(obj: Obj) -> str:
@@ -147,7 +142,7 @@ class Watcher:
                     items, cont = [], ""
                     continue
                 raise
-            items.extend(_slim(o) for o in page.get("items", []))
+            items.extend(slim(o) for o in page.get("items", []))
             meta = page.get("metadata", {})
             resource_version = meta.get("resourceVersion", resource_version)
             cont = meta.get("continue", "")
@@ -205,19 +200,23 @@ class Watcher:
                 body = await response.text()
                 raise KubeError(response.status, "", body[:300])
             async for line in response.content:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind = event.get("type")
-                obj = event.get("object", {})
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone
-                    raise KubeError(int(obj.get("code", 500)), str(obj.get("reason")), str(obj))
-                rv = obj.get("metadata", {}).get("resourceVersion")
-                if kind != "BOOKMARK":
-                    self.store.apply(kind, _slim(obj))
-                self.resource_version = rv or self.resource_version
+                self.receive(line)
+
+    def receive(self, line: bytes) -> None:
+        """One line of the watch stream: an event applied to the store, or a bookmark."""
+        if not line.strip():
+            return
+        event = json.loads(line)
+        kind = event.get("type")
+        obj = event.get("object", {})
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone
+            raise KubeError(int(obj.get("code", 500)), str(obj.get("reason")), str(obj))
+        rv = obj.get("metadata", {}).get("resourceVersion")
+        if kind != "BOOKMARK":
+            self.store.apply(kind, slim(obj))
+        self.resource_version = rv or self.resource_version
 
 
 class _Gone(Exception):

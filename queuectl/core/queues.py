@@ -119,10 +119,11 @@ class PendingQueue:
             self.remove(w.key)
         sk = sort_key(w)
         shape = shape_of(w)
-        self.entries[w.key] = (sk, shape)
         bucket = self.buckets.get(shape)
         if bucket is None:
             bucket = self.buckets[shape] = Bucket(shape)
+        shape = bucket.shape  # one shape object per bucket, not one per pending workload
+        self.entries[w.key] = (sk, shape)
         head = self._bucket_head(bucket)
         heapq.heappush(bucket.heap, (sk, w.key))
         bucket.unreported.add(w.key)

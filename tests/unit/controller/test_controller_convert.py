@@ -228,3 +228,22 @@ def test_admitted_workload_brings_its_admission_back_after_a_restart() -> None:
     assert got.admitted_at == 1735689660.0
     obj["status"]["conditions"].append({"type": "Finished", "status": "True"})  # type: ignore[index]
     assert convert.workload(obj, "cq").admission is None
+
+
+def _podset(gpus: str, selector: dict[str, str] | None = None) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "containers": [{"name": "c", "resources": {"requests": {names.GPU_RESOURCE: gpus}}}]
+    }
+    if selector:
+        spec["nodeSelector"] = selector
+    return {"name": "main", "count": 2, "template": {"spec": spec}}
+
+
+def test_equal_podsets_are_one_object_and_unequal_ones_are_not() -> None:
+    a, b = convert.podset(_podset("8")), convert.podset(_podset("8"))
+    assert a is b
+    assert convert.podset(_podset("4")) is not a
+    other = convert.podset(_podset("8", {"zone": "a"}))
+    assert other is not a
+    assert other.node_selector == {"zone": "a"} and a.node_selector == {}
+    assert a.requests == {names.GPU_RESOURCE: 8}
