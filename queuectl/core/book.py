@@ -37,6 +37,9 @@ class Book:
         self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
         """queue -> (its head bucket, the head) that would have preempted for quota that work
         admitted in the same cycle took: woken by the next cycle, its queue held back till then"""
+        self.quiet: dict[str, list[Bucket]] = {}
+        """Inside a cycle: queue -> parked buckets owed a turn in the running pass whose cheap
+        re-check could only answer "still short" (`parking.settled`), left parked instead."""
         self.waits: dict[str, int] = {}
         """Workloads that waited so in the previous cycle -> how many cycles in a row."""
         self.deadlines: list[tuple[float, str]] = []

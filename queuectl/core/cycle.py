@@ -174,14 +174,28 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
         aside: dict[Bucket, PendingInfo] = {}
         deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
         second: dict[str, None] = {}
+        # Quiet buckets that would borrow were set aside by their (skipped) turn: their turn
+        # in the second pass would change nothing either.
+        quiet = {n: [b for b in bs if b.borrows and b.parked] for n, bs in s.quiet.items()}
         for name, bucket, rechecked in deferred:
-            if bucket is not None:
+            if bucket is None:
+                second[name] = None
+            elif (
+                rechecked
+                and bucket not in aside
+                and name not in s.waiting_preemptors
+                and parking.settled(s, name, bucket)
+            ):
+                quiet.setdefault(name, []).append(bucket)
+            else:
                 s.pq[name].unpark(bucket, recheck=rechecked)
-            second[name] = None
+                second[name] = None
+        s.quiet = {n: bs for n, bs in quiet.items() if bs}
         for name in parking.borrowers_to_recheck(s, strict):
             second[name] = None
         _pass(s, list(second), now, out, strict, aside, borrowing=True)
     finally:
+        s.quiet = {}
         s.st.end_loop()
 
 
@@ -256,6 +270,7 @@ def _pass(
                 st.tree.queues[name], d.need
             ):
                 _wait_instead_of_preempting(s, name, bucket, wkey, d, out)
+                parking.left_quiet(s, name, sk, first_pass=not borrowing)
                 continue  # its queue admits nothing else in this cycle
             q.remove(wkey)
             nominate(s, w, d, now, out)

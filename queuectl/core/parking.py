@@ -35,18 +35,78 @@ def wake(s: Book) -> None:
             grown = notes.grown.get(root, set())
             for leaf in st.tree.leaves.get(root, ()):
                 lq = s.pq.get(leaf.name)
-                if lq is not None:
-                    lq.unpark_freed(
-                        freed,
-                        borrowed,
-                        notes.admitted_low.get(leaf.name),
-                        grown,
-                        leaf.name in notes.released_since,
-                    )
+                if lq is None:
+                    continue
+                owed = lq.unpark_freed(
+                    freed,
+                    borrowed,
+                    notes.admitted_low.get(leaf.name),
+                    grown,
+                    leaf.name in notes.released_since,
+                )
+                quiet_ok = owed and may_stay_quiet(s, leaf.name)
+                for bucket in owed:
+                    if quiet_ok and settled(s, leaf.name, bucket):
+                        s.quiet.setdefault(leaf.name, []).append(bucket)
+                    else:
+                        lq.unpark(bucket, recheck=True)
         if notes.nodes_dirty:
             for q in s.pq.values():
                 q.unpark_all(topology_only=True)
     notes.woken()
+
+
+def may_stay_quiet(s: Book, cq: str) -> bool:
+    """May a bucket of this queue whose re-check cannot but fail be left parked? Not in a
+    StrictFIFO queue (it stops whole in the first pass) nor an idle one (never looked at)."""
+    spec = s.st.queues.get(cq)
+    return (
+        spec is not None
+        and spec.queueing_strategy != "StrictFIFO"
+        and s.idle_reason(cq) is None
+    )
+
+
+def settled(s: Book, cq: str, bucket: Bucket) -> bool:
+    """Would `still_short` answer "yes" for this parked bucket at any later point of this
+    cycle's admission loop? Then its turn would change nothing, and it stays parked
+    (`Book.quiet`). Sure only when nothing the loop does can change the answer: inside the
+    loop availability only shrinks and its queue frees nothing, so it must be short now
+    without the help of "more available than when parked" (which new borrowing can revive
+    through `hopeless`), and neither new borrowing (`cross`) nor usage growth (`depends`) may
+    wake it; and it must have nothing to tell (new members hear their reason at its turn)."""
+    avail_at, need = bucket.avail_at, bucket.need
+    st = s.st
+    if (
+        avail_at is None
+        or need is None
+        or bucket.unreported
+        or bucket.cross
+        or bucket.depends
+        or st.wake.released.get(cq, 0) != bucket.released_at
+    ):
+        return False
+    node = st.tree.queues[cq]
+    for fr, a in avail_at.items():
+        now = available(node, fr)
+        if now >= need[fr] or now > a:
+            return False
+    return True
+
+
+def left_quiet(s: Book, cq: str, waiting: SortKey, first_pass: bool) -> None:
+    """Its queue stops for this cycle at the head `waiting` (it waits instead of preempting):
+    the buckets left parked because their turn would change nothing end as that turn would
+    have left them. A turn not reached leaves a bucket unparked, re-check owed; in the first
+    pass one that would borrow is unparked anyway (set aside for the borrowing pass, which
+    never reaches a waiting queue)."""
+    q = s.pq[cq]
+    for bucket in s.quiet.pop(cq, ()):
+        if not bucket.parked or q.buckets.get(bucket.shape) is not bucket:
+            continue
+        head = q.head_key(bucket)
+        if (first_pass and bucket.borrows) or (head is not None and head > waiting):
+            q.unpark(bucket, recheck=True)
 
 
 def carry_over(s: Book, admitted: list[str]) -> None:
