@@ -32,6 +32,12 @@ class Book:
         self.nominations: dict[str, set[str]] = {}
         """Nominated preemptor -> its victims still counted."""
         self.nominated_info: dict[str, PendingInfo] = {}
+        self.nominated_by: dict[str, set[str]] = {}
+        """Victim -> the nominated preemptors that wait for it to stop being counted."""
+        self.to_settle: set[str] = set()
+        """Nominations that may have no victim counted any more: new ones, and those a victim
+        of which was released since the last cycle. Only these can be ready (a victim leaves
+        `st.charges` only through `release`), so the cycle checks only these."""
         self.retries: list[tuple[float, str]] = []
         """(when a protected victim comes of age, queue): its parked buckets wake then."""
         self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
@@ -79,6 +85,7 @@ class Book:
         charge = st.drop(key)
         if charge is None:
             return
+        self.to_settle.update(self.nominated_by.get(key, ()))
         st.evicting.discard(key)
         preemptor = st.victim_of.pop(key, None)
         if preemptor is not None and preemptor in self.nominations:
@@ -86,13 +93,26 @@ class Book:
         else:
             st.apply(charge, -1)
 
+    def nominate(self, key: str, victims: set[str]) -> None:
+        """Record a nominated preemptor and the victims it waits for."""
+        self.nominations[key] = victims
+        self.to_settle.add(key)
+        for v in victims:
+            self.nominated_by.setdefault(v, set()).add(key)
+
     def cancel_nomination(self, key: str) -> None:
         victims = self.nominations.pop(key, None)
         self.nominated_info.pop(key, None)
         if victims is None:
             return
+        self.to_settle.discard(key)
         st = self.st
         for v in victims:
+            waiting = self.nominated_by.get(v)
+            if waiting is not None:
+                waiting.discard(key)
+                if not waiting:
+                    del self.nominated_by[v]
             if st.victim_of.get(v) == key:
                 del st.victim_of[v]
                 if v in st.charges:

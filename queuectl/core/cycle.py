@@ -121,7 +121,12 @@ def _timers(s: Book, now: float, out: Out) -> None:
 def _settle_nominations(s: Book, now: float, out: Out) -> None:
     """A preemptor whose victims are all gone takes the quota they held, first."""
     st = s.st
-    ready = [p for p, victims in s.nominations.items() if not any(v in st.charges for v in victims)]
+    check, s.to_settle = s.to_settle, set()
+    ready = [
+        p
+        for p in check
+        if p in s.nominations and not any(v in st.charges for v in s.nominations[p])
+    ]
     for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
         w = st.workloads[key]
         s.cancel_nomination(key)
