@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 
 from queuectl.core import parking, reasons
-from queuectl.core.assign import assign
+from queuectl.core.assign import assign, fits_only_by_borrowing
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
 from queuectl.core.outcomes import Out, admit, nominate, report
@@ -257,6 +257,12 @@ def _pass(
         aside.pop(bucket, None)
         w = st.workloads[wkey]
         out.evaluated += 1
+        if aside_ok and fits_only_by_borrowing(st, w):
+            # What `assign` would answer sets it aside unchanged (see below): skip building it.
+            q.park(bucket)
+            deferred.append((name, bucket, rechecked))
+            _push_head(s, heap, name, borrowing)
+            continue
         d = assign(st, w, now)
         if d.borrows and not borrowing and d.kind != "fail":
             # Its parked record still holds: if what it borrows is gone by the second pass,
