@@ -46,6 +46,9 @@ class Book:
         self.quiet: dict[str, list[Bucket]] = {}
         """Inside a cycle: queue -> parked buckets owed a turn in the running pass whose cheap
         re-check could only answer "still short" (`parking.settled`), left parked instead."""
+        self.set_aside: list[tuple[str, Bucket]] = []
+        """Inside a cycle: (queue, bucket) woken for a re-check whose first-pass turn could
+        only set it aside for the borrowing pass (`parking.set_aside_now`): set aside at once."""
         self.waits: dict[str, int] = {}
         """Workloads that waited so in the previous cycle -> how many cycles in a row."""
         self.deadlines: list[tuple[float, str]] = []

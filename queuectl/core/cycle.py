@@ -178,6 +178,7 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
     try:
         aside: dict[Bucket, PendingInfo] = {}
         deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
+        deferred += [(name, bucket, True) for name, bucket in s.set_aside]
         second: dict[str, None] = {}
         # Quiet buckets that would borrow were set aside by their (skipped) turn: their turn
         # in the second pass would change nothing either.
@@ -200,7 +201,7 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
             second[name] = None
         _pass(s, list(second), now, out, strict, aside, borrowing=True)
     finally:
-        s.quiet = {}
+        s.quiet, s.set_aside = {}, []
         s.st.end_loop()
 
 

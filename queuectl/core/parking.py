@@ -48,6 +48,8 @@ def wake(s: Book) -> None:
                 for bucket in owed:
                     if quiet_ok and settled(s, leaf.name, bucket):
                         s.quiet.setdefault(leaf.name, []).append(bucket)
+                    elif quiet_ok and set_aside_now(s, leaf.name, bucket):
+                        s.set_aside.append((leaf.name, bucket))
                     else:
                         lq.unpark(bucket, recheck=True)
         if notes.nodes_dirty:
@@ -92,6 +94,13 @@ def settled(s: Book, cq: str, bucket: Bucket) -> bool:
         if now >= need[fr] or now > a:
             return False
     return True
+
+
+def set_aside_now(s: Book, cq: str, bucket: Bucket) -> bool:
+    """Would its first-pass turn only set it aside for the borrowing pass, re-check owed?
+    Sure when it would borrow: then a "still short" answer sets it aside as certainly as
+    `certainly_borrows` does (which holds for the whole loop), and it has nothing to tell."""
+    return bucket.borrows and not bucket.unreported and certainly_borrows(s, cq, bucket)
 
 
 def left_quiet(s: Book, cq: str, waiting: SortKey, first_pass: bool) -> None:
