@@ -30,6 +30,7 @@ class QNode:
     __slots__ = (
         "avail_memo",
         "blimit",
+        "chain",
         "children",
         "guaranteed",
         "is_queue",
@@ -62,6 +63,9 @@ class QNode:
         """fr -> (sum of `ver` from here to the root, `available`) when last computed."""
         self.share_memo: tuple[int, float] = (-1, 0.0)
         """(`ver`, `share`) when last computed."""
+        self.chain: tuple[QNode, ...] = ()
+        """This node and its ancestors, leaf first (set by `compute_subtree`; the tree's shape
+        never changes after it): `available` sums their versions on every call."""
 
     @property
     def root(self) -> QNode:
@@ -83,6 +87,7 @@ class QNode:
 
 def compute_subtree(node: QNode) -> None:
     """Fill `subtree` and `guaranteed` bottom-up from nominal quotas and lending limits."""
+    node.chain = _chain(node)
     for child in node.children:
         compute_subtree(child)
     subtree = dict(node.nominal)
@@ -122,20 +127,27 @@ def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
 
 def available(node: QNode, fr: FlavorResource) -> int:
     """What `node` could take of `fr` right now without breaking any limit up the tree."""
-    chain: list[QNode] = []
+    chain = node.chain or _chain(node)
     stamp = 0
-    cur: QNode | None = node
-    while cur is not None:
-        chain.append(cur)
+    for cur in chain:
         stamp += cur.ver
-        cur = cur.parent
     # Versions only grow, so an unchanged sum means no usage on the path changed.
     memo = node.avail_memo.get(fr)
     if memo is not None and memo[0] == stamp:
         return memo[1]
-    avail = _down(chain, fr, None)
+    avail = _down(list(chain), fr, None)
     node.avail_memo[fr] = (stamp, avail)
     return avail
+
+
+def _chain(node: QNode) -> tuple[QNode, ...]:
+    """The node and its ancestors, leaf first."""
+    chain: list[QNode] = []
+    cur: QNode | None = node
+    while cur is not None:
+        chain.append(cur)
+        cur = cur.parent
+    return tuple(chain)
 
 
 def available_then(
