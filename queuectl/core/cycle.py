@@ -23,9 +23,10 @@ from __future__ import annotations
 import heapq
 
 from queuectl.core import parking, reasons
-from queuectl.core.assign import assign, fits_only_by_borrowing
+from queuectl.core.assign import assign
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
+from queuectl.core.foresee import fits_only_by_borrowing
 from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
@@ -343,6 +344,8 @@ def _wake_waiting_preemptors(s: Book) -> None:
 def _push_head(s: Book, heap: list[tuple[Order, str]], name: str, borrowing: bool) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
     q = s.pq[name]
+    if not q.heap:
+        return  # every bucket parked (the usual case after a turn): no head to look for
     nxt = q.head()
     if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
         heapq.heappush(heap, (_order(s, name, nxt[0], borrowing), name))

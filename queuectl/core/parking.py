@@ -62,11 +62,7 @@ def may_stay_quiet(s: Book, cq: str) -> bool:
     """May a bucket of this queue whose re-check cannot but fail be left parked? Not in a
     StrictFIFO queue (it stops whole in the first pass) nor an idle one (never looked at)."""
     spec = s.st.queues.get(cq)
-    return (
-        spec is not None
-        and spec.queueing_strategy != "StrictFIFO"
-        and s.idle_reason(cq) is None
-    )
+    return spec is not None and spec.queueing_strategy != "StrictFIFO" and s.idle_reason(cq) is None
 
 
 def settled(s: Book, cq: str, bucket: Bucket) -> bool:
@@ -185,11 +181,16 @@ def _must_borrow(s: Book, cq: str, podset: Hashable) -> bool:
     node, spec, covering = st.tree.queues[cq], st.queues[cq], st.tree.covering[cq]
     count, requests = podset[0], podset[1]  # type: ignore[index]
     totals = {r: v * count for r, v in requests if v > 0}
+    usage, quota = node.usage, node.subtree
     for gi, group in enumerate(spec.resource_groups):
         rs = [r for r in totals if covering.get(r) == gi]
-        if rs and all(
-            any(node.borrows((fq.name, r), totals[r]) for r in rs) for fq in group.flavors
-        ):
+        if not rs:
+            continue
+        for fq in group.flavors:  # every flavor must borrow (`QNode.borrows`, spelled out)
+            f = fq.name
+            if not any(usage.get((f, r), 0) + totals[r] > quota.get((f, r), 0) for r in rs):
+                break
+        else:
             return True
     return False
 
@@ -217,7 +218,9 @@ def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
     # that newly borrows what it is short of (its older work may be reclaimed now; work
     # admitted in this cycle is nobody's victim before the next one), or a flavor it chose
     # for one part that someone else now uses.
-    if woken_by_growth(bucket, st.wake.borrowed.get(node.root), st.wake.grown.get(node.root)):
+    if (bucket.cross or bucket.depends) and woken_by_growth(
+        bucket, st.wake.borrowed.get(node.root), st.wake.grown.get(node.root)
+    ):
         return False
     hopeless = bucket.hopeless and st.wake.borrow_epoch.get(node.root, 0) == bucket.epoch_at
     for fr, a in avail_at.items():

@@ -224,7 +224,7 @@ class PendingQueue:
             wake = bucket.wake
             if (
                 wake is None
-                or woken_by_growth(bucket, borrowed, grown)
+                or ((bucket.cross or bucket.depends) and woken_by_growth(bucket, borrowed, grown))
                 or (released and bucket.on_release)
                 or (
                     own_admitted is not None

@@ -38,6 +38,7 @@ class QNode:
         "name",
         "nominal",
         "parent",
+        "pot_memo",
         "share_memo",
         "subtree",
         "usage",
@@ -63,6 +64,8 @@ class QNode:
         """fr -> (sum of `ver` from here to the root, `available`) when last computed."""
         self.share_memo: tuple[int, float] = (-1, 0.0)
         """(`ver`, `share`) when last computed."""
+        self.pot_memo: dict[FlavorResource, int] = {}
+        """fr -> `potential` (quotas and limits never change after `compute_subtree`)."""
         self.chain: tuple[QNode, ...] = ()
         """This node and its ancestors, leaf first (set by `compute_subtree`; the tree's shape
         never changes after it): `available` sums their versions on every call."""
@@ -104,6 +107,7 @@ def compute_subtree(node: QNode) -> None:
                 guaranteed[fr] = quota - limit
     node.guaranteed = guaranteed
     node.avail_memo = {}
+    node.pot_memo = {}
     node.share_memo = (-1, 0.0)
 
 
@@ -190,11 +194,10 @@ def _down(
 
 def potential(node: QNode, fr: FlavorResource) -> int:
     """What `node` could take of `fr` if nobody else used anything: the most it can ever hold."""
-    chain: list[QNode] = []
-    cur: QNode | None = node
-    while cur is not None:
-        chain.append(cur)
-        cur = cur.parent
+    memo = node.pot_memo.get(fr)
+    if memo is not None:
+        return memo
+    chain = list(node.chain or _chain(node))
     root = chain.pop()
     avail = root.subtree.get(fr, 0)
     while chain:
@@ -204,6 +207,7 @@ def potential(node: QNode, fr: FlavorResource) -> int:
         if limit is not None:
             avail = min(avail, n.subtree.get(fr, 0) - g + limit)
         avail += g
+    node.pot_memo[fr] = avail
     return avail
 
 
