@@ -40,12 +40,14 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     old, protected = work
     end: float | None = None
     victim_of, evicting = st.victim_of, st.evicting
-    for c in protected:
-        if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys():
-            t = c.admitted_at + c.min_runtime
-            end = t if end is None else min(end, t)
+    for c in protected:  # in coming-of-age order: the first that counts is the earliest
+        if c.key not in victim_of and c.key not in evicting and not frs.isdisjoint(c.usage):
+            end = c.admitted_at + c.min_runtime
+            break
     usable = [
-        c for c in old if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys()
+        c
+        for c in old
+        if c.key not in victim_of and c.key not in evicting and not frs.isdisjoint(c.usage)
     ]
     pool = Pool(work, usable, end)
     if st.in_cycle:
