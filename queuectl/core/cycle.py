@@ -221,8 +221,14 @@ def _pass(
     pass, where others start borrowing, may still find it victims)."""
     st = s.st
     heap: list[tuple[Order, str]] = []
-    for name in names:
+
+    def push(name: str) -> None:
+        if borrowing and name not in strict:
+            parking.sweep(s, name, aside)
         _push_head(s, heap, name, borrowing)
+
+    for name in names:
+        push(name)
     deferred: list[tuple[str, Bucket | None, bool]] = []
     while heap:
         key, name = heapq.heappop(heap)
@@ -249,12 +255,12 @@ def _pass(
                     report(s, q, bucket, bucket.info, out)
                 if bucket.borrows and aside_ok:
                     deferred.append((name, bucket, True))  # others may start borrowing there
-                _push_head(s, heap, name, borrowing)
+                push(name)
                 continue
             if aside_ok and parking.certainly_borrows(s, name, bucket):
                 q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
                 deferred.append((name, bucket, True))
-                _push_head(s, heap, name, borrowing)
+                push(name)
                 continue
         aside.pop(bucket, None)
         w = st.workloads[wkey]
@@ -263,7 +269,7 @@ def _pass(
             # What `assign` would answer sets it aside unchanged (see below): skip building it.
             q.park(bucket)
             deferred.append((name, bucket, rechecked))
-            _push_head(s, heap, name, borrowing)
+            push(name)
             continue
         d = assign(st, w, now)
         if d.borrows and not borrowing and d.kind != "fail":
@@ -302,7 +308,7 @@ def _pass(
                     q.blocked_at = sk
                 else:
                     q.park(bucket)
-        _push_head(s, heap, name, borrowing)
+        push(name)
     return deferred
 
 

@@ -8,7 +8,7 @@ a woken one-pod-set bucket without a full evaluation.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
@@ -97,6 +97,19 @@ def set_aside_now(s: Book, cq: str, bucket: Bucket) -> bool:
     Sure when it would borrow: then a "still short" answer sets it aside as certainly as
     `certainly_borrows` does (which holds for the whole loop), and it has nothing to tell."""
     return bucket.borrows and not bucket.unreported and certainly_borrows(s, cq, bucket)
+
+
+def sweep(s: Book, cq: str, aside: Mapping[Bucket, object]) -> None:
+    """Borrowing pass, before the queue's next head is looked for: park (quietly) its buckets
+    owed a re-check that is now sure to say "still short" (`settled`), as their turns would
+    (nothing is set aside in this pass). Borrowers that went before took the freed quota that
+    woke them; this saves each its turn on the cycle's heap."""
+    q = s.pq[cq]
+    for bucket in q.buckets.values():
+        if not bucket.parked and bucket.recheck and bucket not in aside and settled(s, cq, bucket):
+            bucket.recheck = False
+            q.park(bucket)
+            s.quiet.setdefault(cq, []).append(bucket)
 
 
 def left_quiet(s: Book, cq: str, waiting: SortKey, first_pass: bool) -> None:
