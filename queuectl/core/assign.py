@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Literal
 
 from queuectl.core import reasons
@@ -58,7 +59,7 @@ class _Choice:
     topology: TopologyAssignment | None = None
 
 
-def _ineligible(flavor: Flavor, ps: PodSet) -> str | None:
+def ineligible(flavor: Flavor, ps: PodSet) -> str | None:
     for k, v in ps.node_selector.items():
         have = flavor.node_labels.get(k)
         if have is not None and have != v:
@@ -114,18 +115,20 @@ def _choose(
 ) -> _Choice:
     borrow_choice: _Choice | None = None
     preempt_choice: _Choice | None = None
-    worst: PendingInfo | None = None
+    worst: tuple[int, Callable[[], PendingInfo]] | None = None
+    """The most useful reason so far, built only if no flavor is chosen (the usual answer)."""
     skipped: list[str] = []
     name = cq.name
 
-    def note(info: PendingInfo) -> None:
+    def note(reason: str, build: Callable[[], PendingInfo]) -> None:
         nonlocal worst
-        if worst is None or _RANK[info.reason] < _RANK[worst.reason]:
-            worst = info
+        rank = _RANK[reason]
+        if worst is None or rank < worst[0]:
+            worst = (rank, build)
 
     for fq in group.flavors:
         flavor = st.flavors[fq.name]
-        why = _ineligible(flavor, ps)
+        why = ineligible(flavor, ps)
         if why is not None:
             skipped.append(f"{flavor.name}: {why}")
             continue
@@ -154,7 +157,16 @@ def _choose(
                 notes.topology = True
                 msg = f"quota allows flavor {flavor.name} for pod set {ps.name} but {topo}"
                 notes.placement = notes.placement or msg
-                note(PendingInfo(w.key, reasons.TOPOLOGY_PLACEMENT_FAILED, msg, flavor=flavor.name))
+                note(
+                    reasons.TOPOLOGY_PLACEMENT_FAILED,
+                    partial(
+                        PendingInfo,
+                        w.key,
+                        reasons.TOPOLOGY_PLACEMENT_FAILED,
+                        msg,
+                        flavor=flavor.name,
+                    ),
+                )
                 if cq.preemption.any and preempt_choice is None:
                     preempt_choice = _Choice(flavor.name, "preempt")
                 continue
@@ -167,37 +179,45 @@ def _choose(
         (f, r), n, a = short
         if possible:
             notes.shorts.append(((f, r), n - max(a, 0)))
-            note(waiting_for_quota(w.key, name, (f, r), n, a, podset=ps.name))
+            note(
+                reasons.WAITING_FOR_QUOTA,
+                partial(waiting_for_quota, w.key, name, (f, r), n, a, podset=ps.name),
+            )
             if cq.preemption.any:
                 if cq.flavor_fungibility.when_can_preempt == "Preempt" and borrow_choice is None:
                     return _Choice(flavor.name, "preempt")
                 preempt_choice = preempt_choice or _Choice(flavor.name, "preempt")
         else:
-            note(
-                PendingInfo(
-                    w.key,
-                    reasons.EXCEEDS_MAX_QUOTA,
-                    f"pod set {ps.name} needs {n} {r} in flavor {f}, more than ClusterQueue {name} "
-                    f"can ever hold ({a})",
-                    resource=r,
-                    flavor=f,
-                    requested=n,
-                    available=a,
-                    shortfall=n - a,
-                )
-            )
+            note(reasons.EXCEEDS_MAX_QUOTA, partial(_exceeds, w.key, ps.name, (f, r), n, a, name))
     if borrow_choice is not None:
         return borrow_choice
     if preempt_choice is not None:
         return preempt_choice
     if worst is None:
-        worst = PendingInfo(
-            w.key,
-            reasons.NO_MATCHING_FLAVOR,
-            f"no flavor of ClusterQueue {name} fits pod set {ps.name}: " + "; ".join(skipped),
-            resource=rs[0],
+        raise _Fail(
+            PendingInfo(
+                w.key,
+                reasons.NO_MATCHING_FLAVOR,
+                f"no flavor of ClusterQueue {name} fits pod set {ps.name}: " + "; ".join(skipped),
+                resource=rs[0],
+            )
         )
-    raise _Fail(worst)
+    raise _Fail(worst[1]())
+
+
+def _exceeds(key: str, podset: str, fr: FlavorResource, n: int, a: int, cq: str) -> PendingInfo:
+    f, r = fr
+    return PendingInfo(
+        key,
+        reasons.EXCEEDS_MAX_QUOTA,
+        f"pod set {podset} needs {n} {r} in flavor {f}, more than ClusterQueue {cq} "
+        f"can ever hold ({a})",
+        resource=r,
+        flavor=f,
+        requested=n,
+        available=a,
+        shortfall=n - a,
+    )
 
 
 def assign(st: State, w: Workload, now: float) -> Decision:

@@ -32,11 +32,23 @@ class Book:
         self.nominations: dict[str, set[str]] = {}
         """Nominated preemptor -> its victims still counted."""
         self.nominated_info: dict[str, PendingInfo] = {}
+        self.nominated_by: dict[str, set[str]] = {}
+        """Victim -> the nominated preemptors that wait for it to stop being counted."""
+        self.to_settle: set[str] = set()
+        """Nominations that may have no victim counted any more: new ones, and those a victim
+        of which was released since the last cycle. Only these can be ready (a victim leaves
+        `st.charges` only through `release`), so the cycle checks only these."""
         self.retries: list[tuple[float, str]] = []
         """(when a protected victim comes of age, queue): its parked buckets wake then."""
         self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
         """queue -> (its head bucket, the head) that would have preempted for quota that work
         admitted in the same cycle took: woken by the next cycle, its queue held back till then"""
+        self.quiet: dict[str, list[Bucket]] = {}
+        """Inside a cycle: queue -> parked buckets owed a turn in the running pass whose cheap
+        re-check could only answer "still short" (`parking.settled`), left parked instead."""
+        self.set_aside: list[tuple[str, Bucket]] = []
+        """Inside a cycle: (queue, bucket) woken for a re-check whose first-pass turn could
+        only set it aside for the borrowing pass (`parking.set_aside_now`): set aside at once."""
         self.waits: dict[str, int] = {}
         """Workloads that waited so in the previous cycle -> how many cycles in a row."""
         self.deadlines: list[tuple[float, str]] = []
@@ -76,6 +88,7 @@ class Book:
         charge = st.drop(key)
         if charge is None:
             return
+        self.to_settle.update(self.nominated_by.get(key, ()))
         st.evicting.discard(key)
         preemptor = st.victim_of.pop(key, None)
         if preemptor is not None and preemptor in self.nominations:
@@ -83,13 +96,26 @@ class Book:
         else:
             st.apply(charge, -1)
 
+    def nominate(self, key: str, victims: set[str]) -> None:
+        """Record a nominated preemptor and the victims it waits for."""
+        self.nominations[key] = victims
+        self.to_settle.add(key)
+        for v in victims:
+            self.nominated_by.setdefault(v, set()).add(key)
+
     def cancel_nomination(self, key: str) -> None:
         victims = self.nominations.pop(key, None)
         self.nominated_info.pop(key, None)
         if victims is None:
             return
+        self.to_settle.discard(key)
         st = self.st
         for v in victims:
+            waiting = self.nominated_by.get(v)
+            if waiting is not None:
+                waiting.discard(key)
+                if not waiting:
+                    del self.nominated_by[v]
             if st.victim_of.get(v) == key:
                 del st.victim_of[v]
                 if v in st.charges:

@@ -26,6 +26,7 @@ from queuectl.core import parking, reasons
 from queuectl.core.assign import assign
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
+from queuectl.core.foresee import fits_only_by_borrowing
 from queuectl.core.outcomes import Out, admit, nominate, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
@@ -121,7 +122,12 @@ def _timers(s: Book, now: float, out: Out) -> None:
 def _settle_nominations(s: Book, now: float, out: Out) -> None:
     """A preemptor whose victims are all gone takes the quota they held, first."""
     st = s.st
-    ready = [p for p, victims in s.nominations.items() if not any(v in st.charges for v in victims)]
+    check, s.to_settle = s.to_settle, set()
+    ready = [
+        p
+        for p in check
+        if p in s.nominations and not any(v in st.charges for v in s.nominations[p])
+    ]
     for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
         w = st.workloads[key]
         s.cancel_nomination(key)
@@ -173,15 +179,30 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
     try:
         aside: dict[Bucket, PendingInfo] = {}
         deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
+        deferred += [(name, bucket, True) for name, bucket in s.set_aside]
         second: dict[str, None] = {}
+        # Quiet buckets that would borrow were set aside by their (skipped) turn: their turn
+        # in the second pass would change nothing either.
+        quiet = {n: [b for b in bs if b.borrows and b.parked] for n, bs in s.quiet.items()}
         for name, bucket, rechecked in deferred:
-            if bucket is not None:
+            if bucket is None:
+                second[name] = None
+            elif (
+                rechecked
+                and bucket not in aside
+                and name not in s.waiting_preemptors
+                and parking.settled(s, name, bucket)
+            ):
+                quiet.setdefault(name, []).append(bucket)
+            else:
                 s.pq[name].unpark(bucket, recheck=rechecked)
-            second[name] = None
+                second[name] = None
+        s.quiet = {n: bs for n, bs in quiet.items() if bs}
         for name in parking.borrowers_to_recheck(s, strict):
             second[name] = None
         _pass(s, list(second), now, out, strict, aside, borrowing=True)
     finally:
+        s.quiet, s.set_aside = {}, []
         s.st.end_loop()
 
 
@@ -200,8 +221,14 @@ def _pass(
     pass, where others start borrowing, may still find it victims)."""
     st = s.st
     heap: list[tuple[Order, str]] = []
-    for name in names:
+
+    def push(name: str) -> None:
+        if borrowing and name not in strict:
+            parking.sweep(s, name, aside)
         _push_head(s, heap, name, borrowing)
+
+    for name in names:
+        push(name)
     deferred: list[tuple[str, Bucket | None, bool]] = []
     while heap:
         key, name = heapq.heappop(heap)
@@ -228,16 +255,22 @@ def _pass(
                     report(s, q, bucket, bucket.info, out)
                 if bucket.borrows and aside_ok:
                     deferred.append((name, bucket, True))  # others may start borrowing there
-                _push_head(s, heap, name, borrowing)
+                push(name)
                 continue
             if aside_ok and parking.certainly_borrows(s, name, bucket):
                 q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
                 deferred.append((name, bucket, True))
-                _push_head(s, heap, name, borrowing)
+                push(name)
                 continue
         aside.pop(bucket, None)
         w = st.workloads[wkey]
         out.evaluated += 1
+        if aside_ok and fits_only_by_borrowing(st, w):
+            # What `assign` would answer sets it aside unchanged (see below): skip building it.
+            q.park(bucket)
+            deferred.append((name, bucket, rechecked))
+            push(name)
+            continue
         d = assign(st, w, now)
         if d.borrows and not borrowing and d.kind != "fail":
             # Its parked record still holds: if what it borrows is gone by the second pass,
@@ -256,6 +289,7 @@ def _pass(
                 st.tree.queues[name], d.need
             ):
                 _wait_instead_of_preempting(s, name, bucket, wkey, d, out)
+                parking.left_quiet(s, name, sk, first_pass=not borrowing)
                 continue  # its queue admits nothing else in this cycle
             q.remove(wkey)
             nominate(s, w, d, now, out)
@@ -274,7 +308,7 @@ def _pass(
                     q.blocked_at = sk
                 else:
                     q.park(bucket)
-        _push_head(s, heap, name, borrowing)
+        push(name)
     return deferred
 
 
@@ -316,6 +350,8 @@ def _wake_waiting_preemptors(s: Book) -> None:
 def _push_head(s: Book, heap: list[tuple[Order, str]], name: str, borrowing: bool) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
     q = s.pq[name]
+    if not q.heap:
+        return  # every bucket parked (the usual case after a turn): no head to look for
     nxt = q.head()
     if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
         heapq.heappush(heap, (_order(s, name, nxt[0], borrowing), name))

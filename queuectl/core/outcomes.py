@@ -73,7 +73,7 @@ def nominate(s: Book, w: Workload, d: Decision, now: float, out: Out) -> None:
     st = s.st
     victims = d.victims
     keys = sorted(c.key for c, _ in victims)
-    s.nominations[w.key] = set(keys)
+    s.nominate(w.key, set(keys))
     node = st.tree.queues[w.cluster_queue]
     held = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
     held = {fr: n for fr, n in held.items() if n > 0}

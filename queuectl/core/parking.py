@@ -8,7 +8,7 @@ a woken one-pod-set bucket without a full evaluation.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
@@ -35,18 +35,96 @@ def wake(s: Book) -> None:
             grown = notes.grown.get(root, set())
             for leaf in st.tree.leaves.get(root, ()):
                 lq = s.pq.get(leaf.name)
-                if lq is not None:
-                    lq.unpark_freed(
-                        freed,
-                        borrowed,
-                        notes.admitted_low.get(leaf.name),
-                        grown,
-                        leaf.name in notes.released_since,
-                    )
+                if lq is None:
+                    continue
+                owed = lq.unpark_freed(
+                    freed,
+                    borrowed,
+                    notes.admitted_low.get(leaf.name),
+                    grown,
+                    leaf.name in notes.released_since,
+                )
+                quiet_ok = owed and may_stay_quiet(s, leaf.name)
+                for bucket in owed:
+                    if quiet_ok and settled(s, leaf.name, bucket):
+                        s.quiet.setdefault(leaf.name, []).append(bucket)
+                    elif quiet_ok and set_aside_now(s, leaf.name, bucket):
+                        s.set_aside.append((leaf.name, bucket))
+                    else:
+                        lq.unpark(bucket, recheck=True)
         if notes.nodes_dirty:
             for q in s.pq.values():
                 q.unpark_all(topology_only=True)
     notes.woken()
+
+
+def may_stay_quiet(s: Book, cq: str) -> bool:
+    """May a bucket of this queue whose re-check cannot but fail be left parked? Not in a
+    StrictFIFO queue (it stops whole in the first pass) nor an idle one (never looked at)."""
+    spec = s.st.queues.get(cq)
+    return spec is not None and spec.queueing_strategy != "StrictFIFO" and s.idle_reason(cq) is None
+
+
+def settled(s: Book, cq: str, bucket: Bucket) -> bool:
+    """Would `still_short` answer "yes" for this parked bucket at any later point of this
+    cycle's admission loop? Then its turn would change nothing, and it stays parked
+    (`Book.quiet`). Sure only when nothing the loop does can change the answer: inside the
+    loop availability only shrinks and its queue frees nothing, so it must be short now
+    without the help of "more available than when parked" (which new borrowing can revive
+    through `hopeless`), and neither new borrowing (`cross`) nor usage growth (`depends`) may
+    wake it; and it must have nothing to tell (new members hear their reason at its turn)."""
+    avail_at, need = bucket.avail_at, bucket.need
+    st = s.st
+    if (
+        avail_at is None
+        or need is None
+        or bucket.unreported
+        or bucket.cross
+        or bucket.depends
+        or st.wake.released.get(cq, 0) != bucket.released_at
+    ):
+        return False
+    node = st.tree.queues[cq]
+    for fr, a in avail_at.items():
+        now = available(node, fr)
+        if now >= need[fr] or now > a:
+            return False
+    return True
+
+
+def set_aside_now(s: Book, cq: str, bucket: Bucket) -> bool:
+    """Would its first-pass turn only set it aside for the borrowing pass, re-check owed?
+    Sure when it would borrow: then a "still short" answer sets it aside as certainly as
+    `certainly_borrows` does (which holds for the whole loop), and it has nothing to tell."""
+    return bucket.borrows and not bucket.unreported and certainly_borrows(s, cq, bucket)
+
+
+def sweep(s: Book, cq: str, aside: Mapping[Bucket, object]) -> None:
+    """Borrowing pass, before the queue's next head is looked for: park (quietly) its buckets
+    owed a re-check that is now sure to say "still short" (`settled`), as their turns would
+    (nothing is set aside in this pass). Borrowers that went before took the freed quota that
+    woke them; this saves each its turn on the cycle's heap."""
+    q = s.pq[cq]
+    for bucket in q.buckets.values():
+        if not bucket.parked and bucket.recheck and bucket not in aside and settled(s, cq, bucket):
+            bucket.recheck = False
+            q.park(bucket)
+            s.quiet.setdefault(cq, []).append(bucket)
+
+
+def left_quiet(s: Book, cq: str, waiting: SortKey, first_pass: bool) -> None:
+    """Its queue stops for this cycle at the head `waiting` (it waits instead of preempting):
+    the buckets left parked because their turn would change nothing end as that turn would
+    have left them. A turn not reached leaves a bucket unparked, re-check owed; in the first
+    pass one that would borrow is unparked anyway (set aside for the borrowing pass, which
+    never reaches a waiting queue)."""
+    q = s.pq[cq]
+    for bucket in s.quiet.pop(cq, ()):
+        if not bucket.parked or q.buckets.get(bucket.shape) is not bucket:
+            continue
+        head = q.head_key(bucket)
+        if (first_pass and bucket.borrows) or (head is not None and head > waiting):
+            q.unpark(bucket, recheck=True)
 
 
 def carry_over(s: Book, admitted: list[str]) -> None:
@@ -116,11 +194,16 @@ def _must_borrow(s: Book, cq: str, podset: Hashable) -> bool:
     node, spec, covering = st.tree.queues[cq], st.queues[cq], st.tree.covering[cq]
     count, requests = podset[0], podset[1]  # type: ignore[index]
     totals = {r: v * count for r, v in requests if v > 0}
+    usage, quota = node.usage, node.subtree
     for gi, group in enumerate(spec.resource_groups):
         rs = [r for r in totals if covering.get(r) == gi]
-        if rs and all(
-            any(node.borrows((fq.name, r), totals[r]) for r in rs) for fq in group.flavors
-        ):
+        if not rs:
+            continue
+        for fq in group.flavors:  # every flavor must borrow (`QNode.borrows`, spelled out)
+            f = fq.name
+            if not any(usage.get((f, r), 0) + totals[r] > quota.get((f, r), 0) for r in rs):
+                break
+        else:
             return True
     return False
 
@@ -148,7 +231,9 @@ def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
     # that newly borrows what it is short of (its older work may be reclaimed now; work
     # admitted in this cycle is nobody's victim before the next one), or a flavor it chose
     # for one part that someone else now uses.
-    if woken_by_growth(bucket, st.wake.borrowed.get(node.root), st.wake.grown.get(node.root)):
+    if (bucket.cross or bucket.depends) and woken_by_growth(
+        bucket, st.wake.borrowed.get(node.root), st.wake.grown.get(node.root)
+    ):
         return False
     hopeless = bucket.hopeless and st.wake.borrow_epoch.get(node.root, 0) == bucket.epoch_at
     for fr, a in avail_at.items():

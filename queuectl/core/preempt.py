@@ -40,12 +40,14 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     old, protected = work
     end: float | None = None
     victim_of, evicting = st.victim_of, st.evicting
-    for c in protected:
-        if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys():
-            t = c.admitted_at + c.min_runtime
-            end = t if end is None else min(end, t)
+    for c in protected:  # in coming-of-age order: the first that counts is the earliest
+        if c.key not in victim_of and c.key not in evicting and not frs.isdisjoint(c.usage):
+            end = c.admitted_at + c.min_runtime
+            break
     usable = [
-        c for c in old if c.key not in victim_of and c.key not in evicting and frs & c.usage.keys()
+        c
+        for c in old
+        if c.key not in victim_of and c.key not in evicting and not frs.isdisjoint(c.usage)
     ]
     pool = Pool(work, usable, end)
     if st.in_cycle:
@@ -74,7 +76,7 @@ _Group = tuple[tuple[bool, float], list[tuple[Rank, Charge]], int, str]
 work, how many of them, reason)."""
 
 
-def _in_order(groups: list[_Group], own: list[tuple[Rank, Charge]]) -> Iterator[tuple[Charge, str]]:
+def _in_order(groups: list[_Group], own: list[Charge]) -> Iterator[tuple[Charge, str]]:
     """Candidates in victim order, produced lazily (a search usually needs the first few):
     other queues first, those without credit first, the largest share first, then by rank;
     then the own queue by rank."""
@@ -93,7 +95,7 @@ def _in_order(groups: list[_Group], own: list[tuple[Rank, Charge]]) -> Iterator[
             for _, c, reason in heapq.merge(*tied):
                 yield c, reason
         i = j
-    for _, c in sorted(own):
+    for _, c in sorted((victim_rank(c), c) for c in own):
         yield c, reasons.PREEMPTED_WITHIN_CQ
 
 
@@ -111,7 +113,8 @@ def search(
     policy = cq.preemption
     would_borrow = any(node.borrows(fr, n) for fr, n in need.items())
     retry: float | None = None
-    own: list[tuple[Rank, Charge]] = []
+    own: list[Charge] = []
+    """Own-queue candidates, ranked only if the shortfall check lets the search go on."""
     groups: list[_Group] = []
     held: dict[FlavorResource, int] = {}
     """What the candidates hold of each (flavor, resource) of `frs`."""
@@ -121,16 +124,12 @@ def search(
         pool = _pool(st, cq.name, frs, now)
         if pool.end is not None:
             retry = pool.end
+        prio, newer = w.priority, within == "LowerOrNewerEqualPriority"
         for c in pool.usable:
-            lower = c.priority < w.priority or (
-                within == "LowerOrNewerEqualPriority"
-                and c.priority == w.priority
-                and c.created > w.created
-            )
-            if lower:
-                own.append((victim_rank(c), c))
-                for fr in frs:
-                    held[fr] = held.get(fr, 0) + c.usage.get(fr, 0)
+            if c.priority < prio or (newer and c.priority == prio and c.created > w.created):
+                own.append(c)
+        for fr in frs:
+            held[fr] = sum(c.usage.get(fr, 0) for c in own)
     bw = policy.borrow_within_cohort
     reclaim_within = (
         would_borrow and node.parent is not None and policy.reclaim_within_cohort != "Never"

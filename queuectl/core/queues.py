@@ -206,7 +206,7 @@ class PendingQueue:
         own_admitted: int | None,
         grown: set[FlavorResource],
         released: bool,
-    ) -> None:
+    ) -> list[Bucket]:
         """Something changed in the tree: wake the buckets it can help.
 
         `freed`: the tree's cumulative freed counters; `borrowed`: (flavor, resource)s that
@@ -214,15 +214,18 @@ class PendingQueue:
         priority this queue admitted since the last wake (new in-queue candidates), or None;
         `grown`: (flavor, resource)s whose usage grew in the tree (another flavor may be chosen);
         `released`: this queue freed quota of its own (it may stop borrowing, and reclaim).
+        Returns the buckets owed only a cheap re-check, still parked: the caller unparks them
+        (`unpark(bucket, recheck=True)`) or leaves parked those whose re-check cannot but fail.
         """
         self.blocked_at = None
+        recheck: list[Bucket] = []
         for bucket in self.buckets.values():
             if not bucket.parked:
                 continue
             wake = bucket.wake
             if (
                 wake is None
-                or woken_by_growth(bucket, borrowed, grown)
+                or ((bucket.cross or bucket.depends) and woken_by_growth(bucket, borrowed, grown))
                 or (released and bucket.on_release)
                 or (
                     own_admitted is not None
@@ -232,4 +235,10 @@ class PendingQueue:
             ):
                 self.unpark(bucket)
             elif any(freed.get(fr, 0) >= at for fr, at in wake):
-                self.unpark(bucket, recheck=True)
+                recheck.append(bucket)
+        return recheck
+
+    def head_key(self, bucket: Bucket) -> SortKey | None:
+        """The sort key of the bucket's best member (None when it has none)."""
+        head = self._bucket_head(bucket)
+        return head[0] if head is not None else None

@@ -30,6 +30,7 @@ class QNode:
     __slots__ = (
         "avail_memo",
         "blimit",
+        "chain",
         "children",
         "guaranteed",
         "is_queue",
@@ -37,6 +38,7 @@ class QNode:
         "name",
         "nominal",
         "parent",
+        "pot_memo",
         "share_memo",
         "subtree",
         "usage",
@@ -62,6 +64,11 @@ class QNode:
         """fr -> (sum of `ver` from here to the root, `available`) when last computed."""
         self.share_memo: tuple[int, float] = (-1, 0.0)
         """(`ver`, `share`) when last computed."""
+        self.pot_memo: dict[FlavorResource, int] = {}
+        """fr -> `potential` (quotas and limits never change after `compute_subtree`)."""
+        self.chain: tuple[QNode, ...] = ()
+        """This node and its ancestors, leaf first (set by `compute_subtree`; the tree's shape
+        never changes after it): `available` sums their versions on every call."""
 
     @property
     def root(self) -> QNode:
@@ -83,6 +90,7 @@ class QNode:
 
 def compute_subtree(node: QNode) -> None:
     """Fill `subtree` and `guaranteed` bottom-up from nominal quotas and lending limits."""
+    node.chain = _chain(node)
     for child in node.children:
         compute_subtree(child)
     subtree = dict(node.nominal)
@@ -99,6 +107,7 @@ def compute_subtree(node: QNode) -> None:
                 guaranteed[fr] = quota - limit
     node.guaranteed = guaranteed
     node.avail_memo = {}
+    node.pot_memo = {}
     node.share_memo = (-1, 0.0)
 
 
@@ -122,20 +131,27 @@ def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
 
 def available(node: QNode, fr: FlavorResource) -> int:
     """What `node` could take of `fr` right now without breaking any limit up the tree."""
-    chain: list[QNode] = []
+    chain = node.chain or _chain(node)
     stamp = 0
-    cur: QNode | None = node
-    while cur is not None:
-        chain.append(cur)
+    for cur in chain:
         stamp += cur.ver
-        cur = cur.parent
     # Versions only grow, so an unchanged sum means no usage on the path changed.
     memo = node.avail_memo.get(fr)
     if memo is not None and memo[0] == stamp:
         return memo[1]
-    avail = _down(chain, fr, None)
+    avail = _down(list(chain), fr, None)
     node.avail_memo[fr] = (stamp, avail)
     return avail
+
+
+def _chain(node: QNode) -> tuple[QNode, ...]:
+    """The node and its ancestors, leaf first."""
+    chain: list[QNode] = []
+    cur: QNode | None = node
+    while cur is not None:
+        chain.append(cur)
+        cur = cur.parent
+    return tuple(chain)
 
 
 def available_then(
@@ -178,11 +194,10 @@ def _down(
 
 def potential(node: QNode, fr: FlavorResource) -> int:
     """What `node` could take of `fr` if nobody else used anything: the most it can ever hold."""
-    chain: list[QNode] = []
-    cur: QNode | None = node
-    while cur is not None:
-        chain.append(cur)
-        cur = cur.parent
+    memo = node.pot_memo.get(fr)
+    if memo is not None:
+        return memo
+    chain = list(node.chain or _chain(node))
     root = chain.pop()
     avail = root.subtree.get(fr, 0)
     while chain:
@@ -192,6 +207,7 @@ def potential(node: QNode, fr: FlavorResource) -> int:
         if limit is not None:
             avail = min(avail, n.subtree.get(fr, 0) - g + limit)
         avail += g
+    node.pot_memo[fr] = avail
     return avail
 
 

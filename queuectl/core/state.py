@@ -283,10 +283,9 @@ class State:
             self.wake.nodes_dirty = True
 
     def preemptible(self, cq: str, now: float) -> tuple[list[Charge], list[Charge]]:
-        """A queue's admitted work split into (preemptible by age, protected) at `now`.
-
-        Work admitted at `now` (this very cycle) is in neither: never stop what just started.
-        """
+        """A queue's admitted work split into (preemptible by age, protected in the order it
+        comes of age) at `now`. Work admitted at `now` (this very cycle) is in neither: never
+        stop what just started."""
         if self.cache.old_work_at != now:
             self.cache.old_work.clear()
             self.cache.old_work_at = now
@@ -298,6 +297,7 @@ class State:
                 if c.admitted_at >= now:
                     continue
                 (protected if now < c.admitted_at + c.min_runtime else old).append(c)
+            protected.sort(key=lambda c: c.admitted_at + c.min_runtime)
             cached = self.cache.old_work[cq] = (old, protected)
         return cached
 
