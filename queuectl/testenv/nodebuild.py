@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from queuectl.testenv.build import (
     find_go,
     ldflags,
 )
-from queuectl.testenv.errors import ToolMissing
+from queuectl.testenv.debian import ensure_tools
 from queuectl.testenv.versions import gobuild_dir, pinned
 
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
@@ -74,28 +72,11 @@ def cache_key() -> str:
     return f"node-{v.kubernetes}-{digest.hexdigest()[:12]}"
 
 
-def _missing() -> list[str]:
-    return [t for t in HOST_TOOLS if shutil.which(t) is None]
-
-
 def host_tools(progress: Progress = print) -> dict[str, Path]:
     """containerd and friends from the host's Debian packages, installed when missing (as
     deploy/image/build.sh does: root with apt-get, e.g. a fresh CI machine); else one clear
     error naming the packages."""
-    packages = sorted({HOST_TOOLS[t] for t in _missing()})
-    if packages and os.geteuid() == 0 and shutil.which("apt-get"):
-        progress(f"Installing {', '.join(packages)} (Debian packages) for real nodes")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
-            subprocess.run(argv, env=env, capture_output=True, timeout=600, check=False)
-    missing = _missing()
-    if missing:
-        raise ToolMissing(
-            f"real nodes need {', '.join(missing)} on PATH",
-            "install the Debian packages: apt-get install "
-            + " ".join(sorted({HOST_TOOLS[t] for t in missing})),
-        )
-    return {t: Path(str(shutil.which(t))) for t in HOST_TOOLS}
+    return ensure_tools(HOST_TOOLS, "real nodes", progress)
 
 
 def ensure_node_binaries(progress: Progress = print, *, root: Path | None = None) -> NodeBinaries:
