@@ -224,11 +224,18 @@ POOL = "e2e.queuectl.io/pool"
 def rack_pool(cluster: Cluster, namespace: str, prefix: str, gpus: int) -> None:
     """Two racks of four 8-GPU H100 nodes of the test's own (the standard fleet's racks hold
     two nodes each: too few for a 4 x 8 GPU gang in one rack), a flavor over just them with a
-    block/rack/host Topology, a ClusterQueue of `gpus` for `namespace` and LocalQueue `lq`."""
-    cluster.add_gpu_nodes(8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix})
+    block/rack/host Topology, a ClusterQueue of `gpus` for `namespace` and LocalQueue `lq`.
+    The nodes are tainted and only this flavor tolerates them: the session's control plane is
+    shared, and untainted they were free H100s for every later module's H100 flavor (a
+    PyTorchJob's master landed in an LWS test's leftover block, its workers in another)."""
+    taint = {"key": POOL, "value": prefix, "effect": "NoSchedule"}
+    cluster.add_gpu_nodes(
+        8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix}, taints=[taint]
+    )
     topo, cq = f"topo-{namespace}", f"cq-{namespace}"
     pool = flavor(prefix, H100, topology=topo)
     pool["spec"]["nodeLabels"][POOL] = prefix
+    pool["spec"]["tolerations"] = [{**taint, "operator": "Equal"}]
     apply(
         cluster,
         topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
