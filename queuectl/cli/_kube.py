@@ -71,6 +71,7 @@ NODE: Final = Kind("Node", "nodes", group="", version="v1")
 NAMESPACE: Final = Kind("Namespace", "namespaces", group="", version="v1")
 PRIORITY_CLASS: Final = Kind("PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1")
 JOB: Final = Kind("Job", "jobs", group="batch", version="v1", namespaced=True)
+POD: Final = Kind("Pod", "pods", group="", version="v1", namespaced=True)
 
 
 def default_namespace(kubeconfig: str | None, context: str | None) -> str:
@@ -222,13 +223,18 @@ class Kube:
         where = f" in namespace {namespace}" if kind.namespaced and namespace else ""
         return self._call(kind, f'{kind.kind} "{name}"{where}', "GET", kind.path(namespace, name))
 
-    def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
-        """Every object of a kind (all namespaces when `namespace` is None), page by page."""
+    def list(
+        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
+        """Every object of a kind (all namespaces when `namespace` is None; only those
+        `label_selector` selects when given), page by page."""
         items: list[Obj] = []
         cont = ""
         what = f"{kind.plural}" + (f" in namespace {namespace}" if namespace else "")
         while True:
             query: dict[str, Any] = {"limit": PAGE_SIZE}
+            if label_selector:
+                query["labelSelector"] = label_selector
             if cont:
                 query["continue"] = cont
             page = self._call(kind, what, "GET", kind.path(namespace), query=query)

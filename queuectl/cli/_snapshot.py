@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from queuectl.api import names
 from queuectl.cli import _kube as kube
 from queuectl.cli._kube import CliError, Kind, Obj
 from queuectl.core import Explanation, Scheduler, fleet
@@ -108,6 +109,8 @@ class Snapshot:
         noop: Callable[..., None] = lambda *_: None  # noqa: E731
         feed = Feed(cache, sched, noop, noop, noop)
         resources = _by_plural()
+        # Pod groups are complete or not by their pods: known before their Workloads are fed.
+        cache.queued_pods.replace(list(objects.get(kube.POD.plural, ())))
         for k in LOAD_ORDER:
             cache.store(resources[k.plural]).replace(objs[k.plural])
         return cls(sched, cache, feed, at, objs, list(notes))
@@ -128,6 +131,13 @@ class Snapshot:
                 if not (denied and k.plural in OPTIONAL):
                     raise
                 notes.append(f"cannot list {k.plural} (access denied); {_WITHOUT[k.plural]}")
+        try:  # only the queued ones: bare pods of pod groups and LeaderWorkerSets
+            objects[kube.POD.plural] = api.list(kube.POD, label_selector=names.LABEL_QUEUE_NAME)
+        except CliError as err:
+            cause = err.__cause__
+            if not (isinstance(cause, ApiFailure) and cause.status == 403):
+                raise
+            notes.append(f"cannot list pods (access denied); {_WITHOUT['pods']}")
         return cls.from_objects(objects, notes=notes)
 
     def warn(self) -> None:
@@ -182,4 +192,5 @@ _WITHOUT = {
     "namespaces": "namespaceSelectors are matched on namespace names only",
     "priorityclasses": "PriorityClass priorities are taken from the Workloads",
     "admissionchecks": "queues with admission checks are shown as waiting for them",
+    "pods": "pod groups are shown as waiting for their pods",
 }

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queuectl.api import names
 from queuectl.cli import describe, listing
 from queuectl.cli._render import Term
 from queuectl.cli._snapshot import Snapshot
@@ -198,3 +199,40 @@ def test_describe_caps_long_lines_and_points_to_list() -> None:
     text = describe.describe(snapshot(*many), "clusterqueue", "llm", "", PLAIN)
     assert re.search(r"^50\s+team-llm/w10\s", text, re.M)  # the oldest 50, in order
     assert "... and 10 more" in text
+
+
+def a_pod_group(pods: int) -> tuple[o.Obj, list[o.Obj]]:
+    """A pod group `sweep` of 2 one-GPU pods in team-vision (its Workload and `pods` of them)."""
+    wl = o.workload("team-vision", "podgroup-sweep", "default", 1, count=2)
+    wl["metadata"]["labels"] = {names.LABEL_POD_GROUP_NAME: "sweep"}
+    made = [
+        {
+            "metadata": {
+                "namespace": "team-vision",
+                "name": f"sweep-{i}",
+                "labels": {
+                    names.LABEL_QUEUE_NAME: "default",
+                    names.LABEL_POD_GROUP_NAME: "sweep",
+                },
+                "annotations": {names.ANNOTATION_POD_GROUP_TOTAL_COUNT: "2"},
+            },
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {o.GPU: "1"}}}]},
+            "status": {"phase": "Pending"},
+        }
+        for i in range(pods)
+    ]
+    return wl, made
+
+
+@pytest.mark.parametrize(("pods", "incomplete"), [(2, False), (1, True)])
+def test_a_pod_group_is_judged_by_the_pods_that_exist(pods: int, incomplete: bool) -> None:
+    wl, made = a_pod_group(pods)
+    objs = o.research_tree()
+    objs["workloads"].append(wl)
+    objs["pods"] = made
+    text = describe.describe(
+        Snapshot.from_objects(objs, now=o.NOW), "workload", "podgroup-sweep", "team-vision", PLAIN
+    )
+    assert ("PodGroupIncomplete" in text) is incomplete
+    if incomplete:
+        assert "1 of the 2 pods of pod group 'sweep' exist" in text
