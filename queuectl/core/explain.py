@@ -72,7 +72,10 @@ def explain(s: Book, key: str, now: float) -> Explanation:
     if d.kind == "fit":
         message = "fits now: the next cycle admits it unless someone ahead takes the quota first"
         waits = s.waiting_preemptors.get(w.cluster_queue)
-        if waits is not None and waits[1] != key:
+        held = _held_by_strict_head(s, w.cluster_queue, key, now)
+        if held is not None:
+            message = held
+        elif waits is not None and waits[1] != key:
             # The cycle holds its queue back while the head waits instead of preempting (so
             # that this workload does not take the quota the head waits for and become its
             # victim).
@@ -122,3 +125,24 @@ def explain(s: Book, key: str, now: float) -> Explanation:
     if result.flavor is not None and result.resource is not None:
         result = replace(result, holders=s.holders(w.cluster_queue, result.flavor, result.resource))
     return Explanation(key, "pending", pending=result)
+
+
+def _held_by_strict_head(s: Book, cq: str, key: str, now: float) -> str | None:
+    """Why a fitting workload still waits in a StrictFIFO queue: its head does not fit, and
+    nothing behind a head that does not fit is admitted (None when that is not the case)."""
+    spec = s.st.queues.get(cq)
+    q = s.pq.get(cq)
+    if spec is None or spec.queueing_strategy != "StrictFIFO" or q is None or key not in q.entries:
+        return None
+    head = min(q.entries, key=lambda k: q.entries[k][0])
+    other = s.st.workloads.get(head)
+    if head == key or other is None:
+        return None
+    d = assign(s.st, other, now)
+    if d.kind == "fit":
+        return None
+    why = d.info.reason if d.info is not None else "it would preempt"
+    return (
+        f"fits now, but ClusterQueue {cq} is StrictFIFO and its head {head} does not fit "
+        f"({why}): nothing behind it is admitted until it is"
+    )

@@ -134,6 +134,24 @@ def test_a_strict_fifo_head_that_does_not_fit_blocks_the_queue(
     assert admitted(s.run_cycle(3.0)) == ["q/head"]
 
 
+def test_explain_says_a_fitting_workload_waits_behind_its_strict_fifo_head() -> None:
+    s = scheduler(
+        gpu_queue("q", quota("h100", 8), cohort=None, strategy="StrictFIFO"),
+        job("q/running", "q", 4),
+    )
+    s.run_cycle(1.0)
+    s.upsert_workload(job("q/head", "q", 8, created=1))
+    s.upsert_workload(job("q/small", "q", 2, created=2))
+    s.run_cycle(2.0)
+    e = s.explain("q/small", 2.0)
+    assert e.pending is not None and "fits now, but ClusterQueue q is StrictFIFO" in (
+        e.pending.message
+    )
+    assert "its head q/head does not fit (WaitingForQuota)" in e.pending.message
+    head = s.explain("q/head", 2.0)
+    assert head.pending is not None and head.pending.reason == "WaitingForQuota"
+
+
 def test_a_deep_queue_is_admitted_in_one_cycle_and_hopeless_work_is_not_rescanned() -> None:
     s = scheduler(
         gpu_queue("q", quota("h100", 64), cohort=None),
