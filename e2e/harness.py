@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from queuectl.api import names
+from queuectl.convert import parse_time
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controllerargs import controller_args
 from queuectl.testenv.nodes import H100
@@ -253,6 +254,36 @@ def priority_class(name: str, value: int, grace: int = 0) -> dict[str, Any]:
         "value": value,
         "preemptionGracePeriodSeconds": grace,
     }
+
+
+def low_and_high(cluster: Cluster, namespace: str, grace: int) -> tuple[str, str]:
+    """A preemption scenario's two WorkloadPriorityClasses: low-NS (10, `grace` seconds of
+    notice) and high-NS (1000). Returns their names."""
+    low, high = f"low-{namespace}", f"high-{namespace}"
+    apply(cluster, priority_class(low, 10, grace=grace), priority_class(high, 1000))
+    return low, high
+
+
+def notice_and_deadline(
+    workload: Callable[[], dict[str, Any] | None], job: Callable[[], dict[str, Any]], what: str
+) -> tuple[dict[str, Any], float, float]:
+    """A victim's notice: its Workload Preempted, then the deadline annotation on its job
+    (`what` names the job in messages). Returns (the Workload, when the notice was seen, the
+    deadline)."""
+    wl = wait_for(
+        "victim noticed",
+        lambda: (w := workload()) and is_true(w, names.COND_PREEMPTED) and w,
+    )
+    noticed = time.time()
+    stamp = wait_for(
+        f"the deadline on the {what}",
+        lambda: (job()["metadata"].get("annotations") or {}).get(
+            names.ANNOTATION_PREEMPTION_DEADLINE
+        ),
+    )
+    deadline = parse_time(stamp)
+    assert deadline is not None, stamp
+    return wl, noticed, deadline
 
 
 def gpu_job(

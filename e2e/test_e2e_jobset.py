@@ -30,12 +30,13 @@ from e2e.harness import (
     is_true,
     items,
     local_queue,
+    low_and_high,
+    notice_and_deadline,
     topology,
     wait_for,
 )
 from queuectl.api import names
 from queuectl.cli.main import main as cli_main
-from queuectl.convert import parse_time
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 
@@ -243,23 +244,7 @@ def test_a_jobset_gang_is_admitted_whole_inside_one_rack_and_finishes(
 def test_a_preempted_jobset_gets_its_grace_period_then_is_suspended_requeued_and_readmitted(
     control_plane: Cluster, namespace: str, queued: ControllerProcess
 ) -> None:
-    low, high = f"low-{namespace}", f"high-{namespace}"
-    apply(
-        control_plane,
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": low},
-            "value": 10,
-            "preemptionGracePeriodSeconds": GRACE,
-        },
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": high},
-            "value": 1000,
-        },
-    )
+    low, high = low_and_high(control_plane, namespace, GRACE)
     setup_queue(control_plane, namespace, 32, preemption={"withinClusterQueue": "LowerPriority"})
     apply(control_plane, jobset("victim", namespace, priority=low))
     wait_for("victim admitted", lambda: admitted(control_plane, namespace, "victim"))
@@ -267,25 +252,15 @@ def test_a_preempted_jobset_gets_its_grace_period_then_is_suspended_requeued_and
     apply(control_plane, jobset("urgent", namespace, priority=high))
 
     # The notice: Preempted, a deadline on the JobSet, and its pods keep running until then.
-    wl = wait_for(
-        "victim noticed",
-        lambda: (
-            (w := workload_of(control_plane, namespace, "victim"))
-            and is_true(w, names.COND_PREEMPTED)
-            and w
-        ),
+    wl, noticed, deadline = notice_and_deadline(
+        lambda: workload_of(control_plane, namespace, "victim"),
+        lambda: get(control_plane, "jobset", "victim", namespace),
+        "JobSet",
     )
-    noticed = time.time()
-    cond = condition(wl, names.COND_PREEMPTED) or {}
-    assert cond.get("reason") == names.REASON_PREEMPTED_WITHIN_CQ
-    stamp = wait_for(
-        "the deadline on the JobSet",
-        lambda: (
-            get(control_plane, "jobset", "victim", namespace)["metadata"].get("annotations") or {}
-        ).get(names.ANNOTATION_PREEMPTION_DEADLINE),
+    assert (condition(wl, names.COND_PREEMPTED) or {}).get("reason") == (
+        names.REASON_PREEMPTED_WITHIN_CQ
     )
-    deadline = parse_time(stamp)
-    assert deadline is not None and deadline - noticed > GRACE / 2
+    assert deadline - noticed > GRACE / 2
     assert len(running_pods(control_plane, namespace, "victim")) == 4
     assert not get(control_plane, "jobset", "victim", namespace)["spec"].get("suspend")
     assert not admitted(control_plane, namespace, "urgent")

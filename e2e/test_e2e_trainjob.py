@@ -32,12 +32,13 @@ from e2e.harness import (
     is_true,
     items,
     local_queue,
+    low_and_high,
+    notice_and_deadline,
     topology,
     wait_for,
 )
 from queuectl.api import names
 from queuectl.cli.main import main as cli_main
-from queuectl.convert import parse_time
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 
@@ -273,23 +274,7 @@ def test_a_trainjob_of_4_nodes_is_admitted_whole_inside_one_rack_and_finishes(
 def test_a_preempted_trainjob_gets_its_grace_period_then_is_suspended_requeued_and_readmitted(
     control_plane: Cluster, namespace: str, queued: ControllerProcess
 ) -> None:
-    low, high = f"low-{namespace}", f"high-{namespace}"
-    apply(
-        control_plane,
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": low},
-            "value": 10,
-            "preemptionGracePeriodSeconds": GRACE,
-        },
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": high},
-            "value": 1000,
-        },
-    )
+    low, high = low_and_high(control_plane, namespace, GRACE)
     setup_queue(control_plane, namespace, 32, preemption={"withinClusterQueue": "LowerPriority"})
     apply(control_plane, trainjob("victim", namespace, priority=low))
     wait_for("victim admitted", lambda: admitted(control_plane, namespace, "victim"))
@@ -297,26 +282,15 @@ def test_a_preempted_trainjob_gets_its_grace_period_then_is_suspended_requeued_a
     apply(control_plane, trainjob("urgent", namespace, priority=high))
 
     # The notice: Preempted, a deadline on the TrainJob, and its pods keep running until then.
-    wl = wait_for(
-        "victim noticed",
-        lambda: (
-            (w := workload_of(control_plane, namespace, "victim"))
-            and is_true(w, names.COND_PREEMPTED)
-            and w
-        ),
+    wl, noticed, deadline = notice_and_deadline(
+        lambda: workload_of(control_plane, namespace, "victim"),
+        lambda: get(control_plane, "trainjob", "victim", namespace),
+        "TrainJob",
     )
-    noticed = time.time()
     assert (condition(wl, names.COND_PREEMPTED) or {}).get("reason") == (
         names.REASON_PREEMPTED_WITHIN_CQ
     )
-    stamp = wait_for(
-        "the deadline on the TrainJob",
-        lambda: (
-            get(control_plane, "trainjob", "victim", namespace)["metadata"].get("annotations") or {}
-        ).get(names.ANNOTATION_PREEMPTION_DEADLINE),
-    )
-    deadline = parse_time(stamp)
-    assert deadline is not None and deadline - noticed > GRACE / 2
+    assert deadline - noticed > GRACE / 2
     assert len(running_pods(control_plane, namespace, "victim")) == 4
     assert not get(control_plane, "trainjob", "victim", namespace)["spec"].get("suspend")
     assert not admitted(control_plane, namespace, "urgent")
