@@ -144,7 +144,7 @@ def main(argv: list[str]) -> int:
                 "gpus": gpus,
                 "generate_seconds": round(generated, 2),
                 "simulate_seconds": round(seconds, 2),
-                "cycles": s["sim"]["cycles"],
+                "cycles": s["sim"]["cycles"],  # type: ignore[index]
                 "finished": s["jobs"]["finished"],  # type: ignore[index]
                 "gpu_allocation_pct": s["gpu_allocation_pct"]["mean"],  # type: ignore[index]
                 "preemptions": s["preemptions"]["total"],  # type: ignore[index]
