@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from e2e.harness import (
+    POOL,
     WL,
     ControllerProcess,
     apply,
@@ -33,12 +34,34 @@ from queuectl.api import names
 from queuectl.convert import parse_time
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
-from queuectl.testenv.pytest_plugin import StandardFleet
 
 pytestmark = [pytest.mark.operator("ray", "training-operator")]
 GRACE = 6
 PAUSE = "registry.k8s.io/pause:3.10"
 AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+RAYPT = "raypt"
+TAINT = {"key": POOL, "value": RAYPT, "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
+def pool(control_plane: Cluster) -> None:
+    """The module's own 8 H100 nodes in 2 blocks x 2 racks, labelled and tainted so that only
+    its flavor reaches them: on the session's shared standard fleet, other modules' pods had
+    taken part of a block, and the PyTorchJob's master and workers were placed in two blocks
+    (the core places each pod set in its own domain; docs/design/controller.md)."""
+    control_plane.add_gpu_nodes(
+        8,
+        8,
+        H100,
+        81559,
+        blocks=2,
+        racks_per_block=2,
+        name_prefix=RAYPT,
+        labels={POOL: RAYPT},
+        taints=[TAINT],
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -137,6 +160,13 @@ def ray_cluster(
     }
 
 
+def pool_flavor(name: str, topo: str) -> dict[str, Any]:
+    fl = flavor(name, H100, topology=topo)
+    fl["spec"]["nodeLabels"][POOL] = RAYPT
+    fl["spec"]["tolerations"] = [{**TAINT, "operator": "Equal"}]
+    return fl
+
+
 def queue_setup(cluster: Cluster, ns: str, gpus: int) -> str:
     """A ClusterQueue over GPUs, CPU and memory (a RayJob's submitter asks for CPU and memory)
     on an H100 flavor with block/rack/host topology; LocalQueue `lq`; priorities low (grace)
@@ -150,7 +180,7 @@ def queue_setup(cluster: Cluster, ns: str, gpus: int) -> str:
     apply(
         cluster,
         topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
-        flavor(fl, H100, topology=topo),
+        pool_flavor(fl, topo),
         priority_class(f"low-{ns}", 10, grace=GRACE),
         priority_class(f"high-{ns}", 1000),
         {
@@ -204,7 +234,7 @@ def required_keys(pod_obj: dict[str, Any]) -> set[str]:
 
 
 def test_a_rayjob_preempts_a_pytorchjob_that_stops_after_its_grace_period_and_comes_back(
-    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+    control_plane: Cluster, namespace: str, pool: None, controller: ControllerProcess
 ) -> None:
     ns, c = namespace, control_plane
     queue_setup(c, ns, gpus=32)
@@ -310,7 +340,7 @@ def test_a_rayjob_preempts_a_pytorchjob_that_stops_after_its_grace_period_and_co
 
 
 def test_bypass_attempts_on_rayclusters_and_pytorchjobs_are_refused(
-    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+    control_plane: Cluster, namespace: str, pool: None, controller: ControllerProcess
 ) -> None:
     ns, c = namespace, control_plane
     queue_setup(c, ns, gpus=16)
