@@ -222,6 +222,20 @@ def one_queue(cluster: Cluster, namespace: str, gpus: int) -> str:
 POOL = "e2e.queuectl.io/pool"
 
 
+def pool_taint(name: str) -> dict[str, str]:
+    """The taint on a module's own nodes (labelled `POOL: name`): the control plane is shared by
+    the whole session, and only flavors made `in_pool(.., name)` reach them."""
+    return {"key": POOL, "value": name, "effect": "NoSchedule"}
+
+
+def in_pool(fl: dict[str, Any], name: str) -> dict[str, Any]:
+    """Flavor `fl` kept to pool `name`: its label selects the pool's nodes and its toleration
+    lets the admitted pods onto them."""
+    fl["spec"]["nodeLabels"][POOL] = name
+    fl["spec"]["tolerations"] = [{**pool_taint(name), "operator": "Equal"}]
+    return fl
+
+
 def rack_pool(cluster: Cluster, namespace: str, prefix: str, gpus: int) -> None:
     """Two racks of four 8-GPU H100 nodes of the test's own (the standard fleet's racks hold
     two nodes each: too few for a 4 x 8 GPU gang in one rack), a flavor over just them with a
@@ -229,14 +243,11 @@ def rack_pool(cluster: Cluster, namespace: str, prefix: str, gpus: int) -> None:
     The nodes are tainted and only this flavor tolerates them: the session's control plane is
     shared, and untainted they were free H100s for every later module's H100 flavor (a
     PyTorchJob's master landed in an LWS test's leftover block, its workers in another)."""
-    taint = {"key": POOL, "value": prefix, "effect": "NoSchedule"}
     cluster.add_gpu_nodes(
-        8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix}, taints=[taint]
+        8, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix}, taints=[pool_taint(prefix)]
     )
     topo, cq = f"topo-{namespace}", f"cq-{namespace}"
-    pool = flavor(prefix, H100, topology=topo)
-    pool["spec"]["nodeLabels"][POOL] = prefix
-    pool["spec"]["tolerations"] = [{**taint, "operator": "Equal"}]
+    pool = in_pool(flavor(prefix, H100, topology=topo), prefix)
     apply(
         cluster,
         topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),

@@ -28,9 +28,11 @@ from e2e.harness import (
     cluster_queue,
     flavor,
     gpu_job,
+    in_pool,
     is_true,
     items,
     local_queue,
+    pool_taint,
     running_pods,
     wait_for,
     workload_of,
@@ -46,8 +48,7 @@ NODE_POOL = "gpu-h100"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 CHECK = "capacity"
 GROWN = "grown"
-TAINT = {"key": POOL, "value": GROWN, "effect": "NoSchedule"}
-TOLERATION = {"key": POOL, "operator": "Equal", "value": GROWN, "effect": "NoSchedule"}
+TAINT = pool_taint(GROWN)
 
 
 def provisioning_check() -> dict[str, Any]:
@@ -61,10 +62,7 @@ def provisioning_check() -> dict[str, Any]:
 
 def pool_flavor() -> dict[str, Any]:
     """A flavor over just this module's pool: its label, and a toleration of its taint."""
-    grown = flavor(f"h100-{GROWN}", PRODUCT)
-    grown["spec"]["nodeLabels"][POOL] = GROWN
-    grown["spec"]["tolerations"] = [TOLERATION]
-    return grown
+    return in_pool(flavor(f"h100-{GROWN}", PRODUCT), GROWN)
 
 
 def gated_queue(cluster: Cluster, namespace: str, gpus: int) -> None:

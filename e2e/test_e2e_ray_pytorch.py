@@ -23,9 +23,11 @@ from e2e.harness import (
     condition,
     flavor,
     get,
+    in_pool,
     is_true,
     items,
     local_queue,
+    pool_taint,
     priority_class,
     topology,
     wait_for,
@@ -42,7 +44,7 @@ AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 RAYPT = "raypt"
-TAINT = {"key": POOL, "value": RAYPT, "effect": "NoSchedule"}
+TAINT = pool_taint(RAYPT)
 
 
 @pytest.fixture(scope="module")
@@ -161,10 +163,7 @@ def ray_cluster(
 
 
 def pool_flavor(name: str, topo: str) -> dict[str, Any]:
-    fl = flavor(name, H100, topology=topo)
-    fl["spec"]["nodeLabels"][POOL] = RAYPT
-    fl["spec"]["tolerations"] = [{**TAINT, "operator": "Equal"}]
-    return fl
+    return in_pool(flavor(name, H100, topology=topo), RAYPT)
 
 
 def queue_setup(cluster: Cluster, ns: str, gpus: int) -> str:
