@@ -37,6 +37,7 @@ from queuectl.controller.kinds import RECHECK_S
 from queuectl.controller.kube import Kube, KubeError
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.manager import Controller, Options
+from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.jobs.registry import KINDS, Registry, load_kind
 from queuectl.webhooks.certmanager import CertManager
 from queuectl.webhooks.configs import UrlClient, controller_username, render_webhook_configurations
@@ -302,6 +303,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         controller_user=args.controller_user,
         options=Options(
             drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share),
+            preemption_patience_s=args.preemption_patience_seconds,
             kind_recheck_s=args.job_kind_recheck_seconds,
         ),
         job_kinds=tuple(args.job_kind or ()),
@@ -407,8 +409,26 @@ def add_parser(subparsers: Subparsers) -> None:
         help="how often a job kind whose CRD is not installed is looked for again "
         f"(default: {RECHECK_S:.0f})",
     )
+    p.add_argument(
+        "--preemption-patience-seconds",
+        type=_seconds,
+        default=DEFAULT_PATIENCE_SECONDS,
+        help="how long a workload that would preempt waits instead while finished work in its "
+        "cohort keeps returning the quota it lacks; 0 preempts at once "
+        f"(default: {DEFAULT_PATIENCE_SECONDS:g})",
+    )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0.0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value}: a number of seconds, 0 or more")
+    return seconds
 
 
 def _share(value: str) -> float:

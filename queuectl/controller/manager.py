@@ -38,7 +38,7 @@ from queuectl.controller.queue_status import QueueStatusWriter
 from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watcher import run_all
 from queuectl.controller.workqueue import WorkQueue
-from queuectl.core import Scheduler
+from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
 from queuectl.jobs.podgroup import group as pg
 from queuectl.jobs.registry import KINDS, Registry, controlled_by
 
@@ -63,6 +63,8 @@ class Options:
     kind_recheck_s: float = RECHECK_S
     """How often a job kind whose CRD is not installed is looked for again (kinds.py)."""
     drain: DrainOptions = field(default_factory=DrainOptions)
+    preemption_patience_s: float = DEFAULT_PATIENCE_SECONDS
+    """How long a would-be preemptor may wait for completions instead (`core.patience`)."""
 
 
 class Controller:
@@ -84,7 +86,7 @@ class Controller:
         self.kind_watches = KindWatches(
             kube, self.cache, self.kinds.values(), options.kind_recheck_s
         )
-        self.sched = Scheduler()
+        self.sched = Scheduler(preemption_patience=options.preemption_patience_s)
         """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""
         self.core = CoreThread(self.sched)
         self.events = EventRecorder(kube)

@@ -4,6 +4,7 @@ Feed a `Scheduler` plain objects (`queuectl.core.types`) from watch events, call
 write out the `CycleResult`. See docs/design/core.md.
 """
 
+from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS
 from queuectl.core.results import (
     Admitted,
     CycleResult,
@@ -46,6 +47,7 @@ from queuectl.core.types import (
 )
 
 __all__ = [
+    "DEFAULT_PATIENCE_SECONDS",
     "GPU",
     "Admission",
     "AdmissionCheck",

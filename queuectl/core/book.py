@@ -9,13 +9,16 @@ never imports the modules that read it, so the core has no import cycle.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 
 from queuectl.core import reasons
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import QNode
 from queuectl.core.results import PendingInfo, QueueHolding
-from queuectl.core.state import State
+from queuectl.core.state import Charge, State
 from queuectl.core.types import FlavorResource, Workload
+
+Freed = dict[FlavorResource, int]
 
 
 class Book:
@@ -51,6 +54,16 @@ class Book:
         only set it aside for the borrowing pass (`parking.set_aside_now`): set aside at once."""
         self.waits: dict[str, int] = {}
         """Workloads that waited so in the previous cycle -> how many cycles in a row."""
+        self.patience = 0.0
+        """Seconds a would-be preemptor may wait for completions instead (`patience`)."""
+        self.patient: dict[str, tuple[float, tuple[str, ...]]] = {}
+        """Would-be preemptors waiting for completions (held as nominations without victims)
+        -> (when they stop waiting, the victims they would take now)."""
+        self.freed_since: dict[str, Freed] = {}
+        """Tree (root name) -> quota that finished work returned since the last cycle."""
+        self.freed_log: dict[str, tuple[deque[tuple[float, Freed]], Freed]] = {}
+        """Tree -> (what finished work returned, per cycle, in the last `patience` seconds;
+        its total)."""
         self.deadlines: list[tuple[float, str]] = []
         """Maximum execution time timers: (deadline, key)."""
         self.fresh: dict[str, PendingInfo] = {}
@@ -95,6 +108,11 @@ class Book:
             st.hold(preemptor, charge, counted=True)  # its quota stays held for the preemptor
         else:
             st.apply(charge, -1)
+            root = st.root_of(charge.cq)
+            if root is not None and self.patience > 0.0:
+                freed = self.freed_since.setdefault(root.name, {})
+                for fr, n in charge.usage.items():
+                    freed[fr] = freed.get(fr, 0) + n
 
     def nominate(self, key: str, victims: set[str]) -> None:
         """Record a nominated preemptor and the victims it waits for."""
@@ -103,11 +121,14 @@ class Book:
         for v in victims:
             self.nominated_by.setdefault(v, set()).add(key)
 
-    def cancel_nomination(self, key: str) -> None:
+    def cancel_nomination(self, key: str, mark: bool = True) -> list[Charge]:
+        """Forget a nomination and release what was held for it (returned); `mark=False`:
+        see `State.release_held`."""
+        self.patient.pop(key, None)
         victims = self.nominations.pop(key, None)
         self.nominated_info.pop(key, None)
         if victims is None:
-            return
+            return []
         self.to_settle.discard(key)
         st = self.st
         for v in victims:
@@ -120,7 +141,7 @@ class Book:
                 del st.victim_of[v]
                 if v in st.charges:
                     st.evicting.add(v)  # already told to stop; never chosen twice
-        st.release_held(key)
+        return st.release_held(key, mark)
 
     def track_deadline(self, key: str) -> None:
         w = self.st.workloads.get(key)

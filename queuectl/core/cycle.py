@@ -21,13 +21,14 @@ Order of work, each step cheap when nothing happened:
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 
-from queuectl.core import parking, reasons
+from queuectl.core import parking, patience, reasons
 from queuectl.core.assign import assign
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
 from queuectl.core.foresee import fits_only_by_borrowing
-from queuectl.core.outcomes import Out, admit, nominate, report
+from queuectl.core.outcomes import Out, admit, report
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
 from queuectl.core.results import CycleResult, Eviction, PendingInfo, waiting_for_quota
@@ -47,6 +48,7 @@ def run_cycle(s: Book, now: float) -> CycleResult:
     s.now = now
     s.st.ensure_tree()
     s.st.bank.settle(now, s.st.tree.queues)
+    patience.record_freed(s, now)
     out = Out()
     _timers(s, now, out)
     _settle_nominations(s, now, out)
@@ -120,7 +122,8 @@ def _timers(s: Book, now: float, out: Out) -> None:
 
 
 def _settle_nominations(s: Book, now: float, out: Out) -> None:
-    """A preemptor whose victims are all gone takes the quota they held, first."""
+    """A preemptor whose victims are all gone takes the quota they held, first; so does one
+    that waits for completions instead of preempting (`patience`), or it preempts now."""
     st = s.st
     check, s.to_settle = s.to_settle, set()
     ready = [
@@ -130,13 +133,30 @@ def _settle_nominations(s: Book, now: float, out: Out) -> None:
     ]
     for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
         w = st.workloads[key]
-        s.cancel_nomination(key)
+        told, waited = s.nominated_info.get(key), s.patient.get(key)
+        # What a waiter held is released unmarked: parked work is not woken for quota that
+        # it takes back at once (admitted, or held again), only when it really lets go (below).
+        held = s.cancel_nomination(key, mark=waited is None)
         if s.idle_reason(w.cluster_queue) is None:
             out.evaluated += 1
             d = assign(st, w, now)
             if d.kind == "fit" and d.admission is not None:
                 admit(s, w, d.admission, now, out)
                 continue
+            if d.kind == "preempt" and waited is not None:
+                s.patient[key] = waited
+                if told is not None:
+                    s.nominated_info[key] = told
+                patience.preempt_or_wait(s, w, d, now, out, mark=False)
+                if patience.lets_go(s, key, held):  # held elsewhere now (another flavor): mark it
+                    patience.mark_freed(s, held)
+                continue
+            if waited is not None and d.info is not None:
+                # It waited for completions and now cannot even preempt: say so at once (its
+                # queue may not evaluate it this cycle, e.g. behind a StrictFIFO head).
+                out.pending.append(replace(d.info, key=key))
+        if waited is not None:
+            patience.mark_freed(s, held)
         s.enqueue(w)
 
 
@@ -292,7 +312,7 @@ def _pass(
                 parking.left_quiet(s, name, sk, first_pass=not borrowing)
                 continue  # its queue admits nothing else in this cycle
             q.remove(wkey)
-            nominate(s, w, d, now, out)
+            patience.preempt_or_wait(s, w, d, now, out)
         else:
             assert d.info is not None
             parking.set_wake(s, name, bucket, d, sk)
@@ -366,4 +386,6 @@ def _next_wakeup(s: Book) -> float | None:
             times.append(h[0][0])
     if s.waiting_preemptors:
         times.append(s.now)  # the next cycle decides for them, with or without events
+    if s.patient:
+        times.append(min(until for until, _ in s.patient.values()))
     return min(times) if times else None

@@ -47,6 +47,17 @@ def explain(s: Book, key: str, now: float) -> Explanation:
     charge = st.charges.get(key)
     if charge is not None:
         return Explanation(key, "admitted", admission=charge.admission)
+    waited = s.patient.get(key)
+    if waited is not None:
+        # It waits for completions instead of preempting (`patience`): the victims it names are
+        # those it would take now.
+        return Explanation(
+            key,
+            "pending",
+            pending=s.nominated_info.get(key),
+            preemption_possible=True,
+            would_evict=waited[1],
+        )
     if key in s.nominations:
         return Explanation(
             key,

@@ -62,8 +62,20 @@ def admit(s: Book, w: Workload, admission: Admission, now: float, out: Out) -> N
     out.admitted.append(Admitted(w.key, admission))
 
 
-def nominate(s: Book, w: Workload, d: Decision, now: float, out: Out) -> None:
+def nominate(
+    s: Book,
+    w: Workload,
+    d: Decision,
+    now: float,
+    out: Out,
+    waiting: PendingInfo | None = None,
+    mark: bool = True,
+) -> None:
     """Tell the victims, and hold for the preemptor the free part of what it needs.
+
+    `waiting`: it waits for completions instead (`patience`): nothing is preempted yet, the free
+    part is held all the same, and this is its reason (told only when it changed). `mark=False`:
+    it held at least as much until just now (`State.hold`).
 
     The victims' part is held by keeping them counted (then as ghosts) until the preemptor is
     admitted; the part that is free right now is held by a reservation charged to its queue, so
@@ -71,7 +83,7 @@ def nominate(s: Book, w: Workload, d: Decision, now: float, out: Out) -> None:
     most what is available, so it never breaks a limit.
     """
     st = s.st
-    victims = d.victims
+    victims = [] if waiting is not None else d.victims
     keys = sorted(c.key for c, _ in victims)
     s.nominate(w.key, set(keys))
     node = st.tree.queues[w.cluster_queue]
@@ -89,7 +101,7 @@ def nominate(s: Book, w: Workload, d: Decision, now: float, out: Out) -> None:
             min_runtime=0.0,
             admission=Admission(w.cluster_queue, ()),
         )
-        st.hold(w.key, reservation, counted=False)
+        st.hold(w.key, reservation, counted=False, mark=mark)
     for c, reason in sorted(victims, key=lambda v: v[0].key):
         st.mark_victim(c, w.key)
         vw = st.workloads.get(c.key)
@@ -104,14 +116,16 @@ def nominate(s: Book, w: Workload, d: Decision, now: float, out: Out) -> None:
                 deadline=now + grace,
             )
         )
-    info = PendingInfo(
+    before = s.nominated_info.get(w.key)
+    info = waiting or PendingInfo(
         w.key,
         reasons.WAITING_FOR_PREEMPTED,
         f"waiting for {len(keys)} preempted workload(s) to stop: {', '.join(keys)}",
         victims=tuple(keys),
     )
     s.nominated_info[w.key] = info
-    out.pending.append(info)
+    if info != before:
+        out.pending.append(info)
 
 
 def _why(reason: str) -> str:

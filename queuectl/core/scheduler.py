@@ -15,6 +15,7 @@ from types import MappingProxyType
 from queuectl.core.book import Book
 from queuectl.core.cycle import run_cycle
 from queuectl.core.explain import explain, pending_info
+from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS
 from queuectl.core.queues import shape_of
 from queuectl.core.quota import share
 from queuectl.core.results import (
@@ -48,8 +49,11 @@ def backoff_seconds(requeue_count: int, base: float = 1.0, cap: float = 600.0) -
 class Scheduler:
     """State built from watch events plus one admission cycle at a time. Not thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, preemption_patience: float = DEFAULT_PATIENCE_SECONDS) -> None:
+        """`preemption_patience`: seconds a would-be preemptor may wait for completions that
+        return the quota it lacks instead of preempting (`core.patience`; 0 = never)."""
         self.book = Book()
+        self.book.patience = preemption_patience
         self.st = self.book.st
         """The core's state: for the core and its tests; callers use the read methods below."""
 

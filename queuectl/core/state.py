@@ -343,17 +343,21 @@ class State:
                     del self.by_cq[charge.cq]
         return charge
 
-    def hold(self, preemptor: str, charge: Charge, counted: bool) -> None:
-        """Keep `charge` counted for `preemptor` (apply it first unless already `counted`)."""
+    def hold(self, preemptor: str, charge: Charge, counted: bool, mark: bool = True) -> None:
+        """Keep `charge` counted for `preemptor` (apply it first unless already `counted`;
+        `mark=False`: it takes back what an unmarked `release_held` just gave back)."""
         self.ghosts.setdefault(preemptor, []).append(charge)
         held = self.held.setdefault(charge.cq, {})
         for fr, v in charge.usage.items():
             held[fr] = held.get(fr, 0) + v
         if not counted:
-            self.apply(charge, 1)
+            self.apply(charge, 1, mark)
 
-    def release_held(self, preemptor: str) -> None:
-        for charge in self.ghosts.pop(preemptor, []):
+    def release_held(self, preemptor: str, mark: bool = True) -> list[Charge]:
+        """Stop holding anything for `preemptor`; returns what it held. `mark=False` when the
+        caller holds at least as much again at once (nothing is freed for others)."""
+        released = self.ghosts.pop(preemptor, [])
+        for charge in released:
             held = self.held.get(charge.cq, {})
             for fr, v in charge.usage.items():
                 left = held.get(fr, 0) - v
@@ -363,7 +367,8 @@ class State:
                     held.pop(fr, None)
             if not held:
                 self.held.pop(charge.cq, None)
-            self.apply(charge, -1)
+            self.apply(charge, -1, mark)
+        return released
 
     def own_usage(self, node: QNode, fr: FlavorResource) -> int:
         """A queue's usage without what it holds for others' preemptors."""

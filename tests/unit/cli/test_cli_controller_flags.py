@@ -80,3 +80,21 @@ def test_health_and_metrics_listen_where_told_and_on_loopback_by_default(
 ) -> None:
     config = parse(monkeypatch, *args)
     assert (config.health_host, config.metrics_host) == (health, metrics)
+
+
+@pytest.mark.parametrize(
+    ("args", "patience"), [((), 5.0), (("--preemption-patience-seconds", "0"), 0.0)]
+)
+def test_preemption_patience_defaults_to_the_cores_and_zero_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], patience: float
+) -> None:
+    assert parse(monkeypatch, *args).options.preemption_patience_s == patience
+
+
+@pytest.mark.parametrize("bad", ["-1", "soon", "inf", "nan"])
+def test_a_bad_preemption_patience_is_refused_with_what_to_give(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    with pytest.raises(SystemExit):
+        parse(monkeypatch, "--preemption-patience-seconds", bad)
+    assert f"{bad}: a number of seconds, 0 or more" in capsys.readouterr().err

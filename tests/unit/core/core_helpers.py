@@ -82,8 +82,10 @@ def job(
     )
 
 
-def scheduler(*objects: object, flavors: tuple[str, ...] = ("h100",)) -> Scheduler:
-    s = Scheduler()
+def scheduler(
+    *objects: object, flavors: tuple[str, ...] = ("h100",), patience: float | None = None
+) -> Scheduler:
+    s = Scheduler() if patience is None else Scheduler(preemption_patience=patience)
     for f in flavors:
         s.upsert_flavor(Flavor(f))
     for obj in objects:

@@ -17,7 +17,7 @@ WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
 WAITS = "it fitted when this cycle began"
 
 
-def lost_fit() -> Scheduler:
+def lost_fit(patience: float | None = None) -> Scheduler:
     """`owner` (4 GPUs) runs owner/0..3; `big` (2 GPUs, may borrow, preempts its own lower
     priority) runs big/low on its own 2 and has big/high (2 GPUs, priority 10) pending: the
     cohort is full, so big/high could only borrow what owner frees."""
@@ -26,6 +26,7 @@ def lost_fit() -> Scheduler:
         gpu_queue("big", quota("h100", 2), preemption=WITHIN),
         *(job(f"owner/{i}", "owner", 1, created=i) for i in range(4)),
         job("big/low", "big", 2, created=0),
+        patience=patience,
     )
     assert admitted(s.run_cycle(1.0)) == ["big/low", "owner/0", "owner/1", "owner/2", "owner/3"]
     s.upsert_workload(job("big/high", "big", 2, priority=10, created=5))
@@ -95,7 +96,7 @@ def test_a_preemptor_that_never_had_a_fit_preempts_at_once() -> None:
 
 
 def test_a_preemptor_whose_fit_is_taken_every_cycle_preempts_after_max_waits() -> None:
-    s = lost_fit()
+    s = lost_fit(patience=0.0)  # this rule alone (patience would keep it waiting: below)
     for c in range(MAX_WAITS):
         owner_turnover(s, c)
         r = s.run_cycle(2.0 + c)
@@ -103,6 +104,22 @@ def test_a_preemptor_whose_fit_is_taken_every_cycle_preempts_after_max_waits() -
     owner_turnover(s, MAX_WAITS)
     r = s.run_cycle(2.0 + MAX_WAITS)
     assert [(p.victim, p.preemptor) for p in r.preemptions] == [("big/low", "big/high")]
+
+
+def test_with_patience_the_same_turnover_lets_it_in_without_preempting() -> None:
+    """After MAX_WAITS cycles it would preempt, but owner keeps returning GPUs: it waits for
+    them instead (`core.patience`), holding what owner frees before owner's new work may take
+    it, and gets in with big/low still running."""
+    s = lost_fit()
+    for c in range(MAX_WAITS + 2):
+        owner_turnover(s, c)
+        r = s.run_cycle(2.0 + c)
+        assert r.preemptions == (), c
+        if admitted(r) == ["big/high"]:
+            break
+    else:
+        raise AssertionError("big/high was never admitted")
+    assert s.is_admitted("big/low")
 
 
 # --- properties ---------------------------------------------------------------------------

@@ -1,0 +1,172 @@
+"""Preemption patience: a high-priority job that arrives while finished work keeps returning
+quota to its cohort waits for that quota (holding it as it frees) instead of evicting anyone;
+in a quiet cohort, or once its patience is spent, it preempts as before."""
+
+from __future__ import annotations
+
+import pytest
+from core_helpers import admitted, gpu_queue, job, quota
+from core_worlds import FAST, World, any_world, contended_world, drive, nothing
+from hypothesis import given
+
+from queuectl.core import Flavor, PreemptionPolicy, Scheduler
+from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS
+
+WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
+RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
+WAITS = "it waits for that instead of preempting"
+
+
+def busy_cohort(
+    patience: float = DEFAULT_PATIENCE_SECONDS, borrowing: int | None = None
+) -> Scheduler:
+    """`train` (4 GPUs, may borrow `borrowing` more, preempts its own lower priority) runs
+    train/low-0..3; `infer` (4 GPUs) runs infer/0..3: the cohort is full. At t=2 all of infer's
+    jobs finish and its next four take their GPUs back, so 4 GPUs came back to the cohort just
+    now. Then train/urgent (4 GPUs, priority 10) arrives."""
+    s = Scheduler(preemption_patience=patience)
+    s.upsert_flavor(Flavor("h100"))
+    s.upsert_cluster_queue(gpu_queue("train", quota("h100", 4, borrowing), preemption=WITHIN))
+    s.upsert_cluster_queue(gpu_queue("infer", quota("h100", 4)))
+    for i in range(4):
+        s.upsert_workload(job(f"train/low-{i}", "train", 1, created=i))
+        s.upsert_workload(job(f"infer/{i}", "infer", 1, created=i))
+    assert len(s.run_cycle(1.0).admitted) == 8
+    for i in range(4):
+        s.delete_workload(f"infer/{i}")
+        s.upsert_workload(job(f"infer/{i + 4}", "infer", 1, created=10 + i))
+    assert admitted(s.run_cycle(2.0)) == [f"infer/{i}" for i in range(4, 8)]
+    s.upsert_workload(job("train/urgent", "train", 4, priority=10, created=20))
+    return s
+
+
+def test_a_preemptor_waits_for_quota_that_finished_work_is_returning_and_evicts_nobody() -> None:
+    s = busy_cohort()
+    r = s.run_cycle(3.0)
+    assert r.preemptions == () and admitted(r) == []
+    info = s.pending_info("train/urgent")
+    assert info is not None and info.reason == "WaitingForQuota" and WAITS in info.message
+    assert "preempts at 8.000" in info.message
+    assert r.next_wakeup == 3.0 + DEFAULT_PATIENCE_SECONDS
+    # train's own low-priority jobs finish one by one; each GPU is held for train/urgent.
+    for i in range(3):
+        s.delete_workload(f"train/low-{i}")
+        r = s.run_cycle(4.0 + i)
+        assert r.preemptions == () and admitted(r) == []
+    s.delete_workload("train/low-3")
+    r = s.run_cycle(7.0)
+    assert admitted(r) == ["train/urgent"] and r.preemptions == ()
+
+
+def test_quota_freed_while_it_waits_is_held_for_it_not_taken_by_other_queues() -> None:
+    s = busy_cohort()
+    s.run_cycle(3.0)
+    s.delete_workload("train/low-0")
+    s.upsert_workload(job("infer/late", "infer", 1, created=30))  # could borrow the freed GPU
+    r = s.run_cycle(4.0)
+    assert admitted(r) == [] and r.preemptions == ()
+    r = s.run_cycle(5.0)  # infer/late still waits: the GPU was train/urgent's first
+    assert admitted(r) == [] and r.preemptions == ()
+
+
+def test_a_waiting_preemptor_preempts_when_its_patience_is_spent() -> None:
+    """infer's work keeps finishing and restarting, but train may not borrow: the quota that
+    comes back never reaches train/urgent, which preempts once its 5 seconds are up."""
+    s = busy_cohort(borrowing=0)
+    for t in range(3, 8):
+        r = s.run_cycle(float(t))
+        assert r.preemptions == (), t
+        s.delete_workload(f"infer/{t + 1}")
+        s.upsert_workload(job(f"infer/{t + 5}", "infer", 1, created=10 + t))
+    r = s.run_cycle(8.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [
+        (f"train/low-{i}", "train/urgent") for i in range(4)
+    ]
+
+
+def test_it_preempts_at_once_when_the_recent_flow_no_longer_covers_what_it_lacks() -> None:
+    s = busy_cohort()
+    s.run_cycle(3.0)
+    # By t=7.5 what infer returned at t=2 is older than the patience window.
+    r = s.run_cycle(7.5)
+    assert len(r.preemptions) == 4
+
+
+def test_in_a_quiet_cohort_a_preemptor_preempts_at_once() -> None:
+    s = busy_cohort()
+    r = s.run_cycle(30.0)  # the GPUs returned at t=2 are long out of the window
+    assert len(r.preemptions) == 4
+
+
+def test_patience_zero_turns_it_off() -> None:
+    s = busy_cohort(patience=0.0)
+    r = s.run_cycle(3.0)
+    assert len(r.preemptions) == 4
+
+
+def test_explain_says_it_waits_and_whom_it_would_preempt() -> None:
+    s = busy_cohort()
+    s.run_cycle(3.0)
+    e = s.explain("train/urgent", 3.5)
+    assert e.pending is not None and WAITS in e.pending.message
+    assert e.would_evict == tuple(f"train/low-{i}" for i in range(4)) and e.preemption_possible
+
+
+def test_a_reclaiming_owner_waits_for_the_borrowers_completions_too() -> None:
+    """`owner` lent its 4 GPUs to `borrower`; borrower's work keeps finishing and restarting.
+    owner's job reclaims only if the returning quota does not reach it within its patience."""
+    s = Scheduler()
+    s.upsert_flavor(Flavor("h100"))
+    s.upsert_cluster_queue(gpu_queue("owner", quota("h100", 4), preemption=RECLAIM))
+    s.upsert_cluster_queue(gpu_queue("borrower", quota("h100", 0)))
+    for i in range(4):
+        s.upsert_workload(job(f"b/{i}", "borrower", 1, created=i))
+    s.run_cycle(1.0)
+    for i in range(2):
+        s.delete_workload(f"b/{i}")
+    s.run_cycle(2.0)  # nothing pending: the GPUs stay free
+    for i in range(4, 6):
+        s.upsert_workload(job(f"b/{i}", "borrower", 1, created=i))
+    assert admitted(s.run_cycle(2.5)) == ["b/4", "b/5"]
+    s.upsert_workload(job("owner/job", "owner", 2, created=6))
+    r = s.run_cycle(3.0)
+    assert r.preemptions == ()
+    s.delete_workload("b/2")
+    s.delete_workload("b/3")
+    r = s.run_cycle(4.0)
+    assert admitted(r) == ["owner/job"] and r.preemptions == ()
+
+
+# --- properties ---------------------------------------------------------------------------
+def nobody_waits_past_patience(world: World) -> None:
+    """Once told it waits for completions, a workload is admitted, nominated or requeued within
+    the patience window: its reason changes (the drive runs one cycle a second)."""
+    since: dict[str, float] = {}
+    run = drive(world, nothing)
+    for r in run.trace:
+        assert r.next_wakeup is None or r.next_wakeup >= 0
+    for i, r in enumerate(run.trace, start=1):
+        now = float(i)
+        for p in r.pending:
+            if WAITS in p.message:
+                since.setdefault(p.key, now)
+            else:
+                since.pop(p.key, None)
+        for a in r.admitted:
+            since.pop(a.key, None)
+        for p in r.preemptions:
+            since.pop(p.preemptor, None)
+        for key, t in since.items():
+            assert now - t <= DEFAULT_PATIENCE_SECONDS, (key, t, now)
+
+
+@FAST
+@given(any_world())
+def test_no_preemptor_waits_for_completions_longer_than_its_patience(world: World) -> None:
+    nobody_waits_past_patience(world)
+
+
+@pytest.mark.parametrize("first", range(0, 100, 50))
+def test_preemption_heavy_streams_never_wait_past_patience(first: int) -> None:
+    for seed in range(first, first + 50):
+        nobody_waits_past_patience(contended_world(seed))
