@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Any
 
+from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.sim import GenerateOptions, SimOptions, generate_trace, load_config, parse_nodes
 from queuectl.sim import simulate as run_sim
 
@@ -115,6 +116,12 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="give the flavor the Topology (the core then places every gang on nodes: slower)",
     )
+    p.add_argument(
+        "--preemption-patience",
+        type=float,
+        default=DEFAULT_PATIENCE_SECONDS,
+        help="seconds a would-be preemptor may wait for completions (core.patience; 0 = never)",
+    )
     args = p.parse_args(argv)
     gpus = args.nodes * 8
     config = load_config(manifests(args.teams, gpus // args.teams, args.topology))
@@ -131,7 +138,13 @@ def main(argv: list[str]) -> int:
         )
 
     t1 = time.perf_counter()
-    result = run_sim(config, nodes, jobs, SimOptions(seed=args.seed), progress)
+    result = run_sim(
+        config,
+        nodes,
+        jobs,
+        SimOptions(seed=args.seed, preemption_patience=args.preemption_patience),
+        progress,
+    )
     seconds = time.perf_counter() - t1
     sys.stderr.write("\n")
     s = result.summary
@@ -148,6 +161,7 @@ def main(argv: list[str]) -> int:
                 "finished": s["jobs"]["finished"],  # type: ignore[index]
                 "gpu_allocation_pct": s["gpu_allocation_pct"]["mean"],  # type: ignore[index]
                 "preemptions": s["preemptions"]["total"],  # type: ignore[index]
+                "preemption_gpu_hours_lost": s["preemptions"]["gpu_hours_lost"],  # type: ignore[index]
                 "wait_p95_s": s["wait_seconds"]["overall"]["p95"],  # type: ignore[index]
             }
         )

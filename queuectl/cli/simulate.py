@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from queuectl.cli.main import Subparsers
+from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.sim import (
     GenerateOptions,
     SimConfig,
@@ -62,6 +63,14 @@ def add_parser(subparsers: Subparsers) -> None:
         "--nodes",
         required=True,
         help="COUNTxGPUS:FLAVOR[,...] (e.g. 64x8:H100,32x8:A100) or a YAML file of Node objects",
+    )
+    p.add_argument(
+        "--preemption-patience",
+        type=float,
+        default=DEFAULT_PATIENCE_SECONDS,
+        metavar="SECONDS",
+        help="as the controller's --preemption-patience-seconds: how long a would-be preemptor "
+        f"waits for completions instead (default: {DEFAULT_PATIENCE_SECONDS:g}; 0 = never)",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", metavar="FILE", help="jobs as CSV (with a header) or JSON lines")
@@ -176,6 +185,11 @@ def _table(labels: list[str], results: list[SimResult], color: bool) -> str:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    if not 0.0 <= args.preemption_patience < float("inf"):
+        raise SimInputError(
+            f"--preemption-patience {args.preemption_patience:g}: give 0 or more seconds "
+            "(0 preempts at once)"
+        )
     configs: list[tuple[str, SimConfig]] = []
     if args.compare:
         if args.filename:
@@ -206,6 +220,7 @@ def _simulate(args: argparse.Namespace) -> int:
         node_failures=args.node_failures,
         repair_seconds=args.repair_hours * 3600,
         seed=args.seed,
+        preemption_patience=args.preemption_patience,
     )
     results = []
     for label, config in configs:

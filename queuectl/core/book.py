@@ -9,16 +9,32 @@ never imports the modules that read it, so the core has no import cycle.
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from typing import NamedTuple
 
 from queuectl.core import reasons
+from queuectl.core.freedlog import Freed, FreedLog
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import QNode
 from queuectl.core.results import PendingInfo, QueueHolding
 from queuectl.core.state import Charge, State
 from queuectl.core.types import FlavorResource, Workload
 
-Freed = dict[FlavorResource, int]
+
+class Waiting(NamedTuple):
+    """A would-be preemptor waiting for completions instead (`patience`)."""
+
+    until: float
+    """When it stops waiting and preempts if it still must."""
+    window: float
+    """How far back it counts returned quota (its allowance)."""
+    victims: tuple[str, ...]
+    """Whom it would preempt now."""
+    short: Freed
+    """What it lacked when last evaluated."""
+    need: Freed
+    """What it needs in all, per (flavor, resource) (`Decision.need`)."""
+    one_flavor: bool
+    """Its queue offers one flavor per resource group: only its `need` can ever fit it."""
 
 
 class Book:
@@ -56,14 +72,16 @@ class Book:
         """Workloads that waited so in the previous cycle -> how many cycles in a row."""
         self.patience = 0.0
         """Seconds a would-be preemptor may wait for completions instead (`patience`)."""
-        self.patient: dict[str, tuple[float, tuple[str, ...]]] = {}
-        """Would-be preemptors waiting for completions (held as nominations without victims)
-        -> (when they stop waiting, the victims they would take now)."""
+        self.patient: dict[str, Waiting] = {}
+        """Would-be preemptors waiting for completions (held as nominations without
+        victims)."""
         self.freed_since: dict[str, Freed] = {}
         """Tree (root name) -> quota that finished work returned since the last cycle."""
-        self.freed_log: dict[str, tuple[deque[tuple[float, Freed]], Freed]] = {}
-        """Tree -> (what finished work returned, per cycle, in the last `patience` seconds;
-        its total)."""
+        self.freed_log: dict[str, FreedLog] = {}
+        """Tree -> what finished work returned to it, per cycle, over the last `freed_keep`
+        seconds."""
+        self.freed_keep = 0.0
+        """How far back a waiter may look: `patience`, or the longest grace period seen."""
         self.deadlines: list[tuple[float, str]] = []
         """Maximum execution time timers: (deadline, key)."""
         self.fresh: dict[str, PendingInfo] = {}

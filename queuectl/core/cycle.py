@@ -126,6 +126,16 @@ def _settle_nominations(s: Book, now: float, out: Out) -> None:
     that waits for completions instead of preempting (`patience`), or it preempts now."""
     st = s.st
     check, s.to_settle = s.to_settle, set()
+    st.pooling = True
+    try:
+        _settle(s, now, out, check)
+    finally:
+        st.pooling = False
+        st.cache.usable_memo.clear()
+
+
+def _settle(s: Book, now: float, out: Out, check: set[str]) -> None:
+    st = s.st
     ready = [
         p
         for p in check
@@ -134,6 +144,9 @@ def _settle_nominations(s: Book, now: float, out: Out) -> None:
     for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
         w = st.workloads[key]
         told, waited = s.nominated_info.get(key), s.patient.get(key)
+        if waited is not None and patience.keeps_waiting(s, w, now):
+            s.to_settle.add(key)  # decided without an evaluation
+            continue
         # What a waiter held is released unmarked: parked work is not woken for quota that
         # it takes back at once (admitted, or held again), only when it really lets go (below).
         held = s.cancel_nomination(key, mark=waited is None)
@@ -142,6 +155,8 @@ def _settle_nominations(s: Book, now: float, out: Out) -> None:
             d = assign(st, w, now)
             if d.kind == "fit" and d.admission is not None:
                 admit(s, w, d.admission, now, out)
+                if waited is not None and patience.lets_go(s, key, held):
+                    patience.mark_freed(s, held)  # admitted in another flavor than it held
                 continue
             if d.kind == "preempt" and waited is not None:
                 s.patient[key] = waited
@@ -387,5 +402,5 @@ def _next_wakeup(s: Book) -> float | None:
     if s.waiting_preemptors:
         times.append(s.now)  # the next cycle decides for them, with or without events
     if s.patient:
-        times.append(min(until for until, _ in s.patient.values()))
+        times.append(min(waiting.until for waiting in s.patient.values()))
     return min(times) if times else None

@@ -56,7 +56,7 @@ def explain(s: Book, key: str, now: float) -> Explanation:
             "pending",
             pending=s.nominated_info.get(key),
             preemption_possible=True,
-            would_evict=waited[1],
+            would_evict=waited.victims,
         )
     if key in s.nominations:
         return Explanation(

@@ -12,7 +12,7 @@ from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import available
 from queuectl.core.results import Admitted, Eviction, PendingInfo, Preemption
 from queuectl.core.state import Charge, charge_for
-from queuectl.core.types import Admission, Workload
+from queuectl.core.types import Admission, FlavorResource, Workload
 
 
 @dataclass(slots=True)
@@ -88,20 +88,7 @@ def nominate(
     s.nominate(w.key, set(keys))
     node = st.tree.queues[w.cluster_queue]
     held = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
-    held = {fr: n for fr, n in held.items() if n > 0}
-    if held:
-        reservation = Charge(
-            key=f"{w.key}#reserved",
-            cq=w.cluster_queue,
-            usage=held,
-            nodes={},
-            priority=w.priority,
-            created=w.created,
-            admitted_at=now,
-            min_runtime=0.0,
-            admission=Admission(w.cluster_queue, ()),
-        )
-        st.hold(w.key, reservation, counted=False, mark=mark)
+    reserve(s, w, {fr: n for fr, n in held.items() if n > 0}, now, mark)
     for c, reason in sorted(victims, key=lambda v: v[0].key):
         st.mark_victim(c, w.key)
         vw = st.workloads.get(c.key)
@@ -126,6 +113,25 @@ def nominate(
     s.nominated_info[w.key] = info
     if info != before:
         out.pending.append(info)
+
+
+def reserve(s: Book, w: Workload, usage: dict[FlavorResource, int], now: float, mark: bool) -> None:
+    """Hold `usage` (free right now) for the preemptor `w`: charged to its queue, so that
+    nobody admitted in between can take it."""
+    if not usage:
+        return
+    reservation = Charge(
+        key=f"{w.key}#reserved",
+        cq=w.cluster_queue,
+        usage=usage,
+        nodes={},
+        priority=w.priority,
+        created=w.created,
+        admitted_at=now,
+        min_runtime=0.0,
+        admission=Admission(w.cluster_queue, ()),
+    )
+    s.st.hold(w.key, reservation, counted=False, mark=mark)
 
 
 def _why(reason: str) -> str:

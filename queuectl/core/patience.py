@@ -5,22 +5,22 @@ Evicting admitted work throws it away; a scheduler that admits every fit every c
 cohorts all the time, and would otherwise evict whenever a higher-priority head arrives, even
 when completions return what it needs a second later. So a head that would preempt first looks
 at how much of each (flavor, resource) its cohort tree got back from finished work in the last
-`patience` seconds. When that covers what it is short of, it waits instead, at most `patience`
-seconds: everything freed in its tree meanwhile that it can use is held for it (a reservation,
+`patience` seconds (or its victims' grace period, when longer: they would take that long to
+stop anyway). When that covers what it is short of, it waits instead, at most that long:
+everything freed in its tree meanwhile that it can use is held for it (a reservation,
 as for a nominated preemptor), before any other queue may take it, and each cycle it is tried
 first. It preempts as soon as the recent flow no longer covers its shortfall or its time is up,
-so it never waits longer than `patience` and never starves. Slow fleets (hour-long jobs) rarely
+so it never waits longer than that and never starves. Slow fleets (hour-long jobs) rarely
 see that much quota return in a few seconds, so there it preempts at once, as before.
 """
 
 from __future__ import annotations
 
-from collections import deque
-
 from queuectl.core import reasons
-from queuectl.core.book import Book, Freed
+from queuectl.core.book import Book, Waiting
 from queuectl.core.decision import Decision
-from queuectl.core.outcomes import Out, nominate
+from queuectl.core.freedlog import Freed, FreedLog
+from queuectl.core.outcomes import Out, nominate, reserve
 from queuectl.core.quota import QNode, available
 from queuectl.core.results import PendingInfo
 from queuectl.core.state import Charge
@@ -32,33 +32,35 @@ default; 0 turns patience off)."""
 
 
 def record_freed(s: Book, now: float) -> None:
-    """Move what finished work freed since the last cycle into each tree's recent window, and
-    drop what is older than the window."""
-    window = s.patience
+    """Move what finished work freed since the last cycle into each tree's log, and drop what
+    no waiter can look back to any more (`Book.freed_keep`)."""
     for root, freed in s.freed_since.items():
-        log = s.freed_log.setdefault(root, (deque(), {}))
-        log[0].append((now, freed))
-        totals = log[1]
-        for fr, n in freed.items():
-            totals[fr] = totals.get(fr, 0) + n
+        log = s.freed_log.get(root)
+        if log is None:
+            log = s.freed_log[root] = FreedLog()
+        log.add(now, freed)
     s.freed_since = {}
-    for root in list(s.freed_log):
-        entries, totals = s.freed_log[root]
-        while entries and entries[0][0] < now - window:
-            _, old = entries.popleft()
-            for fr, n in old.items():
-                left = totals[fr] - n
-                if left > 0:
-                    totals[fr] = left
-                else:
-                    del totals[fr]
-        if not entries:
-            del s.freed_log[root]
+    horizon = now - s.freed_keep
+    for root in [r for r, log in s.freed_log.items() if log.prune(horizon)]:
+        del s.freed_log[root]
 
 
-def _recent(s: Book, node: QNode) -> Freed:
+def _recent(s: Book, node: QNode, now: float, window: float) -> Freed:
+    """What finished work returned to the queue's tree in the last `window` seconds."""
     log = s.freed_log.get(node.root.name)
-    return log[1] if log is not None else {}
+    return log.since(now - window) if log is not None else {}
+
+
+def allowance(s: Book, d: Decision) -> float:
+    """How long it may wait: `patience`, or longer when its victims would take longer than
+    that to stop anyway (their grace period): waiting that long for completions instead costs
+    the preemptor nothing when they come, and saves the victims' work."""
+    grace = 0.0
+    for c, _ in d.victims:
+        vw = s.st.workloads.get(c.key)
+        if vw is not None and vw.preemption_grace_seconds > grace:
+            grace = vw.preemption_grace_seconds
+    return max(s.patience, grace)
 
 
 def shortfall(node: QNode, need: dict[FlavorResource, int]) -> dict[FlavorResource, int]:
@@ -67,32 +69,78 @@ def shortfall(node: QNode, need: dict[FlavorResource, int]) -> dict[FlavorResour
     return {fr: n for fr, n in short.items() if n > 0}
 
 
-def waits(s: Book, w: Workload, d: Decision, now: float) -> float | None:
-    """The time until which the would-be preemptor `w` waits instead of preempting (None: it
-    preempts now)."""
+def waits(s: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
+    """How the would-be preemptor `w` waits instead of preempting (None: it preempts now)."""
     if s.patience <= 0.0:
         return None
     started = s.patient.get(w.key)
-    until = started[0] if started is not None else now + s.patience
+    window = allowance(s, d) if started is None else started.window
+    until = started.until if started is not None else now + window
     if now >= until:
         return None
     node = s.st.tree.queues[w.cluster_queue]
-    recent = _recent(s, node)
     short = shortfall(node, d.need)
-    if not short or any(recent.get(fr, 0) < n for fr, n in short.items()):
+    if not short or not _covered(s, node, now, window, short):
         return None
-    return until
+    spec = s.st.queues.get(w.cluster_queue)
+    one = spec is not None and all(len(rg.flavors) == 1 for rg in spec.resource_groups)
+    victims = tuple(sorted(c.key for c, _ in d.victims))
+    return Waiting(until, window, victims, short, dict(d.need), one)
 
 
-def wait_message(w: Workload, d: Decision, until: float) -> PendingInfo:
-    victims = sorted(c.key for c, _ in d.victims)
+def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> bool:
+    recent = _recent(s, node, now, window)
+    return all(recent.get(fr, 0) >= n for fr, n in short.items())
+
+
+def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
+    """Can a waiter go on waiting without a full evaluation (`assign`, victim search)? Only
+    when that would decide the same: its time is not up, no spec or node changed, none of the
+    victims it would take was taken by a preemptor or stopped, and either nothing was freed in
+    its tree since its last evaluation, or its queue has one flavor (so only its `need` can fit
+    it), its victims are all its own queue's (lower priority stays lower: freed quota elsewhere
+    cannot make them ineligible) and it is still short: then it takes what was freed of its
+    need, as a full evaluation would hold it. Either way the recent flow must still cover
+    its shortfall."""
+    waiting = s.patient[w.key]
+    st = s.st
+    wake = st.wake
+    if now >= waiting.until or wake.all_dirty or wake.nodes_dirty:
+        return False
+    if any(v in st.victim_of or v in st.evicting or v not in st.charges for v in waiting.victims):
+        return False
+    node = st.tree.queues.get(w.cluster_queue)
+    if node is None:
+        return False
+    if node.root not in wake.dirty_roots:
+        return _covered(s, node, now, waiting.window, waiting.short)
+    if not waiting.one_flavor or any(st.charges[v].cq != w.cluster_queue for v in waiting.victims):
+        return False  # another flavor may fit now, or a reclaim victim's queue may have stopped
+        # borrowing (no longer a victim): only a full evaluation can tell
+    held: Freed = {}
+    for c in st.ghosts.get(w.key, ()):
+        for fr, n in c.usage.items():
+            held[fr] = held.get(fr, 0) + n
+    free = {fr: max(0, available(node, fr)) for fr in waiting.need}
+    short = {fr: n - held.get(fr, 0) - free[fr] for fr, n in waiting.need.items()}
+    short = {fr: n for fr, n in short.items() if n > 0}
+    if not short or not _covered(s, node, now, waiting.window, short):
+        return False
+    more = {fr: min(free[fr], n - held.get(fr, 0)) for fr, n in waiting.need.items()}
+    reserve(s, w, {fr: n for fr, n in more.items() if n > 0}, now, mark=False)
+    s.patient[w.key] = waiting._replace(short=short)
+    return True
+
+
+def wait_message(key: str, waiting: Waiting) -> PendingInfo:
+    victims = waiting.victims
     return PendingInfo(
-        w.key,
+        key,
         reasons.WAITING_FOR_QUOTA,
         f"finished work in its cohort returned enough quota recently: it waits for that "
         f"instead of preempting {len(victims)} workload(s), holding what is freed meanwhile; "
-        f"it preempts at {until:.3f} if it still does not fit",
-        victims=tuple(victims),
+        f"it preempts at {waiting.until:.3f} if it still does not fit",
+        victims=victims,
     )
 
 
@@ -100,21 +148,22 @@ def preempt_or_wait(
     s: Book, w: Workload, d: Decision, now: float, out: Out, mark: bool = True
 ) -> None:
     """Nominate the preemptor, or let it wait for completions while holding what is free."""
-    until = waits(s, w, d, now)
-    if until is None:
+    waiting = waits(s, w, d, now)
+    if waiting is None:
         s.patient.pop(w.key, None)
         s.nominated_info.pop(w.key, None)
         nominate(s, w, d, now, out, mark=mark)
         return
-    info = wait_message(w, d, until)
-    nominate(s, w, d, now, out, waiting=info, mark=mark)
-    s.patient[w.key] = (until, info.victims)
+    nominate(s, w, d, now, out, waiting=wait_message(w.key, waiting), mark=mark)
+    s.patient[w.key] = waiting
 
 
 def lets_go(s: Book, key: str, before: list[Charge]) -> bool:
-    """Does `key` now hold less of some (flavor, resource) than `before`?"""
+    """Does `key` now hold (held for it, or admitted) less of some (flavor, resource) than
+    `before`?"""
     now_held: dict[FlavorResource, int] = {}
-    for c in s.st.ghosts.get(key, ()):
+    admitted = s.st.charges.get(key)
+    for c in [*s.st.ghosts.get(key, ()), *([admitted] if admitted is not None else [])]:
         for fr, n in c.usage.items():
             now_held[fr] = now_held.get(fr, 0) + n
     return any(n > now_held.get(fr, 0) for c in before for fr, n in c.usage.items())

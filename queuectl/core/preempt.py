@@ -33,7 +33,8 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
     work = st.preemptible(queue, now)
-    memo = st.cache.usable_memo.get(queue) if st.in_cycle else None
+    memoise = st.in_cycle or st.pooling
+    memo = st.cache.usable_memo.get(queue) if memoise else None
     hit = memo.get(frs) if memo is not None else None
     if hit is not None and hit.work is work:
         return hit
@@ -50,7 +51,7 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
         if c.key not in victim_of and c.key not in evicting and not frs.isdisjoint(c.usage)
     ]
     pool = Pool(work, usable, end)
-    if st.in_cycle:
+    if memoise:
         st.cache.usable_memo.setdefault(queue, {})[frs] = pool
     return pool
 

@@ -53,7 +53,7 @@ class Scheduler:
         """`preemption_patience`: seconds a would-be preemptor may wait for completions that
         return the quota it lacks instead of preempting (`core.patience`; 0 = never)."""
         self.book = Book()
-        self.book.patience = preemption_patience
+        self.book.patience = self.book.freed_keep = preemption_patience
         self.st = self.book.st
         """The core's state: for the core and its tests; callers use the read methods below."""
 
@@ -132,6 +132,8 @@ class Scheduler:
     # --- workloads --------------------------------------------------------------------------
     def upsert_workload(self, w: Workload) -> None:
         st = self.st
+        if w.preemption_grace_seconds > self.book.freed_keep and self.book.patience > 0.0:
+            self.book.freed_keep = w.preemption_grace_seconds  # a waiter may look back so far
         old = st.workloads.get(w.key)
         st.workloads[w.key] = w
         charge = st.charges.get(w.key)

@@ -192,6 +192,9 @@ class State:
     """Answers remembered while what they depend on is unchanged; none of it is state."""
     in_cycle: bool = False
     """Inside an admission loop (`begin_loop`..`end_loop`): the loop-only memos are kept."""
+    pooling: bool = False
+    """Settling nominations before the loop: victim pools are memoised (`preempt._pool`) as
+    in the loop; `begin_loop` clears them."""
     usage_at_loop_start: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """node -> its usage before the running admission loop first changed it (kept only while
     `in_cycle`): what could be taken when the loop began"""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from queuectl.core import (
+    DEFAULT_PATIENCE_SECONDS,
     GPU,
     Admission,
     Node,
@@ -50,6 +51,8 @@ class SimOptions:
     """Seeds the node failures (the trace has its own seed)."""
     buckets: int = 200
     """Time buckets of the series the report plots."""
+    preemption_patience: float = DEFAULT_PATIENCE_SECONDS
+    """As the controller's `--preemption-patience-seconds` (`core.patience`)."""
 
 
 @dataclass(slots=True)
@@ -91,7 +94,7 @@ class _Engine:
     ) -> None:
         self.config, self.options, self.progress = config, options, progress
         self.observe = observe
-        self.sched = Scheduler()
+        self.sched = Scheduler(preemption_patience=options.preemption_patience)
         for f in config.flavors:
             self.sched.upsert_flavor(f)
         for t in config.topologies:

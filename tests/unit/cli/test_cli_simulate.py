@@ -110,6 +110,10 @@ def test_compare_shows_both_runs_and_what_differs(
         (["--nodes", "8x8:V100", "--generate"], "no ResourceFlavor named 'V100'"),
         (["--nodes", "eight:H100", "--generate"], "write COUNTxGPUS:FLAVOR"),
         (["--nodes", NODES, "--trace", "/nonexistent.csv"], "no such file"),
+        (
+            ["--nodes", NODES, "--generate", "--preemption-patience", "-1"],
+            "--preemption-patience -1: give 0 or more seconds",
+        ),
     ],
 )
 def test_bad_input_is_named(

@@ -170,3 +170,41 @@ def test_no_preemptor_waits_for_completions_longer_than_its_patience(world: Worl
 def test_preemption_heavy_streams_never_wait_past_patience(first: int) -> None:
     for seed in range(first, first + 50):
         nobody_waits_past_patience(contended_world(seed))
+
+
+def test_victims_with_a_long_grace_period_let_it_wait_that_long_for_completions() -> None:
+    """train's low-priority jobs would take 60 s to stop after a notice (their grace period):
+    waiting up to 60 s for infer's completions instead costs train/urgent nothing more, and
+    nobody is evicted when infer's jobs finish at t=40."""
+    s = Scheduler()
+    s.upsert_flavor(Flavor("h100"))
+    s.upsert_cluster_queue(gpu_queue("train", quota("h100", 4), preemption=WITHIN))
+    s.upsert_cluster_queue(gpu_queue("infer", quota("h100", 4)))
+    for i in range(4):
+        s.upsert_workload(job(f"train/low-{i}", "train", 1, created=i, grace=60.0))
+        s.upsert_workload(job(f"infer/{i}", "infer", 1, created=i))
+    s.run_cycle(1.0)
+    for i in range(4):  # infer's jobs turn over: 4 GPUs came back just now
+        s.delete_workload(f"infer/{i}")
+        s.upsert_workload(job(f"infer/{i + 4}", "infer", 1, created=10 + i))
+    s.run_cycle(2.0)
+    s.upsert_workload(job("train/urgent", "train", 4, priority=10, created=20))
+    r = s.run_cycle(3.0)
+    assert r.preemptions == () and r.next_wakeup == 63.0
+    info = s.pending_info("train/urgent")
+    assert info is not None and "preempts at 63.000" in info.message
+    for i in range(4, 8):
+        s.delete_workload(f"infer/{i}")
+    r = s.run_cycle(40.0)
+    assert admitted(r) == ["train/urgent"] and r.preemptions == ()
+
+
+def test_with_no_flow_long_grace_victims_are_preempted_at_once() -> None:
+    s = Scheduler()
+    s.upsert_flavor(Flavor("h100"))
+    s.upsert_cluster_queue(gpu_queue("train", quota("h100", 4), preemption=WITHIN))
+    for i in range(4):
+        s.upsert_workload(job(f"train/low-{i}", "train", 1, created=i, grace=60.0))
+    s.run_cycle(1.0)
+    s.upsert_workload(job("train/urgent", "train", 4, priority=10, created=20))
+    assert len(s.run_cycle(2.0).preemptions) == 4
