@@ -15,7 +15,7 @@ from queuectl import metrics
 PENDING_REFRESH_S: Final = 30.0
 PENDING_QPS: Final = 10.0
 PENDING_BURST: Final = 200
-EVENT_QPS: Final = 10.0
+EVENT_QPS: Final = 5.0
 EVENT_BURST: Final = 200
 
 
