@@ -23,6 +23,7 @@ from e2e.harness import (
     local_queue,
     running_pods,
     wait_for,
+    wait_for_pending_reason,
     workload_of,
 )
 from queuectl.api import names
@@ -172,3 +173,55 @@ def test_4_priority_preemption_in_one_queue_waits_out_the_grace_period(
     wait_for("urgent running", lambda: running_pods(control_plane, namespace, "urgent"), timeout=60)
     wl = workload_of(control_plane, namespace, "victim")
     assert wl is not None and wl["spec"]["priority"] == 10
+
+
+def test_5_a_preemptor_waits_for_finishing_work_instead_of_evicting(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    """The queue's 16 GPUs run `victim` (until deleted) and `warmup` (1 s). warmup's 8 GPUs
+    come back and `filler` (20 s) takes them. Then `urgent` arrives: quota came back just now,
+    and victim would take 30 s to stop anyway (its grace period), so urgent waits for
+    completions instead of preempting, holding what frees; filler ends and urgent runs, and
+    nobody was preempted."""
+    low, high, cq = f"low-{namespace}", f"high-{namespace}", f"cq-{namespace}"
+    apply(
+        control_plane,
+        flavor("h100", H100),
+        {
+            "apiVersion": names.API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": low},
+            "value": 10,
+            "preemptionGracePeriodSeconds": 30,
+        },
+        {
+            "apiVersion": names.API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": high},
+            "value": 1000,
+        },
+        cluster_queue(
+            cq, namespace, {"h100": 16}, preemption={"withinClusterQueue": "LowerPriority"}
+        ),
+        local_queue("lq", namespace, cq),
+    )
+    apply(
+        control_plane,
+        gpu_job("victim", namespace, "lq", priority=low),
+        gpu_job("warmup", namespace, "lq", priority=low, runs_for="1s"),
+    )
+    wait_for("victim running", lambda: running_pods(control_plane, namespace, "victim"))
+    wait_for(
+        "warmup finished",
+        lambda: is_true(workload_of(control_plane, namespace, "warmup"), names.COND_FINISHED),
+    )
+    apply(control_plane, gpu_job("filler", namespace, "lq", priority=low, runs_for="20s"))
+    wait_for("filler admitted", lambda: admitted(control_plane, namespace, "filler"))
+    apply(control_plane, gpu_job("urgent", namespace, "lq", priority=high))
+    _, message = wait_for_pending_reason(
+        control_plane, namespace, "urgent", names.REASON_WAITING_FOR_QUOTA, timeout=30
+    )
+    assert "instead of preempting 1 workload(s)" in message, message
+    wait_for("urgent running", lambda: running_pods(control_plane, namespace, "urgent"), timeout=60)
+    assert preempted_jobs(control_plane, namespace, ["victim", "filler"]) == []
+    assert running_pods(control_plane, namespace, "victim")
