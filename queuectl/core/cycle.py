@@ -28,7 +28,7 @@ from queuectl.core.assign import assign
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
 from queuectl.core.foresee import fits_only_by_borrowing
-from queuectl.core.outcomes import Out, admit, report
+from queuectl.core.outcomes import Out, admit, report, tell_those_behind
 from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
 from queuectl.core.quota import available, share_path
 from queuectl.core.results import CycleResult, Eviction, PendingInfo, waiting_for_quota
@@ -341,6 +341,7 @@ def _pass(
                 report(s, q, bucket, d.info, out)
                 if name in strict:
                     q.blocked_at = sk
+                    tell_those_behind(s, name, bucket, out)
                 else:
                     q.park(bucket)
         push(name)

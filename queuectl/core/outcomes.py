@@ -55,6 +55,21 @@ def report(s: Book, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out
     )
 
 
+def tell_those_behind(s: Book, name: str, head: Bucket, out: Out) -> None:
+    """A StrictFIFO queue's head does not fit: the rest of the queue is not evaluated, so tell
+    its other members why they wait (once: `report` tells only a changed reason)."""
+    q = s.pq[name]
+    behind = PendingInfo(
+        "",
+        reasons.PENDING,
+        f"ClusterQueue {name} is StrictFIFO and a workload ahead of this one does not fit: "
+        "nothing behind it is admitted until it is (`queuectl describe` names it)",
+    )
+    for bucket in list(q.buckets.values()):
+        if bucket is not head:
+            report(s, q, bucket, behind, out)
+
+
 def admit(s: Book, w: Workload, admission: Admission, now: float, out: Out) -> None:
     s.st.admit(charge_for(w, admission, now, s.st.flavors))
     s.st.workloads[w.key] = replace(w, admission=admission, admitted_at=now)

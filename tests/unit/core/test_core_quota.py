@@ -134,6 +134,22 @@ def test_a_strict_fifo_head_that_does_not_fit_blocks_the_queue(
     assert admitted(s.run_cycle(3.0)) == ["q/head"]
 
 
+def test_work_behind_a_blocked_strict_fifo_head_is_told_why_it_waits() -> None:
+    s = scheduler(
+        gpu_queue("q", quota("h100", 8), cohort=None, strategy="StrictFIFO"),
+        job("q/running", "q", 4),
+    )
+    s.run_cycle(1.0)
+    s.upsert_workload(job("q/head", "q", 8, created=1))
+    s.upsert_workload(job("q/small", "q", 2, created=2))
+    r = s.run_cycle(2.0)
+    told = {p.key: p for p in r.pending}
+    assert told["q/small"].reason == "Pending"
+    assert "StrictFIFO and a workload ahead of this one does not fit" in told["q/small"].message
+    r = s.run_cycle(3.0)  # told once
+    assert "q/small" not in {p.key for p in r.pending}
+
+
 def test_explain_says_a_fitting_workload_waits_behind_its_strict_fifo_head() -> None:
     s = scheduler(
         gpu_queue("q", quota("h100", 8), cohort=None, strategy="StrictFIFO"),
