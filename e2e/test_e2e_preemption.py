@@ -21,6 +21,7 @@ from e2e.harness import (
     is_true,
     items,
     local_queue,
+    low_and_high,
     running_pods,
     wait_for,
     wait_for_pending_reason,
@@ -141,23 +142,11 @@ def test_3_borrowed_quota_is_reclaimed_with_a_grace_period(
 def test_4_priority_preemption_in_one_queue_waits_out_the_grace_period(
     control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
 ) -> None:
-    low, high, cq = f"low-{namespace}", f"high-{namespace}", f"cq-{namespace}"
+    cq = f"cq-{namespace}"
+    low, high = low_and_high(control_plane, namespace, grace=GRACE)
     apply(
         control_plane,
         flavor("h100", H100),
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": low},
-            "value": 10,
-            "preemptionGracePeriodSeconds": GRACE,
-        },
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": high},
-            "value": 1000,
-        },
         cluster_queue(
             cq, namespace, {"h100": 8}, preemption={"withinClusterQueue": "LowerPriority"}
         ),
@@ -183,23 +172,11 @@ def test_5_a_preemptor_waits_for_finishing_work_instead_of_evicting(
     and victim would take 30 s to stop anyway (its grace period), so urgent waits for
     completions instead of preempting, holding what frees; filler ends and urgent runs, and
     nobody was preempted."""
-    low, high, cq = f"low-{namespace}", f"high-{namespace}", f"cq-{namespace}"
+    cq = f"cq-{namespace}"
+    low, high = low_and_high(control_plane, namespace, grace=30)
     apply(
         control_plane,
         flavor("h100", H100),
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": low},
-            "value": 10,
-            "preemptionGracePeriodSeconds": 30,
-        },
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": high},
-            "value": 1000,
-        },
         cluster_queue(
             cq, namespace, {"h100": 16}, preemption={"withinClusterQueue": "LowerPriority"}
         ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from core_helpers import admitted, gpu_cohort, gpu_queue, job, quota, reason_of, scheduler, usage
 
-from queuectl.core import PreemptionPolicy
+from queuectl.core import CycleResult, PreemptionPolicy, Scheduler
 
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
 
@@ -134,7 +134,9 @@ def test_a_strict_fifo_head_that_does_not_fit_blocks_the_queue(
     assert admitted(s.run_cycle(3.0)) == ["q/head"]
 
 
-def test_work_behind_a_blocked_strict_fifo_head_is_told_why_it_waits() -> None:
+def blocked_strict_queue() -> tuple[Scheduler, CycleResult]:
+    """StrictFIFO `q` (8 GPUs) runs q/running (4); its head q/head (8) does not fit, and
+    q/small (2, behind it) would. Returns the scheduler and the cycle at t=2."""
     s = scheduler(
         gpu_queue("q", quota("h100", 8), cohort=None, strategy="StrictFIFO"),
         job("q/running", "q", 4),
@@ -142,7 +144,11 @@ def test_work_behind_a_blocked_strict_fifo_head_is_told_why_it_waits() -> None:
     s.run_cycle(1.0)
     s.upsert_workload(job("q/head", "q", 8, created=1))
     s.upsert_workload(job("q/small", "q", 2, created=2))
-    r = s.run_cycle(2.0)
+    return s, s.run_cycle(2.0)
+
+
+def test_work_behind_a_blocked_strict_fifo_head_is_told_why_it_waits() -> None:
+    s, r = blocked_strict_queue()
     told = {p.key: p for p in r.pending}
     assert told["q/small"].reason == "Pending"
     assert "StrictFIFO and a workload ahead of this one does not fit" in told["q/small"].message
@@ -151,14 +157,7 @@ def test_work_behind_a_blocked_strict_fifo_head_is_told_why_it_waits() -> None:
 
 
 def test_explain_says_a_fitting_workload_waits_behind_its_strict_fifo_head() -> None:
-    s = scheduler(
-        gpu_queue("q", quota("h100", 8), cohort=None, strategy="StrictFIFO"),
-        job("q/running", "q", 4),
-    )
-    s.run_cycle(1.0)
-    s.upsert_workload(job("q/head", "q", 8, created=1))
-    s.upsert_workload(job("q/small", "q", 2, created=2))
-    s.run_cycle(2.0)
+    s, _ = blocked_strict_queue()
     e = s.explain("q/small", 2.0)
     assert e.pending is not None and "fits now, but ClusterQueue q is StrictFIFO" in (
         e.pending.message
