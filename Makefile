@@ -6,7 +6,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install up down status test build image lock helm
+.PHONY: install up down status test build image lock helm native
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -44,3 +44,8 @@ lock: $(STAMP)
 # Regenerate the Helm chart deploy/helm/queuectl from the kustomize base (after changing the base).
 helm: $(STAMP)
 	$(VENV)/bin/python deploy/helm/generate.py
+
+# The scheduling core compiled with mypyc into build/native-core (needs a C compiler); used where
+# QUEUECTL_NATIVE_CORE=1 (python -m bench simulate sets it) while it matches the sources.
+native: $(STAMP)
+	$(VENV)/bin/python -m queuectl.native

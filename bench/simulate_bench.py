@@ -6,19 +6,19 @@ nominal quota each in one cohort, may borrow without limit, reclaim what is lent
 preempt lower priority inside their queue; three priority classes as in config/samples. The
 trace comes from the simulator's own generator (seeded). Prints the wall seconds of the
 simulation alone (generation apart) and, last, one JSON object. Not a timed test: a figure.
+
+The core runs compiled when a fresh mypyc build exists (`python -m queuectl.native`; the JSON's
+`core` says which ran); `--pure` runs the sources. Decisions are the same either way.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
-
-from queuectl.core import DEFAULT_PATIENCE_SECONDS
-from queuectl.sim import GenerateOptions, SimOptions, generate_trace, load_config, parse_nodes
-from queuectl.sim import simulate as run_sim
 
 GROUP = "queuectl.io/v1beta1"
 
@@ -119,10 +119,18 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--preemption-patience",
         type=float,
-        default=DEFAULT_PATIENCE_SECONDS,
-        help="seconds a would-be preemptor may wait for completions (core.patience; 0 = never)",
+        help="seconds a would-be preemptor may wait for completions (core.patience; 0 = never; "
+        "default: the core's)",
     )
+    p.add_argument("--pure", action="store_true", help="the core's sources, not its mypyc build")
     args = p.parse_args(argv)
+    if "queuectl.core" not in sys.modules:  # the switch is read when it is first imported
+        os.environ["QUEUECTL_NATIVE_CORE"] = "0" if args.pure else "1"
+    from queuectl import native
+    from queuectl.core import DEFAULT_PATIENCE_SECONDS
+    from queuectl.sim import GenerateOptions, SimOptions, generate_trace, load_config, parse_nodes
+    from queuectl.sim import simulate as run_sim
+
     gpus = args.nodes * 8
     config = load_config(manifests(args.teams, gpus // args.teams, args.topology))
     nodes = parse_nodes(f"{args.nodes}x8:h100", config)
@@ -142,7 +150,14 @@ def main(argv: list[str]) -> int:
         config,
         nodes,
         jobs,
-        SimOptions(seed=args.seed, preemption_patience=args.preemption_patience),
+        SimOptions(
+            seed=args.seed,
+            preemption_patience=(
+                DEFAULT_PATIENCE_SECONDS
+                if args.preemption_patience is None
+                else args.preemption_patience
+            ),
+        ),
         progress,
     )
     seconds = time.perf_counter() - t1
@@ -152,6 +167,7 @@ def main(argv: list[str]) -> int:
         json.dumps(
             {
                 "jobs": args.jobs,
+                "core": "native" if native.active else "pure",
                 "topology": args.topology,
                 "days": args.days,
                 "gpus": gpus,

@@ -4,6 +4,10 @@ Feed a `Scheduler` plain objects (`queuectl.core.types`) from watch events, call
 write out the `CycleResult`. See docs/design/core.md.
 """
 
+from queuectl import native
+
+__path__ = native.core_path(__path__)  # a compiled build of these sources, when asked for
+
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS
 from queuectl.core.results import (
     Admitted,

@@ -114,6 +114,8 @@ class _Engine:
             ]
             for f in config.flavors
         }
+        self.up_by_flavor: dict[str, list[str]] = {}
+        """`by_flavor` less the nodes that are down (dropped whenever `down` changes)."""
         self.runs = {j.key: _Run(j, *build_workload(config, j)) for j in jobs}
         last_submit = max((j.submit for j in jobs), default=0.0)
         width = max(60.0, last_submit / max(1, options.buckets))
@@ -215,6 +217,7 @@ class _Engine:
             self._fail_node(t)
         elif kind == _REPAIR:
             self.down.discard(key)
+            self.up_by_flavor.clear()
             self.sched.upsert_node(self.nodes[key])
             self.rec.capacity += self.nodes[key].allocatable.get(GPU, 0)
         elif kind == _WAKE:
@@ -299,7 +302,10 @@ class _Engine:
     def _place(self, run: _Run, flavor: str, per_pod: int, count: int) -> None:
         """Pods of a flavor without a Topology: best fit, as kube-scheduler's MostAllocated
         scoring would pack them (the core does not tie them to nodes)."""
-        candidates = [n for n in self.by_flavor.get(flavor, ()) if n not in self.down]
+        candidates = self.up_by_flavor.get(flavor)
+        if candidates is None:
+            candidates = [n for n in self.by_flavor.get(flavor, ()) if n not in self.down]
+            self.up_by_flavor[flavor] = candidates
         for _ in range(count):
             best = None
             for n in candidates:
@@ -355,6 +361,7 @@ class _Engine:
             return
         name = self.rng.choice(up)
         self.down.add(name)
+        self.up_by_flavor.clear()
         self.rec.node_failures += 1
         self.rec.capacity -= self.nodes[name].allocatable.get(GPU, 0)
         self.sched.upsert_node(replace(self.nodes[name], unschedulable=True))

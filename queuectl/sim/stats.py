@@ -100,6 +100,9 @@ class Recorder:
         self.allocated = 0
         self.capacity = 0
         self.usage: dict[str, dict[str, int]] = {cq: {} for cq in nominal}
+        self.levels: dict[str, tuple[int, int]] = {cq: (0, 0) for cq in nominal}
+        """ClusterQueue -> (GPUs it holds, of them beyond its nominal quota), kept by `hold`
+        in `usage`'s order: `advance`, called at every event time, only multiplies."""
         self.gpu_seconds: defaultdict[str, float] = defaultdict(float)
         self.team_gpu_seconds: defaultdict[str, float] = defaultdict(float)
         self.team_usage: Counter[str] = Counter()
@@ -126,12 +129,7 @@ class Recorder:
         if now <= t:
             return
         span = now - t
-        for cq, flavors in self.usage.items():
-            borrowed = 0
-            total = 0
-            for flavor, used in flavors.items():
-                total += used
-                borrowed += max(0, used - self.nominal.get(cq, {}).get(flavor, 0))
+        for cq, (total, borrowed) in self.levels.items():
             if total:
                 self.gpu_seconds[cq] += total * span
             if borrowed:
@@ -160,6 +158,11 @@ class Recorder:
             per[flavor] = per.get(flavor, 0) + sign * gpus
             self.allocated += sign * gpus
             self.team_usage[team] += sign * gpus
+        nominal = self.nominal.get(cq, {})
+        self.levels[cq] = (
+            sum(per.values()),
+            sum(max(0, used - nominal.get(flavor, 0)) for flavor, used in per.items()),
+        )
 
     # --- events ---------------------------------------------------------------------------
     def preempted(self, key: str, reason: str, gpus: int) -> None:
