@@ -35,6 +35,8 @@ class Waiting(NamedTuple):
     """What it needs in all, per (flavor, resource) (`Decision.need`)."""
     one_flavor: bool
     """Its queue offers one flavor per resource group: only its `need` can ever fit it."""
+    seen: Freed
+    """Its tree's cumulative freed quota (`WakeNotes.freed`) when it was last evaluated."""
 
 
 class Book:

@@ -85,7 +85,8 @@ def waits(s: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
     spec = s.st.queues.get(w.cluster_queue)
     one = spec is not None and all(len(rg.flavors) == 1 for rg in spec.resource_groups)
     victims = tuple(sorted(c.key for c, _ in d.victims))
-    return Waiting(until, window, victims, short, dict(d.need), one)
+    seen = dict(s.st.wake.freed.get(node.root, {}))
+    return Waiting(until, window, victims, short, dict(d.need), one, seen)
 
 
 def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> bool:
@@ -112,7 +113,8 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     node = st.tree.queues.get(w.cluster_queue)
     if node is None:
         return False
-    if node.root not in wake.dirty_roots:
+    freed = wake.freed.get(node.root, {})
+    if freed == waiting.seen:  # nothing freed in its tree since it was evaluated
         return _covered(s, node, now, waiting.window, waiting.short)
     if not waiting.one_flavor or any(st.charges[v].cq != w.cluster_queue for v in waiting.victims):
         return False  # another flavor may fit now, or a reclaim victim's queue may have stopped
@@ -128,7 +130,7 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
         return False
     more = {fr: min(free[fr], n - held.get(fr, 0)) for fr, n in waiting.need.items()}
     reserve(s, w, {fr: n for fr, n in more.items() if n > 0}, now, mark=False)
-    s.patient[w.key] = waiting._replace(short=short)
+    s.patient[w.key] = waiting._replace(short=short, seen=dict(freed))
     return True
 
 

@@ -113,3 +113,11 @@ def test_parked_work_is_admitted_exactly_when_a_full_evaluation_would_admit_it(
 def test_parking_changes_no_decision_in_preemption_heavy_streams(first: int) -> None:
     for seed in range(first, first + 100):
         parking_changes_nothing(contended_world(seed))
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [1740],  # a waiter for completions evaluated before quota was freed later in the same cycle
+)
+def test_parking_changes_no_decision_in_streams_that_once_broke_it(seed: int) -> None:
+    parking_changes_nothing(contended_world(seed))
