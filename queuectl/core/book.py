@@ -37,6 +37,10 @@ class Waiting(NamedTuple):
     """Its queue offers one flavor per resource group: only its `need` can ever fit it."""
     seen: Freed
     """Its tree's cumulative freed quota (`WakeNotes.freed`) when it was last evaluated."""
+    borrows: bool
+    """Whether admitting it would borrow, when it was last evaluated (the policy that applies)."""
+    released: tuple[tuple[str, int], ...]
+    """Its victims' other queues and their release counters (`WakeNotes.released`) then."""
 
 
 class Book:

@@ -85,8 +85,12 @@ def waits(s: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
     spec = s.st.queues.get(w.cluster_queue)
     one = spec is not None and all(len(rg.flavors) == 1 for rg in spec.resource_groups)
     victims = tuple(sorted(c.key for c, _ in d.victims))
-    seen = dict(s.st.wake.freed.get(node.root, {}))
-    return Waiting(until, window, victims, short, dict(d.need), one, seen)
+    wake = s.st.wake
+    seen = dict(wake.freed.get(node.root, {}))
+    borrows = any(node.borrows(fr, n) for fr, n in d.need.items())
+    others = sorted({c.cq for c, _ in d.victims} - {w.cluster_queue})
+    released = tuple((q, wake.released.get(q, 0)) for q in others)
+    return Waiting(until, window, victims, short, dict(d.need), one, seen, borrows, released)
 
 
 def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> bool:
@@ -99,10 +103,11 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     when that would decide the same: its time is not up, no spec or node changed, none of the
     victims it would take was taken by a preemptor or stopped, and either nothing was freed in
     its tree since its last evaluation, or its queue has one flavor (so only its `need` can fit
-    it), its victims are all its own queue's (lower priority stays lower: freed quota elsewhere
-    cannot make them ineligible) and it is still short: then it takes what was freed of its
-    need, as a full evaluation would hold it. Either way the recent flow must still cover
-    its shortfall."""
+    it), no bank is configured, none of its victims' other queues freed quota or holds any for
+    a preemptor since (each still borrows what made it a victim; lower priority in its own
+    queue stays lower), admitting it would borrow as before (the same policy applies) and it is
+    still short: then it takes what was freed of its need, as a full evaluation would hold it.
+    Either way the recent flow must still cover its shortfall."""
     waiting = s.patient[w.key]
     st = s.st
     wake = st.wake
@@ -116,13 +121,18 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     freed = wake.freed.get(node.root, {})
     if freed == waiting.seen:  # nothing freed in its tree since it was evaluated
         return _covered(s, node, now, waiting.window, waiting.short)
-    if not waiting.one_flavor or any(st.charges[v].cq != w.cluster_queue for v in waiting.victims):
-        return False  # another flavor may fit now, or a reclaim victim's queue may have stopped
-        # borrowing (no longer a victim): only a full evaluation can tell
+    if not waiting.one_flavor or st.bank.banks:
+        return False  # another flavor may fit now, or GPU time credit changed who may be taken
+    if any(wake.released.get(q, 0) != n or q in st.held for q, n in waiting.released):
+        return False  # a victim's queue freed quota or holds some: it may no longer borrow
     held: Freed = {}
     for c in st.ghosts.get(w.key, ()):
         for fr, n in c.usage.items():
             held[fr] = held.get(fr, 0) + n
+    if any(node.borrows(fr, n - held.get(fr, 0)) for fr, n in waiting.need.items()) != (
+        waiting.borrows
+    ):
+        return False  # another preemption policy applies now
     free = {fr: max(0, available(node, fr)) for fr in waiting.need}
     short = {fr: n - held.get(fr, 0) - free[fr] for fr, n in waiting.need.items()}
     short = {fr: n for fr, n in short.items() if n > 0}
