@@ -16,6 +16,8 @@ see that much quota return in a few seconds, so there it preempts at once, as be
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from queuectl.core import reasons
 from queuectl.core.book import Book, Waiting
 from queuectl.core.decision import Decision
@@ -125,10 +127,7 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
         return False  # another flavor may fit now, or GPU time credit changed who may be taken
     if any(wake.released.get(q, 0) != n or q in st.held for q, n in waiting.released):
         return False  # a victim's queue freed quota or holds some: it may no longer borrow
-    held: Freed = {}
-    for c in st.ghosts.get(w.key, ()):
-        for fr, n in c.usage.items():
-            held[fr] = held.get(fr, 0) + n
+    held = _summed(st.ghosts.get(w.key, ()))
     if any(node.borrows(fr, n - held.get(fr, 0)) for fr, n in waiting.need.items()) != (
         waiting.borrows
     ):
@@ -170,15 +169,20 @@ def preempt_or_wait(
     s.patient[w.key] = waiting
 
 
+def _summed(charges: Iterable[Charge]) -> Freed:
+    total: Freed = {}
+    for c in charges:
+        for fr, n in c.usage.items():
+            total[fr] = total.get(fr, 0) + n
+    return total
+
+
 def lets_go(s: Book, key: str, before: list[Charge]) -> bool:
     """Does `key` now hold (held for it, or admitted) less of some (flavor, resource) than
     `before`?"""
-    now_held: dict[FlavorResource, int] = {}
     admitted = s.st.charges.get(key)
-    for c in [*s.st.ghosts.get(key, ()), *([admitted] if admitted is not None else [])]:
-        for fr, n in c.usage.items():
-            now_held[fr] = now_held.get(fr, 0) + n
-    return any(n > now_held.get(fr, 0) for c in before for fr, n in c.usage.items())
+    now_held = _summed([*s.st.ghosts.get(key, ()), *([admitted] if admitted is not None else [])])
+    return any(n > now_held.get(fr, 0) for fr, n in _summed(before).items())
 
 
 def mark_freed(s: Book, released: list[Charge]) -> None:
