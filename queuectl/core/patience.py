@@ -143,14 +143,19 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     return True
 
 
+WAIT_PHRASE = "it waits for that instead of preempting"
+"""In every waiter's message: how `queuectl describe` recognises the controller's wait."""
+
+
 def wait_message(key: str, waiting: Waiting) -> PendingInfo:
+    """Written once: a relative deadline stays true (the clock may be wall or virtual time)."""
     victims = waiting.victims
     return PendingInfo(
         key,
         reasons.WAITING_FOR_QUOTA,
-        f"finished work in its cohort returned enough quota recently: it waits for that "
-        f"instead of preempting {len(victims)} workload(s), holding what is freed meanwhile; "
-        f"it preempts at {waiting.until:.3f} if it still does not fit",
+        f"finished work in its cohort returned enough quota recently: {WAIT_PHRASE} "
+        f"{len(victims)} workload(s), holding what is freed meanwhile; if it still does not fit "
+        f"after {waiting.window:g}s of waiting, it preempts",
         victims=victims,
     )
 

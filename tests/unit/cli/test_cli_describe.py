@@ -45,6 +45,25 @@ def test_reclaim_says_whom_it_would_evict() -> None:
     assert "Preemption:  would admit it by evicting team-llm/l-run" in text
 
 
+def test_a_preemptor_the_controller_lets_wait_for_completions_says_so() -> None:
+    big = o.workload("team-vision", "big", "default", 8)
+    big["status"] = {
+        "conditions": [
+            {
+                "type": names.COND_QUOTA_RESERVED,
+                "status": "False",
+                "reason": names.REASON_WAITING_FOR_QUOTA,
+                "message": "finished work in its cohort returned enough quota recently: it "
+                "waits for that instead of preempting 1 workload(s), holding what is freed "
+                "meanwhile; if it still does not fit after 5s of waiting, it preempts",
+            }
+        ]
+    }
+    text = describe.describe(snapshot(big, reclaim=True), "workload", "big", "team-vision", PLAIN)
+    assert "Preemption:  would admit it by evicting team-llm/l-run" in text
+    assert "Patience:    the controller waits for finishing work first" in text
+
+
 def test_cluster_queue_quota_table_shows_borrowed_and_lent() -> None:
     text = describe.describe(snapshot(), "clusterqueue", "llm", "", PLAIN)
     row = next(line for line in text.splitlines() if line.startswith("h100"))
