@@ -33,6 +33,11 @@ DEFAULT_PATIENCE_SECONDS = 5.0
 default; 0 turns patience off)."""
 
 
+MAX_ALLOWANCE_SECONDS = 3600.0
+"""The longest a grace period lets a waiter wait (and the freed log reach back): a priority
+class with a day of grace must not keep a day of per-cycle log entries."""
+
+
 def record_freed(s: Book, now: float) -> None:
     """Move what finished work freed since the last cycle into each tree's log, and drop what
     no waiter can look back to any more (`Book.freed_keep`)."""
@@ -62,7 +67,7 @@ def allowance(s: Book, d: Decision) -> float:
         vw = s.st.workloads.get(c.key)
         if vw is not None and vw.preemption_grace_seconds > grace:
             grace = vw.preemption_grace_seconds
-    return max(s.patience, grace)
+    return max(s.patience, min(grace, MAX_ALLOWANCE_SECONDS))
 
 
 def shortfall(node: QNode, need: dict[FlavorResource, int]) -> dict[FlavorResource, int]:

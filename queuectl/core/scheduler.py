@@ -15,7 +15,7 @@ from types import MappingProxyType
 from queuectl.core.book import Book
 from queuectl.core.cycle import run_cycle
 from queuectl.core.explain import explain, pending_info
-from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS
+from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, MAX_ALLOWANCE_SECONDS
 from queuectl.core.queues import shape_of
 from queuectl.core.quota import share
 from queuectl.core.results import (
@@ -132,8 +132,9 @@ class Scheduler:
     # --- workloads --------------------------------------------------------------------------
     def upsert_workload(self, w: Workload) -> None:
         st = self.st
-        if w.preemption_grace_seconds > self.book.freed_keep and self.book.patience > 0.0:
-            self.book.freed_keep = w.preemption_grace_seconds  # a waiter may look back so far
+        grace = min(w.preemption_grace_seconds, MAX_ALLOWANCE_SECONDS)
+        if grace > self.book.freed_keep and self.book.patience > 0.0:
+            self.book.freed_keep = grace  # a waiter may look back so far
         old = st.workloads.get(w.key)
         st.workloads[w.key] = w
         charge = st.charges.get(w.key)

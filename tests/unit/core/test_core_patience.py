@@ -10,7 +10,7 @@ from core_worlds import FAST, World, any_world, contended_world, drive, nothing
 from hypothesis import given
 
 from queuectl.core import Flavor, PreemptionPolicy, Scheduler
-from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS
+from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, MAX_ALLOWANCE_SECONDS
 
 WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
@@ -168,6 +168,24 @@ def test_no_preemptor_waits_for_completions_longer_than_its_patience(world: Worl
 def test_preemption_heavy_streams_never_wait_past_patience(first: int) -> None:
     for seed in range(first, first + 50):
         nobody_waits_past_patience(contended_world(seed))
+
+
+def test_a_day_of_grace_lets_it_wait_an_hour_at_most() -> None:
+    s = Scheduler()
+    s.upsert_flavor(Flavor("h100"))
+    s.upsert_cluster_queue(gpu_queue("train", quota("h100", 4), preemption=WITHIN))
+    s.upsert_cluster_queue(gpu_queue("infer", quota("h100", 4)))
+    for i in range(4):
+        s.upsert_workload(job(f"train/low-{i}", "train", 1, created=i, grace=86400.0))
+        s.upsert_workload(job(f"infer/{i}", "infer", 1, created=i))
+    s.run_cycle(1.0)
+    for i in range(4):
+        s.delete_workload(f"infer/{i}")
+        s.upsert_workload(job(f"infer/{i + 4}", "infer", 1, created=10 + i))
+    s.run_cycle(2.0)
+    s.upsert_workload(job("train/urgent", "train", 4, priority=10, created=20))
+    r = s.run_cycle(3.0)
+    assert r.preemptions == () and r.next_wakeup == 3.0 + MAX_ALLOWANCE_SECONDS
 
 
 def test_victims_with_a_long_grace_period_let_it_wait_that_long_for_completions() -> None:
