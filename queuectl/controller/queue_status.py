@@ -32,6 +32,8 @@ class QueueStatusWriter:
         self.feed = feed
         self.clock = clock
         self.banks_restored = False
+        self._written: dict[tuple[str, str, str], float] = {}
+        """(plural, namespace, name) -> when this controller last wrote that queue's status."""
 
     async def write_all(self) -> None:
         """Every queue's status that changed, then the gauges."""
@@ -54,8 +56,7 @@ class QueueStatusWriter:
                 c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
             )
             self._quota_metrics(cq, qs)
-            if queues.changed(cq, st):
-                await self._patch_status(k.CLUSTER_QUEUES, cq, st)
+            await self._write_if_due(k.CLUSTER_QUEUES, cq, st, now)
         lq_statuses = queues.local_queue_statuses(
             self.cache.store(k.LOCAL_QUEUES).values(),
             self.cache.store(k.WORKLOADS).values(),
@@ -65,8 +66,8 @@ class QueueStatusWriter:
         )
         for (ns, name), st in lq_statuses.items():
             lq = self.cache.get(k.LOCAL_QUEUES, name, ns)
-            if lq is not None and queues.changed(lq, st):
-                await self._patch_status(k.LOCAL_QUEUES, lq, st)
+            if lq is not None:
+                await self._write_if_due(k.LOCAL_QUEUES, lq, st, now)
         self._pending_metrics()
 
     async def restore_banks(self) -> None:
@@ -81,6 +82,13 @@ class QueueStatusWriter:
             balance = gpu_time_bank_balance(cq)
             if balance is not None:
                 sched.restore_gpu_time_bank(cq["metadata"]["name"], balance)
+
+    async def _write_if_due(self, res: Resource, obj: Obj, st: dict[str, Any], now: float) -> None:
+        meta = obj["metadata"]
+        key = (res.plural, meta.get("namespace") or "", meta["name"])
+        if queues.due(obj, st, self._written.get(key), now):
+            await self._patch_status(res, obj, st)
+            self._written[key] = now
 
     async def _patch_status(self, res: Resource, obj: Obj, st: dict[str, Any]) -> None:
         meta = obj["metadata"]
