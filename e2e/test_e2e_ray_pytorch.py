@@ -171,7 +171,7 @@ def queue_setup(cluster: Cluster, ns: str, gpus: int) -> str:
     on an H100 flavor with block/rack/host topology; LocalQueue `lq`; priorities low (grace)
     and high. Returns the flavor's name."""
     topo, fl = f"topo-{ns}", f"h100-{ns}"
-    quota = [
+    quota: list[dict[str, Any]] = [
         {"name": names.GPU_RESOURCE, "nominalQuota": gpus},
         {"name": "cpu", "nominalQuota": 64},
         {"name": "memory", "nominalQuota": "512Gi"},

@@ -25,9 +25,10 @@ def test_ruff_is_clean() -> None:
 
 
 def test_mypy_strict_is_clean() -> None:
-    """The product and the benchmarks (their figures are reported, so their code is kept as
-    strictly as the product's)."""
-    result = _run(str(BIN / "mypy"), "queuectl", "bench")
+    """The product, the benchmarks (their figures are reported, so their code is kept as
+    strictly as the product's) and the end-to-end scenarios (they run only against a cluster,
+    so a type error there would otherwise surface late, as a failed CI run)."""
+    result = _run(str(BIN / "mypy"), "queuectl", "bench", "e2e")
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr
 
 
