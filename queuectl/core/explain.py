@@ -50,13 +50,14 @@ def explain(s: Book, key: str, now: float) -> Explanation:
     waited = s.patient.get(key)
     if waited is not None:
         # It waits for completions instead of preempting (`patience`): the victims it names are
-        # those it would take now.
+        # those it would have taken at its last evaluation that still run (one may have
+        # finished since, before the next cycle looks again).
         return Explanation(
             key,
             "pending",
             pending=s.nominated_info.get(key),
             preemption_possible=True,
-            would_evict=waited.victims,
+            would_evict=tuple(v for v in waited.victims if v in st.charges),
         )
     if key in s.nominations:
         return Explanation(

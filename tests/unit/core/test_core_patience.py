@@ -112,6 +112,17 @@ def test_explain_says_it_waits_and_whom_it_would_preempt() -> None:
     assert e.would_evict == tuple(f"train/low-{i}" for i in range(4)) and e.preemption_possible
 
 
+def test_describe_between_cycles_never_names_a_victim_that_just_finished() -> None:
+    s = busy_cohort()
+    s.run_cycle(3.0)
+    s.delete_workload("train/low-0")  # the next cycle has not run yet
+    assert s.explain("train/urgent", 3.5).would_evict == (
+        "train/low-1",
+        "train/low-2",
+        "train/low-3",
+    )
+
+
 def test_a_reclaiming_owner_waits_for_the_borrowers_completions_too() -> None:
     """`owner` lent its 4 GPUs to `borrower`; borrower's work keeps finishing and restarting.
     owner's job reclaims only if the returning quota does not reach it within its patience."""
