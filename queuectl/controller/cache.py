@@ -1,11 +1,14 @@
 """Every object the controller reads, held in memory and kept current by watches.
 
 Nothing in the controller asks the API server a question it can answer from here: the webhooks'
-lookups, the scheduling inputs and the reconcile decisions all read this cache.
+lookups, the scheduling inputs and the reconcile decisions all read this cache. The one read
+it makes itself (`read_input`) is for an object the watch has not delivered yet.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,11 +17,17 @@ from queuectl.api import names
 from queuectl.api.corev1 import LabelSelector
 from queuectl.api.resource import Resource
 from queuectl.controller import kube as k
-from queuectl.controller.kube import Kube, Obj
+from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.podowners import Owners
 from queuectl.controller.watcher import Store, Watcher
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import KINDS, input_resources
+
+log = logging.getLogger(__name__)
+
+READ_INPUT_TIMEOUT_S = 3.0
+"""How long a webhook call waits to read a job's input the cache lacks (the API server gives
+the whole call 10 s)."""
 
 WATCHED: tuple[Resource, ...] = (
     k.NAMESPACES,
@@ -141,6 +150,23 @@ class Cache:
     def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
         store = self.stores.get(resource.plural)
         return None if store is None else store.get(namespace, name)
+
+    async def read_input(self, resource: Resource, namespace: str, name: str) -> None:
+        """One GET, bounded by `READ_INPUT_TIMEOUT_S` (the API server waits 10 s at most for
+        the whole webhook call); what it finds goes into the store as the watch would put it.
+        An unwatched resource (its CRD not served) is left alone."""
+        store = self.stores.get(resource.plural)
+        if store is None or store.get(namespace, name) is not None:
+            return
+        try:
+            obj = await asyncio.wait_for(
+                self.kube.get(resource, name, namespace or None), READ_INPUT_TIMEOUT_S
+            )
+        except Exception as err:  # best effort: the decision answers from the cache as before
+            if not (isinstance(err, KubeError) and err.not_found):
+                log.warning("webhook read of %s %s/%s: %r", resource.kind, namespace, name, err)
+            return
+        store.upsert_local(obj)
 
     def cohort_parent(self, name: str) -> str | None:
         co = self.get(k.COHORTS, name)

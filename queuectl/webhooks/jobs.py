@@ -89,6 +89,15 @@ def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> Js
     return ops
 
 
+async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> None:
+    """What a job route awaits before its decision: a created job's input the cache lacks
+    (`inputs.read_missing`)."""
+    job = request.get("object")
+    kind = kind_of(request, kinds)
+    if request.get("operation") == "CREATE" and kind is not None and isinstance(job, dict):
+        await inputs.read_missing(kind, job, lookup)
+
+
 def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
     """Queue a job on create; keep its cluster-queue label in step when its queue changes."""
     job = request.get("object")

@@ -1,7 +1,10 @@
 """The narrow view of cluster state the admission decisions need.
 
-The controller implements `QueueLookup` from its informer cache (no API calls inside a webhook
-request); tests use `InMemoryLookup`. Every method answers from memory and must not block.
+The controller implements `QueueLookup` from its informer cache; tests use `InMemoryLookup`.
+Every question is answered from memory and must not block. The one exception is `read_input`,
+awaited before a decision (never inside one): a runtime applied together with its TrainJob may
+not have reached the cache through the watch yet, and refusing the job for that would make the
+user apply it again.
 """
 
 from __future__ import annotations
@@ -55,6 +58,11 @@ class QueueLookup(Protocol):
         None when it does not exist or its resource is not served."""
         ...
 
+    async def read_input(self, resource: Resource, namespace: str, name: str) -> None:
+        """Make `input_object` see an object the cache has not received yet, when it exists:
+        read it from the API server. Best effort: a failure leaves the answer to the cache."""
+        ...
+
 
 @dataclass
 class InMemoryLookup:
@@ -93,3 +101,6 @@ class InMemoryLookup:
 
     def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
         return self.inputs.get((resource.plural, namespace, name))
+
+    async def read_input(self, resource: Resource, namespace: str, name: str) -> None:
+        return None

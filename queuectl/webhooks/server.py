@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from enum import Enum
 from typing import Any
 
@@ -22,7 +22,12 @@ from aiohttp import web
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.jobs.registry import KINDS, Registry
-from queuectl.webhooks.jobs import DEFAULT_CONTROLLER_USERS, mutate_job, validate_job
+from queuectl.webhooks.jobs import (
+    DEFAULT_CONTROLLER_USERS,
+    mutate_job,
+    read_inputs,
+    validate_job,
+)
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.pods import mutate_lws, mutate_pod, validate_pod
 from queuectl.webhooks.resources import validate_queuectl
@@ -41,6 +46,8 @@ from queuectl.webhooks.workloads import validate_workload
 log = logging.getLogger(__name__)
 
 Decision = Callable[[Request], Response]
+Prepare = Callable[[Request], Awaitable[None]]
+"""Awaited before a route's decision: reads what the decision needs that the cache may lack."""
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a Job with a large template still fits; a flood does not
 BODY_READ_TIMEOUT = 10.0  # seconds for the whole body; the API server's own call timeout is 5 s
 LINGERING_TIME = 1.0  # seconds a connection is drained after its answer before it is closed
@@ -76,7 +83,11 @@ async def _read_body(http: web.Request, route: str, timeout: float) -> bytes | w
 
 
 def _handler(
-    route: str, decide: Decision, on_error: OnError, read_timeout: float
+    route: str,
+    decide: Decision,
+    on_error: OnError,
+    read_timeout: float,
+    prepare: Prepare | None = None,
 ) -> Callable[[web.Request], Any]:
     async def handle(http: web.Request) -> web.Response:
         body = await _read_body(http, route, read_timeout)
@@ -87,6 +98,8 @@ def _handler(
         except MalformedReview as exc:
             return _rejected(route, "malformed", 400, str(exc))
         try:
+            if prepare is not None:
+                await prepare(request)
             response = decide(request)
         except Exception:
             log.exception(
@@ -122,6 +135,15 @@ def make_app(
     job routes serve every kind in `kinds` (the AdmissionReview names which).
     """
     users = frozenset(controller_users)
+
+    async def prepare_job(request: Request) -> None:
+        await read_inputs(request, lookup, kinds)
+
+    job_routes = {
+        names.WEBHOOK_PATH_MUTATE_JOB,
+        names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
+        names.WEBHOOK_PATH_VALIDATE_JOB,
+    }
     routes: list[tuple[str, Decision, OnError]] = [
         (names.WEBHOOK_PATH_MUTATE_JOB, lambda r: mutate_job(r, lookup, kinds), OnError.DENY),
         (
@@ -150,7 +172,8 @@ def make_app(
     ]
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     for path, decide, on_error in routes:
-        app.router.add_post(path, _handler(path, decide, on_error, read_timeout))
+        prepare = prepare_job if path in job_routes else None
+        app.router.add_post(path, _handler(path, decide, on_error, read_timeout, prepare))
     app.router.add_get(names.WEBHOOK_PATH_HEALTHZ, _healthz)
     return app
 

@@ -96,8 +96,8 @@ def missing(ref: InputRef, job_namespace: str) -> MissingInput:
         listing += f" -n {ref.namespace}"
     return MissingInput(
         f"its runtime {ref.resource.kind} {ref.name!r} (spec.runtimeRef) does not exist in "
-        f"{where}; queuectl reads the pods to queue from it: create the runtime first (just "
-        f"created? apply the TrainJob again in a moment), or name an existing one (`{listing}`)"
+        f"{where}; queuectl reads the pods to queue from it: create the runtime first, or name "
+        f"an existing one (`{listing}`)"
     )
 
 
