@@ -367,3 +367,29 @@ def test_bypass_attempts_on_a_trainjob_are_refused(
     assert "ClusterTrainingRuntime 'no-such-runtime' (spec.runtimeRef) does not exist" in why, why
     assert get(control_plane, "trainjob", "waiting", namespace)["spec"]["suspend"] is True
     assert items(control_plane, "pods", namespace, "-l", f"{POD_LABEL}=waiting") == []
+
+
+def test_a_runtime_and_its_trainjob_in_one_kubectl_apply_are_queued_and_run(
+    control_plane: Cluster, namespace: str, queued: ControllerProcess
+) -> None:
+    """A team ships its own TrainingRuntime beside the job (one file, one `kubectl apply`).
+    On a busy API server the TrainJob's webhook call can arrive before the runtime reaches
+    queuectl's cache through the watch; it is then read from the API server (the unit test
+    `test_a_runtime_applied_with_its_trainjob_is_read_before_the_watch_delivers_it` forces
+    that order; here the watch usually wins)."""
+    setup_queue(control_plane, namespace, 32)
+    own = runtime()
+    own["kind"] = "TrainingRuntime"
+    own["metadata"] = {"name": "team-torch", "namespace": namespace}
+    job = trainjob("together", namespace, runs_for="4s")
+    job["spec"]["runtimeRef"] = {
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+        "name": "team-torch",
+    }
+    both = {"apiVersion": "v1", "kind": "List", "items": [own, job]}
+    control_plane.kubectl("apply", "-f", "-", input=json.dumps(both))
+    made = get(control_plane, "trainjob", "together", namespace)
+    assert names.ANNOTATION_TRAINJOB_RUNTIME in made["metadata"]["annotations"]
+    wait_for("together admitted", lambda: admitted(control_plane, namespace, "together"))
+    four_running_in_one_rack(control_plane, namespace, "together")
