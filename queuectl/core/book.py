@@ -12,7 +12,7 @@ import heapq
 from typing import NamedTuple
 
 from queuectl.core import reasons
-from queuectl.core.freedlog import Freed, FreedLog
+from queuectl.core.freedlog import Flows, Freed
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import QNode
 from queuectl.core.results import PendingInfo, QueueHolding
@@ -81,11 +81,9 @@ class Book:
         self.patient: dict[str, Waiting] = {}
         """Would-be preemptors waiting for completions (held as nominations without
         victims)."""
-        self.freed_since: dict[str, Freed] = {}
-        """Tree (root name) -> quota that finished work returned since the last cycle."""
-        self.freed_log: dict[str, FreedLog] = {}
-        """Tree -> what finished work returned to it, per cycle, over the last `freed_keep`
-        seconds."""
+        self.flows = Flows()
+        """What finished work returned, per cycle, over the last `freed_keep` seconds: to each
+        tree, as loans coming home, and to each fenced queue (`freedlog.Flows`)."""
         self.freed_keep = 0.0
         """How far back a waiter may look: `patience`, or the longest grace period seen."""
         self.deadlines: list[tuple[float, str]] = []
@@ -130,13 +128,21 @@ class Book:
         preemptor = st.victim_of.pop(key, None)
         if preemptor is not None and preemptor in self.nominations:
             st.hold(preemptor, charge, counted=True)  # its quota stays held for the preemptor
-        else:
+        elif self.patience <= 0.0:
             st.apply(charge, -1)
-            root = st.root_of(charge.cq)
-            if root is not None and self.patience > 0.0:
-                freed = self.freed_since.setdefault(root.name, {})
-                for fr, n in charge.usage.items():
-                    freed[fr] = freed.get(fr, 0) + n
+        else:
+            node = st.tree.queues.get(charge.cq)
+            if node is None:
+                st.apply(charge, -1)
+                return
+            # What it had borrowed, read before its usage goes: the loans coming home.
+            loans = {fr: min(n, node.borrowed(fr)) for fr, n in charge.usage.items()}
+            st.apply(charge, -1)
+            root = node.root.name
+            self.flows.note(("tree", root), charge.usage)
+            self.flows.note(("loans", root), loans)
+            if 0 in node.blimit.values():  # fenced: only its own work returns it quota
+                self.flows.note(("queue", charge.cq), charge.usage)
 
     def nominate(self, key: str, victims: set[str]) -> None:
         """Record a nominated preemptor and the victims it waits for."""

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from queuectl.core import reasons
 from queuectl.core.book import Book, Waiting
 from queuectl.core.decision import Decision
-from queuectl.core.freedlog import Freed, FreedLog
+from queuectl.core.freedlog import Freed
 from queuectl.core.outcomes import Out, nominate, reserve
 from queuectl.core.quota import QNode, available
 from queuectl.core.results import PendingInfo
@@ -39,23 +39,28 @@ class with a day of grace must not keep a day of per-cycle log entries."""
 
 
 def record_freed(s: Book, now: float) -> None:
-    """Move what finished work freed since the last cycle into each tree's log, and drop what
-    no waiter can look back to any more (`Book.freed_keep`)."""
-    for root, freed in s.freed_since.items():
-        log = s.freed_log.get(root)
-        if log is None:
-            log = s.freed_log[root] = FreedLog()
-        log.add(now, freed)
-    s.freed_since = {}
-    horizon = now - s.freed_keep
-    for root in [r for r, log in s.freed_log.items() if log.prune(horizon)]:
-        del s.freed_log[root]
+    """Log what finished work returned since the last cycle, and drop what no waiter can look
+    back to any more (`Book.freed_keep`)."""
+    s.flows.record(now, now - s.freed_keep)
 
 
-def _recent(s: Book, node: QNode, now: float, window: float) -> Freed:
-    """What finished work returned to the queue's tree in the last `window` seconds."""
-    log = s.freed_log.get(node.root.name)
-    return log.since(now - window) if log is not None else {}
+def usable(s: Book, node: QNode, now: float, window: float, frs: Iterable[FlavorResource]) -> Freed:
+    """What finished work returned in the last `window` seconds that could reach the queue, per
+    (flavor, resource) of `frs`: its tree's whole flow where it may borrow; where its
+    borrowingLimit is 0, only its own work's and, while it lends, loans coming home."""
+    t = now - window
+    root = node.root.name
+    tree = s.flows.since(("tree", root), t)
+    fenced = [fr for fr in frs if node.blimit.get(fr) == 0]
+    if not fenced:
+        return tree
+    own = s.flows.since(("queue", node.name), t)
+    loans = s.flows.since(("loans", root), t)
+    out = dict(tree)
+    for fr in fenced:
+        lends = node.usage.get(fr, 0) < node.subtree.get(fr, 0)
+        out[fr] = own.get(fr, 0) + (loans.get(fr, 0) if lends else 0)
+    return out
 
 
 def allowance(s: Book, d: Decision) -> float:
@@ -101,7 +106,7 @@ def waits(s: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
 
 
 def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> bool:
-    recent = _recent(s, node, now, window)
+    recent = usable(s, node, now, window, short)
     return all(recent.get(fr, 0) >= n for fr, n in short.items())
 
 

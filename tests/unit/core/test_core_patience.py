@@ -18,16 +18,18 @@ WAITS = "it waits for that instead of preempting"
 
 
 def busy_cohort(
-    patience: float = DEFAULT_PATIENCE_SECONDS, borrowing: int | None = None
+    patience: float = DEFAULT_PATIENCE_SECONDS,
+    borrowing: int | None = None,
+    infer_lends: int | None = None,
 ) -> Scheduler:
     """`train` (4 GPUs, may borrow `borrowing` more, preempts its own lower priority) runs
-    train/low-0..3; `infer` (4 GPUs) runs infer/0..3: the cohort is full. At t=2 all of infer's
-    jobs finish and its next four take their GPUs back, so 4 GPUs came back to the cohort just
-    now. Then train/urgent (4 GPUs, priority 10) arrives."""
+    train/low-0..3; `infer` (4 GPUs, lends `infer_lends` of them) runs infer/0..3: the cohort
+    is full. At t=2 all of infer's jobs finish and its next four take their GPUs back, so 4
+    GPUs came back to the cohort just now. Then train/urgent (4 GPUs, priority 10) arrives."""
     s = Scheduler(preemption_patience=patience)
     s.upsert_flavor(Flavor("h100"))
     s.upsert_cluster_queue(gpu_queue("train", quota("h100", 4, borrowing), preemption=WITHIN))
-    s.upsert_cluster_queue(gpu_queue("infer", quota("h100", 4)))
+    s.upsert_cluster_queue(gpu_queue("infer", quota("h100", 4, lending=infer_lends)))
     for i in range(4):
         s.upsert_workload(job(f"train/low-{i}", "train", 1, created=i))
         s.upsert_workload(job(f"infer/{i}", "infer", 1, created=i))
@@ -70,9 +72,9 @@ def test_quota_freed_while_it_waits_is_held_for_it_not_taken_by_other_queues() -
 
 
 def test_a_waiting_preemptor_preempts_when_its_patience_is_spent() -> None:
-    """infer's work keeps finishing and restarting, but train may not borrow: the quota that
+    """infer's work keeps finishing and restarting, but infer lends nothing: the quota that
     comes back never reaches train/urgent, which preempts once its 5 seconds are up."""
-    s = busy_cohort(borrowing=0)
+    s = busy_cohort(infer_lends=0)
     for t in range(3, 8):
         r = s.run_cycle(float(t))
         assert r.preemptions == (), t
@@ -82,6 +84,56 @@ def test_a_waiting_preemptor_preempts_when_its_patience_is_spent() -> None:
     assert [(p.victim, p.preemptor) for p in r.preemptions] == [
         (f"train/low-{i}", "train/urgent") for i in range(4)
     ]
+
+
+def test_a_queue_that_may_not_borrow_does_not_wait_for_other_queues_completions() -> None:
+    """train's borrowingLimit is 0: what infer's finished work returns is infer's own quota
+    and can never reach it, so it preempts at once instead of waiting its 5 seconds."""
+    s = busy_cohort(borrowing=0)
+    r = s.run_cycle(3.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [
+        (f"train/low-{i}", "train/urgent") for i in range(4)
+    ]
+
+
+def test_a_queue_that_may_not_borrow_waits_for_its_own_completions() -> None:
+    s = busy_cohort(borrowing=0)
+    for i in range(4):  # train's own work turns over too: 4 GPUs came back to it at t=2.5
+        s.delete_workload(f"train/low-{i}")
+        s.upsert_workload(job(f"train/low-{i + 4}", "train", 1, created=15 + i))
+    s.delete_workload("train/urgent")  # it arrives after the turnover
+    assert len(s.run_cycle(2.5).admitted) == 4
+    s.upsert_workload(job("train/urgent", "train", 4, priority=10, created=20))
+    r = s.run_cycle(3.0)
+    assert r.preemptions == () and admitted(r) == []
+    info = s.pending_info("train/urgent")
+    assert info is not None and WAITS in info.message
+
+
+def test_a_queue_that_may_not_borrow_waits_for_its_loans_coming_home() -> None:
+    """train (4 GPUs, borrowingLimit 0) lent 2 idle GPUs to infer, and runs 2 jobs of its own.
+    infer's two borrowing jobs finish (their next two borrow again): those GPUs were train's
+    quota coming home, so train/urgent (2 GPUs) waits for that flow instead of preempting."""
+    s = Scheduler(preemption_patience=DEFAULT_PATIENCE_SECONDS)
+    s.upsert_flavor(Flavor("h100"))
+    policy = PreemptionPolicy(within_cluster_queue="LowerPriority", reclaim_within_cohort="Any")
+    s.upsert_cluster_queue(gpu_queue("train", quota("h100", 4, 0), preemption=policy))
+    s.upsert_cluster_queue(gpu_queue("infer", quota("h100", 4)))
+    for i in range(6):
+        s.upsert_workload(job(f"infer/{i}", "infer", 1, created=i))
+    assert len(s.run_cycle(1.0).admitted) == 6
+    for i in range(2):
+        s.upsert_workload(job(f"train/low-{i}", "train", 1, created=10 + i))
+    assert len(s.run_cycle(1.5).admitted) == 2
+    for i in (4, 5):
+        s.delete_workload(f"infer/{i}")
+        s.upsert_workload(job(f"infer/{i + 2}", "infer", 1, created=20 + i))
+    assert len(s.run_cycle(2.0).admitted) == 2
+    s.upsert_workload(job("train/urgent", "train", 2, priority=10, created=30))
+    r = s.run_cycle(2.5)
+    assert r.preemptions == () and admitted(r) == []
+    info = s.pending_info("train/urgent")
+    assert info is not None and WAITS in info.message
 
 
 def test_it_preempts_at_once_when_the_recent_flow_no_longer_covers_what_it_lacks() -> None:
