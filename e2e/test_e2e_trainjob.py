@@ -16,42 +16,35 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from e2e.gang_pool import POD_LABEL, GangPool
 from e2e.harness import (
     WL,
     ControllerProcess,
     apply,
-    cluster_queue,
     condition,
     get,
     is_true,
     items,
-    local_queue,
-    low_and_high,
-    notice_and_deadline,
-    topology,
     wait_for,
 )
 from queuectl.api import names
 from queuectl.cli.main import main as cli_main
 from queuectl.testenv.cluster import Cluster
-from queuectl.testenv.nodes import H100
 
 pytestmark = [pytest.mark.operator("trainer"), pytest.mark.operator("jobset")]
 
-FLEET = "trainjob-e2e"
-FLEET_LABEL = "e2e.queuectl.io/fleet"
-TAINT = {"key": FLEET_LABEL, "value": FLEET, "effect": "NoSchedule"}
-TOLERATION = {"key": FLEET_LABEL, "operator": "Equal", "value": FLEET, "effect": "NoSchedule"}
-GRACE = 6
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 RUNTIME = "queuectl-e2e-torch"
-POD_LABEL = "jobset.sigs.k8s.io/jobset-name"  # the JobSet trainer makes is named after it
+POOL = GangPool("trainjob-e2e", "trainjob", "TrainJob", timeout=90.0)
+setup_queue = POOL.setup_queue
+workload_of = POOL.workload_of
+admitted = POOL.admitted
+four_running_in_one_rack = POOL.four_running_in_one_rack
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +54,8 @@ def fleet(control_plane: Cluster, operators: Any) -> Iterator[list[str]]:
     operators("jobset")
     operators("trainer")
     apply(control_plane, runtime())
-    nodes = control_plane.add_gpu_nodes(
-        8,
-        8,
-        H100,
-        blocks=1,
-        racks_per_block=2,
-        name_prefix="tj",
-        labels={FLEET_LABEL: FLEET},
-        taints=[TAINT],
-    )
-    yield [n.name for n in nodes]
-    control_plane.kubectl("delete", "node", "-l", f"{FLEET_LABEL}={FLEET}", "--wait=false")
+    yield POOL.add_nodes(control_plane, "tj")
+    POOL.remove_nodes(control_plane)
 
 
 @pytest.fixture(scope="module")
@@ -123,28 +106,6 @@ def runtime() -> dict[str, Any]:
     }
 
 
-def setup_queue(cluster: Cluster, namespace: str, gpus: int, **spec: Any) -> None:
-    topo, fl, cq = f"topo-{namespace}", f"h100-{namespace}", f"cq-{namespace}"
-    apply(
-        cluster,
-        topology(topo, names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME),
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": fl},
-            "spec": {
-                "nodeLabels": {names.LABEL_GPU_PRODUCT: H100, FLEET_LABEL: FLEET},
-                "tolerations": [TOLERATION],
-                "topologyName": topo,
-            },
-        },
-        cluster_queue(cq, namespace, {fl: gpus}, **spec),
-        local_queue("lq", namespace, cq),
-        # A default LocalQueue queues every unlabelled job here: not the derived JobSets.
-        local_queue("default", namespace, cq),
-    )
-
-
 def trainjob(
     name: str, namespace: str, *, priority: str | None = None, runs_for: str | None = None
 ) -> dict[str, Any]:
@@ -168,55 +129,6 @@ def trainjob(
             ],
         },
     }
-
-
-def workload_of(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
-    for wl in items(cluster, WL, namespace):
-        refs = wl["metadata"].get("ownerReferences") or []
-        if any(r.get("kind") == "TrainJob" and r.get("name") == name for r in refs):
-            return wl
-    return None
-
-
-def admitted(cluster: Cluster, namespace: str, name: str) -> bool:
-    wl = workload_of(cluster, namespace, name)
-    return wl is not None and is_true(wl, names.COND_ADMITTED) and not is_true(wl, "Finished")
-
-
-def running_pods(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
-    return [
-        p
-        for p in items(cluster, "pods", namespace, "-l", f"{POD_LABEL}={name}")
-        if (p.get("status") or {}).get("phase") == "Running"
-        and not p["metadata"].get("deletionTimestamp")
-    ]
-
-
-def four_running_in_one_rack(cluster: Cluster, namespace: str, name: str) -> str:
-    """Wait for the 4 pods to run; they are on 4 nodes of this pool, all in one rack (returned),
-    and each carries the placement the overrides brought."""
-    pods = wait_for(
-        f"{name}: 4 pods running",
-        lambda: len(p := running_pods(cluster, namespace, name)) == 4 and p,
-        timeout=120,
-    )
-    nodes = [get(cluster, "node", p["spec"]["nodeName"]) for p in pods]
-    assert {n["metadata"]["labels"].get(FLEET_LABEL) for n in nodes} == {FLEET}
-    assert len({n["metadata"]["name"] for n in nodes}) == 4
-    racks = {n["metadata"]["labels"][names.LABEL_TOPOLOGY_RACK] for n in nodes}
-    assert len(racks) == 1, racks
-    (rack,) = racks
-    workload = (workload_of(cluster, namespace, name) or {})["metadata"]["name"]
-    for pod in pods:
-        assert pod["spec"]["nodeSelector"][names.LABEL_TOPOLOGY_RACK] == rack
-        assert TOLERATION in pod["spec"]["tolerations"]
-        assert pod["metadata"]["labels"][names.LABEL_WORKLOAD] == workload
-    return str(rack)
-
-
-def child_jobs_suspended(cluster: Cluster, namespace: str, name: str) -> bool:
-    jobs = items(cluster, "jobs", namespace, "-l", f"{POD_LABEL}={name}")
-    return bool(jobs) and all(j["spec"].get("suspend") for j in jobs)
 
 
 def test_a_trainjob_of_4_nodes_is_admitted_whole_inside_one_rack_and_finishes(
@@ -274,56 +186,13 @@ def test_a_trainjob_of_4_nodes_is_admitted_whole_inside_one_rack_and_finishes(
 def test_a_preempted_trainjob_gets_its_grace_period_then_is_suspended_requeued_and_readmitted(
     control_plane: Cluster, namespace: str, queued: ControllerProcess
 ) -> None:
-    low, high = low_and_high(control_plane, namespace, GRACE)
-    setup_queue(control_plane, namespace, 32, preemption={"withinClusterQueue": "LowerPriority"})
-    apply(control_plane, trainjob("victim", namespace, priority=low))
-    wait_for("victim admitted", lambda: admitted(control_plane, namespace, "victim"))
-    four_running_in_one_rack(control_plane, namespace, "victim")
-    apply(control_plane, trainjob("urgent", namespace, priority=high))
+    def overrides_taken_back_out(restored: dict[str, Any]) -> None:
+        mine = trainjob("victim", namespace)["spec"]["podTemplateOverrides"]
+        assert restored["spec"]["podTemplateOverrides"] == mine
 
-    # The notice: Preempted, a deadline on the TrainJob, and its pods keep running until then.
-    wl, noticed, deadline = notice_and_deadline(
-        lambda: workload_of(control_plane, namespace, "victim"),
-        lambda: get(control_plane, "trainjob", "victim", namespace),
-        "TrainJob",
+    POOL.preempted_with_grace_then_requeued_and_readmitted(
+        control_plane, namespace, trainjob, overrides_taken_back_out
     )
-    assert (condition(wl, names.COND_PREEMPTED) or {}).get("reason") == (
-        names.REASON_PREEMPTED_WITHIN_CQ
-    )
-    assert deadline - noticed > GRACE / 2
-    assert len(running_pods(control_plane, namespace, "victim")) == 4
-    assert not get(control_plane, "trainjob", "victim", namespace)["spec"].get("suspend")
-    assert not admitted(control_plane, namespace, "urgent")
-
-    # After it: suspended, its pods stopped, requeued, queuectl's overrides taken back out.
-    wait_for(
-        "victim suspended after its deadline",
-        lambda: get(control_plane, "trainjob", "victim", namespace)["spec"].get("suspend"),
-        timeout=GRACE + 30,
-    )
-    assert time.time() >= deadline - 1
-    wait_for(
-        "victim requeued",
-        lambda: is_true(workload_of(control_plane, namespace, "victim"), names.COND_REQUEUED),
-        timeout=90,
-    )
-    assert child_jobs_suspended(control_plane, namespace, "victim")
-    assert running_pods(control_plane, namespace, "victim") == []
-    restored = get(control_plane, "trainjob", "victim", namespace)
-    assert (
-        restored["spec"]["podTemplateOverrides"]
-        == trainjob("victim", namespace)["spec"]["podTemplateOverrides"]
-    )
-    assert names.ANNOTATION_PREEMPTION_DEADLINE not in (
-        restored["metadata"].get("annotations") or {}
-    )
-    wait_for("urgent admitted", lambda: admitted(control_plane, namespace, "urgent"), timeout=90)
-    four_running_in_one_rack(control_plane, namespace, "urgent")
-
-    # Later re-admitted: once urgent is gone the victim runs again, whole, in one rack.
-    control_plane.kubectl("delete", "trainjob", "urgent", "-n", namespace)
-    wait_for("victim re-admitted", lambda: admitted(control_plane, namespace, "victim"), timeout=90)
-    four_running_in_one_rack(control_plane, namespace, "victim")
 
 
 def test_bypass_attempts_on_a_trainjob_are_refused(
