@@ -21,12 +21,18 @@ backlog at its size. `admissions_per_s` = workloads admitted / time spent inside
 `preemptions` counts them by reason; `evictions_per_admission` = preemptions / admissions (a
 victim is requeued at once and counts again when readmitted). The last line printed is one JSON
 object.
+
+`--gc-freeze` runs CPython's collector as the controller does (`controller/gcpolicy.py`):
+`gc.freeze()` once the backlog is loaded and again after a cycle when 5 s passed since the last
+freeze. Without it (the default), every full collection scans the whole 50,000-workload
+backlog (~0.1 s at large scale) inside whichever cycle it falls in.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import hashlib
 import io
 import json
@@ -186,6 +192,7 @@ def run(
     digest: bool = False,
     shape: str = "gpu",
     load: float = 1.4,
+    gc_freeze: bool = False,
 ) -> dict[str, object]:
     scale = SCALES[scale_name]
     rnd = random.Random(seed)
@@ -206,6 +213,9 @@ def run(
         size[w.key] = units(w)
         s.upsert_workload(w)
     setup_s = time.perf_counter() - t0
+    frozen_at = time.perf_counter()
+    if gc_freeze:
+        gc.freeze()  # the controller freezes once its caches have synced
 
     running: list[str] = []
     decisions = hashlib.sha256()
@@ -264,8 +274,13 @@ def run(
             ends.pop(p.victim, None)
         admitted_per_cycle.append(len(result.admitted))
         evaluated += result.evaluated
+        if gc_freeze and time.perf_counter() - frozen_at >= 5.0:
+            gc.freeze()  # and again after a cycle when 5 s passed (GcOptions.freeze_every_s)
+            frozen_at = time.perf_counter()
         now += 1.0
 
+    if gc_freeze:
+        gc.unfreeze()  # hand what was frozen back (a caller may run again in this process)
     steady = cycle_s[1:] or cycle_s
     steady_admitted = sum(admitted_per_cycle[1:])
     ms = sorted(x * 1000 for x in steady)
@@ -299,6 +314,7 @@ def run(
         "admissions_per_cpu_s": round(sum(admitted_per_cycle) / sum(cycle_cpu_s), 1),
         "cycle_cpu_ms_p50": round(statistics.median(cycle_cpu_s[1:] or cycle_cpu_s) * 1000, 2),
         "events_us_per_event": round(event_s / max(1, seq - initial) / 2 * 1e6, 1),
+        "gc_freeze": gc_freeze,
     }
     if digest:
         figures["digest"] = decisions.hexdigest()[:16]
@@ -336,6 +352,11 @@ def main(argv: list[str]) -> int:
         default=1.4,
         help="fleet: work arriving each cycle, as a multiple of the nominal quota",
     )
+    ap.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="freeze CPython's collector after loading and every 5 s, as the controller does",
+    )
     args = ap.parse_args(argv)
     if args.profile:
         prof = cProfile.Profile()
@@ -348,13 +369,21 @@ def main(argv: list[str]) -> int:
             args.digest,
             args.shape,
             args.load,
+            args.gc_freeze,
         )
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
         print(out.getvalue(), file=sys.stderr)
     else:
         figures = run(
-            args.scale, args.cycles, args.churn, args.seed, args.digest, args.shape, args.load
+            args.scale,
+            args.cycles,
+            args.churn,
+            args.seed,
+            args.digest,
+            args.shape,
+            args.load,
+            args.gc_freeze,
         )
     print(json.dumps(figures))
     return 0

@@ -9,6 +9,7 @@ never imports the modules that read it, so the core has no import cycle.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from queuectl.core import reasons
@@ -43,6 +44,40 @@ class Waiting(NamedTuple):
     """Its victims' other queues and their release counters (`WakeNotes.released`) then."""
 
 
+class Deferred:
+    """Work that waits for the borrowing pass, in order: (queue, the bucket set aside or None
+    for a whole StrictFIFO queue, whether its cheap re-check is owed).
+
+    Three parallel lists, not a tuple per entry: a large cycle defers thousands of buckets,
+    and such tuples (they hold a `Bucket`, so CPython's cyclic collector tracks them) live
+    through the first pass, so its young collections promote them to the oldest generation
+    and bring on full collections over the whole backlog (~0.1 s each at 50,000 pending)
+    sooner: with tuples, a full one every ~7 steady gpu large core bench cycles."""
+
+    __slots__ = ("buckets", "names", "rechecked")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.buckets: list[Bucket | None] = []
+        self.rechecked: list[bool] = []
+
+    def add(self, name: str, bucket: Bucket | None, rechecked: bool) -> None:
+        self.names.append(name)
+        self.buckets.append(bucket)
+        self.rechecked.append(rechecked)
+
+    def extend(self, other: Deferred) -> None:
+        self.names += other.names
+        self.buckets += other.buckets
+        self.rechecked += other.rechecked
+
+    def __iter__(self) -> Iterator[tuple[str, Bucket | None, bool]]:
+        return zip(self.names, self.buckets, self.rechecked, strict=True)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
 class Book:
     """Where every workload is (pending in a queue, waiting out a back-off, inactive,
     nominated as a preemptor, or admitted in `st`) and the timers and notes between cycles."""
@@ -71,7 +106,7 @@ class Book:
         self.quiet: dict[str, list[Bucket]] = {}
         """Inside a cycle: queue -> parked buckets owed a turn in the running pass whose cheap
         re-check could only answer "still short" (`parking.settled`), left parked instead."""
-        self.set_aside: list[tuple[str, Bucket]] = []
+        self.set_aside = Deferred()
         """Inside a cycle: (queue, bucket) woken for a re-check whose first-pass turn could
         only set it aside for the borrowing pass (`parking.set_aside_now`): set aside at once."""
         self.waits: dict[str, int] = {}

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from queuectl.core import parking, patience, reasons
 from queuectl.core.assign import assign
-from queuectl.core.book import Book
+from queuectl.core.book import Book, Deferred
 from queuectl.core.decision import Decision
 from queuectl.core.foresee import fits_only_by_borrowing
 from queuectl.core.outcomes import Out, admit, report, tell_those_behind
@@ -214,7 +214,7 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
     try:
         aside: dict[Bucket, PendingInfo] = {}
         deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
-        deferred += [(name, bucket, True) for name, bucket in s.set_aside]
+        deferred.extend(s.set_aside)
         second: dict[str, None] = {}
         # Quiet buckets that would borrow were set aside by their (skipped) turn: their turn
         # in the second pass would change nothing either.
@@ -237,7 +237,7 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
             second[name] = None
         _pass(s, list(second), now, out, strict, aside, borrowing=True)
     finally:
-        s.quiet, s.set_aside = {}, []
+        s.quiet, s.set_aside = {}, Deferred()
         s.st.end_loop()
 
 
@@ -249,7 +249,7 @@ def _pass(
     strict: set[str],
     aside: dict[Bucket, PendingInfo],
     borrowing: bool,
-) -> list[tuple[str, Bucket | None, bool]]:
+) -> Deferred:
     """One pass; returns what waits for the borrowing pass: (queue, bucket set aside or None
     for a whole StrictFIFO queue, whether the bucket's cheap re-check is owed). `aside`: the
     untold reason of a bucket that failed in the first pass while it would borrow (the second
@@ -264,7 +264,7 @@ def _pass(
 
     for name in names:
         push(name)
-    deferred: list[tuple[str, Bucket | None, bool]] = []
+    deferred = Deferred()
     while heap:
         key, name = heapq.heappop(heap)
         q = s.pq[name]
@@ -289,12 +289,12 @@ def _pass(
                 elif bucket.unreported and bucket.info is not None:
                     report(s, q, bucket, bucket.info, out)
                 if bucket.borrows and aside_ok:
-                    deferred.append((name, bucket, True))  # others may start borrowing there
+                    deferred.add(name, bucket, True)  # others may start borrowing there
                 push(name)
                 continue
             if aside_ok and parking.certainly_borrows(s, name, bucket):
                 q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
-                deferred.append((name, bucket, True))
+                deferred.add(name, bucket, True)
                 push(name)
                 continue
         aside.pop(bucket, None)
@@ -303,7 +303,7 @@ def _pass(
         if aside_ok and fits_only_by_borrowing(st, w):
             # What `assign` would answer sets it aside unchanged (see below): skip building it.
             q.park(bucket)
-            deferred.append((name, bucket, rechecked))
+            deferred.add(name, bucket, rechecked)
             push(name)
             continue
         d = assign(st, w, now)
@@ -312,10 +312,10 @@ def _pass(
             # the cheap re-check answers without a second full evaluation.
             if name in strict:
                 bucket.recheck = rechecked
-                deferred.append((name, None, rechecked))
+                deferred.add(name, None, rechecked)
                 continue
             q.park(bucket)
-            deferred.append((name, bucket, rechecked))
+            deferred.add(name, bucket, rechecked)
         elif d.kind == "fit" and d.admission is not None:
             q.remove(wkey)
             admit(s, w, d.admission, now, out)
@@ -336,7 +336,7 @@ def _pass(
             if d.borrows and aside_ok:
                 aside[bucket] = d.info  # told after its cheap re-check in the second pass
                 q.park(bucket)
-                deferred.append((name, bucket, True))
+                deferred.add(name, bucket, True)
             else:
                 report(s, q, bucket, d.info, out)
                 if name in strict:

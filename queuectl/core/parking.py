@@ -49,7 +49,7 @@ def wake(s: Book) -> None:
                     if quiet_ok and settled(s, leaf.name, bucket):
                         s.quiet.setdefault(leaf.name, []).append(bucket)
                     elif quiet_ok and set_aside_now(s, leaf.name, bucket):
-                        s.set_aside.append((leaf.name, bucket))
+                        s.set_aside.add(leaf.name, bucket, True)
                     else:
                         lq.unpark(bucket, recheck=True)
         if notes.nodes_dirty:

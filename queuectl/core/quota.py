@@ -41,6 +41,7 @@ class QNode:
         "pot_memo",
         "share_memo",
         "subtree",
+        "tree_ver",
         "usage",
         "ver",
         "weight",
@@ -60,8 +61,11 @@ class QNode:
         self.usage: dict[FlavorResource, int] = {}
         self.ver = 0
         """Bumped on every change of `usage`: stamps the memos below."""
-        self.avail_memo: dict[FlavorResource, tuple[int, int]] = {}
-        """fr -> (sum of `ver` from here to the root, `available`) when last computed."""
+        self.tree_ver = 0
+        """On a root: bumped on every usage change anywhere in its tree (`add_usage`)."""
+        self.avail_memo: dict[FlavorResource, tuple[int, int, int]] = {}
+        """fr -> (the root's `tree_ver`, sum of `ver` from here to the root, `available`) when
+        last computed or confirmed."""
         self.share_memo: tuple[int, float] = (-1, 0.0)
         """(`ver`, `share`) when last computed."""
         self.pot_memo: dict[FlavorResource, int] = {}
@@ -113,6 +117,9 @@ def compute_subtree(node: QNode) -> None:
 
 def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
     """Add `delta` to a queue's usage and carry the part beyond guaranteed up the tree."""
+    if node is None or not delta:
+        return
+    (node.chain or _chain(node))[-1].tree_ver += 1
     while node is not None and delta:
         g = node.guaranteed.get(fr, 0)
         before = node.usage.get(fr, 0)
@@ -132,15 +139,33 @@ def add_usage(node: QNode | None, fr: FlavorResource, delta: int) -> None:
 def available(node: QNode, fr: FlavorResource) -> int:
     """What `node` could take of `fr` right now without breaking any limit up the tree."""
     chain = node.chain or _chain(node)
+    tv = chain[-1].tree_ver
+    memo = node.avail_memo.get(fr)
+    if memo is not None and memo[0] == tv:
+        return memo[2]  # no usage changed anywhere in the tree
     stamp = 0
     for cur in chain:
         stamp += cur.ver
     # Versions only grow, so an unchanged sum means no usage on the path changed.
-    memo = node.avail_memo.get(fr)
-    if memo is not None and memo[0] == stamp:
-        return memo[1]
-    avail = _down(list(chain), fr, None)
-    node.avail_memo[fr] = (stamp, avail)
+    if memo is not None and memo[1] == stamp:
+        node.avail_memo[fr] = (tv, stamp, memo[2])
+        return memo[2]
+    parent = node.parent
+    if parent is None:
+        avail = node.subtree.get(fr, 0) - node.usage.get(fr, 0)
+    else:
+        # What the parent could take is shared by all its children (and remembered there):
+        # one step down from it, as `_down` takes each step.
+        avail = available(parent, fr)
+        g = node.guaranteed.get(fr, 0)
+        u = node.usage.get(fr, 0)
+        limit = node.blimit.get(fr)
+        if limit is not None:
+            cap = node.subtree.get(fr, 0) - g - (u - g if u > g else 0) + limit
+            if cap < avail:
+                avail = cap
+        avail += g - u if g > u else 0
+    node.avail_memo[fr] = (tv, stamp, avail)
     return avail
 
 
