@@ -326,7 +326,25 @@ class State:
         then = self.usage_at_loop_start
         if node.root not in then:
             return False  # nothing changed in the tree: it did not fit then either
-        return all(n <= available_then(node, fr, then) for fr, n in need.items())
+        if all(n <= available_then(node, fr, then) for fr, n in need.items()):
+            return True
+        # `need` is in the flavors it would preempt in; another flavor of its queue may have
+        # held it (a100 free, taken in the loop; then h100 by preemption): the same amounts,
+        # per resource group, in any one of the group's flavors.
+        spec = self.queues.get(node.name)
+        if spec is None:
+            return False
+        for rg in spec.resource_groups:
+            amounts: dict[str, int] = {}
+            for (_, res), n in need.items():
+                if res in rg.covered_resources:
+                    amounts[res] = amounts.get(res, 0) + n
+            if amounts and not any(
+                all(n <= available_then(node, (f.name, r), then) for r, n in amounts.items())
+                for f in rg.flavors
+            ):
+                return False
+        return True
 
     def admit(self, charge: Charge) -> None:
         self.cache.old_work.pop(charge.cq, None)

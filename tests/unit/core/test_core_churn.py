@@ -318,11 +318,6 @@ def _found_2026_11_25() -> World:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (2026-11-25, hypothesis): w/006 is a preemptor although explain on a copy "
-    "of the state before the cycle says it fits; see docs/design/bench.md, 'Core steady cycle'",
-)
 def test_a_workload_that_fits_is_not_its_preemptor_in_a_world_found_once() -> None:
     no_fit_taken_for_preemption(_found_2026_11_25())
 
