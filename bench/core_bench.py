@@ -358,32 +358,17 @@ def main(argv: list[str]) -> int:
         help="freeze CPython's collector after loading and every 5 s, as the controller does",
     )
     args = ap.parse_args(argv)
+    call = (
+        args.scale, args.cycles, args.churn, args.seed, args.digest, args.shape, args.load,
+        args.gc_freeze,
+    )  # fmt: skip
     if args.profile:
         prof = cProfile.Profile()
-        figures = prof.runcall(
-            run,
-            args.scale,
-            args.cycles,
-            args.churn,
-            args.seed,
-            args.digest,
-            args.shape,
-            args.load,
-            args.gc_freeze,
-        )
+        figures = prof.runcall(run, *call)
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
         print(out.getvalue(), file=sys.stderr)
     else:
-        figures = run(
-            args.scale,
-            args.cycles,
-            args.churn,
-            args.seed,
-            args.digest,
-            args.shape,
-            args.load,
-            args.gc_freeze,
-        )
+        figures = run(*call)
     print(json.dumps(figures))
     return 0
