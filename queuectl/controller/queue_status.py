@@ -33,10 +33,13 @@ class QueueStatusWriter:
         self.clock = clock
         self.banks_restored = False
         self._written: dict[tuple[str, str, str], float] = {}
-        """(plural, namespace, name) -> when this controller last wrote that queue's status."""
+        """(plural, namespace, name) -> when this controller last wrote that queue's status;
+        a queue no longer in the cache is forgotten at the end of the round that misses it."""
+        self._seen: set[tuple[str, str, str]] = set()
 
     async def write_all(self) -> None:
         """Every queue's status that changed, then the gauges."""
+        self._seen = set()
         await self.restore_banks()  # never overwrite a balance before it was read back
         now = self.clock()
         cq_active: dict[str, bool] = {}
@@ -68,6 +71,9 @@ class QueueStatusWriter:
             lq = self.cache.get(k.LOCAL_QUEUES, name, ns)
             if lq is not None:
                 await self._write_if_due(k.LOCAL_QUEUES, lq, st, now)
+        if len(self._written) > len(self._seen):
+            # Deleted queues: an admin who churns many queues must not grow this forever.
+            self._written = {key: t for key, t in self._written.items() if key in self._seen}
         self._pending_metrics()
 
     async def restore_banks(self) -> None:
@@ -86,6 +92,7 @@ class QueueStatusWriter:
     async def _write_if_due(self, res: Resource, obj: Obj, st: dict[str, Any], now: float) -> None:
         meta = obj["metadata"]
         key = (res.plural, meta.get("namespace") or "", meta["name"])
+        self._seen.add(key)
         if queues.due(obj, st, self._written.get(key), now):
             await self._patch_status(res, obj, st)
             self._written[key] = now

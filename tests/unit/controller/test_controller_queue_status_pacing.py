@@ -132,3 +132,33 @@ async def test_a_new_pending_job_shows_in_the_queue_counts_within_ten_seconds() 
     w.now += queues.COUNTS_REFRESH_S
     await writer.write_all()
     assert queue_writes(w) == writes, "nothing moved: nothing written"
+
+
+async def test_a_deleted_queue_is_forgotten_and_a_queue_of_the_same_name_is_written_at_once() -> (
+    None
+):
+    w = World()
+    writer = QueueStatusWriter(
+        w.kube,  # type: ignore[arg-type]
+        w.cache,
+        CoreThread(w.sched),
+        w.feed,
+        lambda: w.now,
+    )
+    await writer.write_all()
+    lq = w.cache.get(k.LOCAL_QUEUES, "lq", "ns")
+    assert lq is not None
+    w.cache.store(k.LOCAL_QUEUES).apply("DELETED", lq)
+    w.now += 1
+    await writer.write_all()
+    assert ("localqueues", "ns", "lq") not in writer._written, "nothing kept for a deleted queue"
+
+    writes = queue_writes(w)
+    w.add(
+        k.LOCAL_QUEUES,
+        {"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}},
+    )
+    w.now += 1
+    await writer.write_all()
+    assert queue_writes(w) == writes + 1, "the new queue's first status is not held back"
+    assert lq_status(w)["pendingWorkloads"] == 0
