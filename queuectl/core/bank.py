@@ -87,11 +87,13 @@ class Ledger:
         the next settle on; the time no controller watched earns and costs nothing."""
         self.balances[name] = max(0.0, balance)
 
-    def settle(self, now: float, queues: Mapping[str, QNode]) -> None:
-        """Bring every balance up to `now`, then observe the flows that hold from `now` on."""
+    def settle(self, now: float, queues: Mapping[str, QNode]) -> set[str]:
+        """Bring every balance up to `now`, then observe the flows that hold from `now` on.
+        Returns the queues whose `has_credit` answer changed (parked work may read it)."""
         if not self.banks:
             self.at = now
-            return
+            return set()
+        before = {name for name in self.banks if self.has_credit(name)}
         if self.at is not None and now > self.at:
             seconds = now - self.at
             for name, bank in self.banks.items():
@@ -102,6 +104,7 @@ class Ledger:
         if self.at is None or now > self.at:
             self.at = now
         self.observe(queues)
+        return before ^ {name for name in self.banks if self.has_credit(name)}
 
     def observe(self, queues: Mapping[str, QNode]) -> None:
         """Record the flows as usage stands now (a cycle's admissions changed it)."""
@@ -117,6 +120,29 @@ class Ledger:
         idle, borrowed = self.flows.get(name, (0, 0))
         since = now - self.at if self.at is not None else 0.0
         return accrue(self.balances.get(name, 0.0), bank, idle, borrowed, since)
+
+    def turns(self, name: str) -> float | None:
+        """When `has_credit` changes for the queue if its flows hold (None: never, or no bank).
+        A second late either way, so that the balance settled then surely has its new sign (a
+        cycle woken for it never sees a sliver left by rounding): credit that runs out reaches
+        zero by the closed form of `accrue`; a queue at zero that now earns more than it spends
+        has credit as soon as any time passes."""
+        bank, balance = self.banks.get(name), self.balances.get(name, 0.0)
+        if bank is None or self.at is None:
+            return None
+        idle, borrowed = self.flows.get(name, (0, 0))
+        net = (bank.accrual_rate * idle - borrowed) / HOUR
+        if balance <= 0.0:
+            return self.at + 1.0 if net > 0.0 else None
+        half = bank.half_life_hours
+        if half is None or half <= 0.0:
+            return self.at + balance / -net + 1.0 if net < 0.0 else None
+        decay = math.log(2.0) / (half * HOUR)
+        fixed = net / decay
+        if fixed >= 0.0:
+            return None  # it decays towards a non-negative balance, reached only in the limit
+        # fixed + (balance - fixed) * exp(-decay * t) = 0
+        return self.at + math.log((balance - fixed) / -fixed) / decay + 1.0
 
     def has_credit(self, name: str) -> bool:
         """The one rule that credit changes decisions by (see the module docstring)."""

@@ -47,7 +47,7 @@ before it in the cycle took the fit it had when the cycle began (`_wait_instead_
 def run_cycle(s: Book, now: float) -> CycleResult:
     s.now = now
     s.st.ensure_tree()
-    s.st.bank.settle(now, s.st.tree.queues)
+    parking.credit_turned(s, s.st.bank.settle(now, s.st.tree.queues))
     patience.record_freed(s, now)
     out = Out()
     _timers(s, now, out)
@@ -404,4 +404,12 @@ def _next_wakeup(s: Book) -> float | None:
         times.append(s.now)  # the next cycle decides for them, with or without events
     if s.patient:
         times.append(min(waiting.until for waiting in s.patient.values()))
+    # Credit changes who may take from whom (`parking.credit_turned`) and no event says when:
+    # a balance running out matters to whoever waits, credit coming in to the queue's own work.
+    ledger, pending = s.st.bank, any(s.pq.values())
+    for name in ledger.banks if pending else ():
+        if ledger.has_credit(name) or s.pq.get(name):
+            t = ledger.turns(name)
+            if t is not None:
+                times.append(t)
     return min(times) if times else None

@@ -241,3 +241,26 @@ def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
         if now >= need[fr] or (now > a and not hopeless):
             return False
     return True
+
+
+def credit_turned(s: Book, names: set[str]) -> None:
+    """GPU time credit changed sign for these queues (`Ledger.settle`). Credit decides who may
+    take from whom (`preempt.search`): a queue that gained it may, when it must borrow, take
+    borrowed work from queues without credit, so its parked buckets are looked at again; the
+    borrowed work of a queue that lost it becomes a candidate for those with credit, which
+    wakes parked work as new borrowing does (it may give a hopeless bucket candidates)."""
+    st = s.st
+    for name in sorted(names):
+        node = st.tree.queues.get(name)
+        if node is None:
+            continue
+        if st.bank.has_credit(name):
+            q = s.pq.get(name)
+            if q is not None:
+                q.unpark_all()
+            continue
+        borrowed = {fr for fr in node.usage if node.borrows(fr)}
+        if borrowed:
+            root = node.root
+            st.wake.borrowed.setdefault(root, set()).update(borrowed)
+            st.wake.borrow_epoch[root] = st.wake.borrow_epoch.get(root, 0) + 1

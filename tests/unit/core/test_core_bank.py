@@ -195,3 +195,111 @@ def test_credit_lets_a_burst_take_borrowed_gpus_from_a_queue_without_credit(
     result = s.run_cycle(2 * HOUR)
     assert [p.victim for p in result.preemptions] == preempts
     assert all(p.reason == "InCohortReclaimWithCredit" for p in result.preemptions)
+
+
+def test_a_burst_parked_without_credit_takes_borrowed_gpus_once_its_credit_comes_in() -> None:
+    """The saver bursts to 8 GPUs while the borrower holds the lender's 4: without credit it
+    has no candidates and its job is parked. Nothing happens for 2 hours but its 4 GPUs lying
+    idle; the next cycle sees the credit they earned and takes the borrowed GPUs, as a fresh
+    evaluation would, though no quota was freed to wake the parked job."""
+    saver, borrower = saver_and_borrower(BANK)
+    saver = replace(saver, preemption=PreemptionPolicy("Never", "Any"))
+    s = scheduler(gpu_queue("lender", quota("h100", 4)), saver, borrower)
+    s.upsert_workload(job("borrower/0", "borrower", 4))
+    s.upsert_workload(job("borrower/1", "borrower", 4, created=1))
+    s.upsert_workload(job("saver/1", "saver", 8, created=2))
+    first = s.run_cycle(0.0)
+    assert admitted(first) == ["borrower/0", "borrower/1"]
+    assert not first.preemptions
+    result = s.run_cycle(2 * HOUR)
+    assert [p.victim for p in result.preemptions] == ["borrower/1"]
+    assert all(p.reason == "InCohortReclaimWithCredit" for p in result.preemptions)
+
+
+def test_a_borrower_whose_credit_runs_out_is_reclaimed_then_without_another_event() -> None:
+    """After an idle hour both banked queues have 4 GPU-hours. The rich one bursts to 8 GPUs,
+    4 borrowed, spending 4 GPU-hours an hour; the saver's burst right after has no candidate
+    (credit never takes from a queue with credit) and is parked. The cycle asks to be woken
+    when the rich queue's credit runs out, an hour later; then its borrowed job is the saver's
+    victim."""
+    rich = replace(gpu_queue("rich", quota("h100", 4)), gpu_time_bank=BANK)
+    saver = replace(
+        gpu_queue("saver", quota("h100", 4), preemption=PreemptionPolicy("Never", "Any")),
+        gpu_time_bank=BANK,
+    )
+    s = scheduler(gpu_queue("lender", quota("h100", 4)), rich, saver)
+    s.run_cycle(0.0)
+    s.upsert_workload(job("rich/0", "rich", 8, created=HOUR))
+    s.upsert_workload(job("saver/1", "saver", 8, created=HOUR + 1))
+    result = s.run_cycle(HOUR)
+    assert admitted(result) == ["rich/0"]
+    assert not result.preemptions
+    assert result.next_wakeup == pytest.approx(2 * HOUR + 1.0)
+    assert s.gpu_time_bank("rich", 2 * HOUR + 1.0) == 0.0
+    woken = s.run_cycle(2 * HOUR + 1.0)
+    assert [p.victim for p in woken.preemptions] == ["rich/0"]
+
+
+@pytest.mark.parametrize(
+    ("bank", "idle", "borrowed", "runs_out_h"),
+    [
+        pytest.param(BANK, 0, 4, 1.0, id="4 GPU-hours spent at 4 an hour"),
+        pytest.param(BANK, 4, 2, None, id="earning more than it spends: never"),
+        pytest.param(BANK, 0, 0, None, id="neither earning nor spending: never"),
+        pytest.param(replace(BANK, half_life_hours=1.0), 0, 4, 0.76, id="decay hastens the end"),
+        pytest.param(replace(BANK, half_life_hours=1.0), 0, 0, None, id="decay alone only halves"),
+    ],
+)
+def test_when_credit_runs_out(
+    bank: GpuTimeBank, idle: int, borrowed: int, runs_out_h: float | None
+) -> None:
+    """A balance of 4 GPU-hours under steady flows."""
+    ledger = Ledger()
+    ledger.configure({"q": replace(gpu_queue("q", quota("h100", 4)), gpu_time_bank=bank)})
+    ledger.restore("q", 4.0)
+    ledger.at, ledger.flows["q"] = 0.0, (idle, borrowed)
+    end = ledger.turns("q")
+    if runs_out_h is None:
+        assert end is None
+        return
+    assert end == pytest.approx(runs_out_h * HOUR + 1.0, abs=5.0)
+    assert ledger.balance("q", end) == 0.0
+    assert ledger.balance("q", end - 2.0) > 0.0
+
+
+@pytest.mark.parametrize(
+    ("idle", "borrowed", "turns"),
+    [
+        pytest.param(2, 0, 1.0, id="earning from zero: credit a second later"),
+        pytest.param(2, 2, None, id="spending as much as it earns: never"),
+        pytest.param(0, 0, None, id="neither: never"),
+    ],
+)
+def test_when_credit_comes_in(idle: int, borrowed: int, turns: float | None) -> None:
+    ledger = Ledger()
+    ledger.configure({"q": replace(gpu_queue("q", quota("h100", 4)), gpu_time_bank=BANK)})
+    ledger.at, ledger.flows["q"] = 0.0, (idle, borrowed)
+    assert ledger.turns("q") == turns
+    if turns is not None:
+        assert ledger.balance("q", turns) > 0.0
+
+
+def test_a_burst_that_waits_as_its_queue_turns_idle_gets_credit_without_another_event() -> None:
+    """The saver's only job ends while its burst (8 GPUs, 4 borrowed) is parked behind the
+    borrower's borrowed job: from then on its 4 GPUs lie idle and earn credit, and the cycle
+    asks to be woken a second later, when the credit lets the burst take the borrowed GPUs
+    (without patience: here it would wait a few seconds for more finishes like the saver's)."""
+    saver, borrower = saver_and_borrower(BANK)
+    saver = replace(saver, preemption=PreemptionPolicy("Never", "Any"))
+    s = scheduler(gpu_queue("lender", quota("h100", 4)), saver, borrower, patience=0.0)
+    s.upsert_workload(job("saver/0", "saver", 4))
+    s.upsert_workload(job("borrower/0", "borrower", 4, created=1))
+    s.upsert_workload(job("borrower/1", "borrower", 4, created=2))
+    assert admitted(s.run_cycle(0.0)) == ["borrower/0", "borrower/1", "saver/0"]
+    s.upsert_workload(job("saver/1", "saver", 8, created=3))
+    s.delete_workload("saver/0")
+    result = s.run_cycle(HOUR)
+    assert not result.preemptions, "no credit yet: the saver was busy for the hour"
+    assert result.next_wakeup == pytest.approx(HOUR + 1.0)
+    woken = s.run_cycle(HOUR + 1.0)
+    assert [p.victim for p in woken.preemptions] == ["borrower/1"]
