@@ -103,15 +103,19 @@ def lq_status(w: World) -> dict[str, Any]:
     return dict(obj.get("status") or {})
 
 
-async def test_a_new_pending_job_shows_in_the_queue_counts_within_ten_seconds() -> None:
-    w = World()
-    writer = QueueStatusWriter(
+def status_writer(w: World) -> QueueStatusWriter:
+    return QueueStatusWriter(
         w.kube,  # type: ignore[arg-type]
         w.cache,
         CoreThread(w.sched),
         w.feed,
         lambda: w.now,
     )
+
+
+async def test_a_new_pending_job_shows_in_the_queue_counts_within_ten_seconds() -> None:
+    w = World()
+    writer = status_writer(w)
     await writer.write_all()
     assert (cq_status(w)["pendingWorkloads"], lq_status(w)["pendingWorkloads"]) == (0, 0)
     writes = queue_writes(w)
@@ -138,13 +142,7 @@ async def test_a_deleted_queue_is_forgotten_and_a_queue_of_the_same_name_is_writ
     None
 ):
     w = World()
-    writer = QueueStatusWriter(
-        w.kube,  # type: ignore[arg-type]
-        w.cache,
-        CoreThread(w.sched),
-        w.feed,
-        lambda: w.now,
-    )
+    writer = status_writer(w)
     await writer.write_all()
     lq = w.cache.get(k.LOCAL_QUEUES, "lq", "ns")
     assert lq is not None
