@@ -133,8 +133,10 @@ class PendingQueue:
         head = self._bucket_head(bucket)
         heapq.heappush(bucket.heap, (sk, w.key))
         bucket.unreported.add(w.key)
-        if bucket.parked and (head is None or sk < head[0]):
-            # A new best member may have preemption candidates the parked head had not.
+        if head is None or sk < head[0]:
+            # A new best member may have preemption candidates the parked head had not: it is
+            # evaluated in full, also when the bucket is already unparked with a cheap re-check
+            # owed (that re-check reads the old head's record: its `hopeless`, its `within`).
             bucket.parked = False
             bucket.recheck = False
         if not bucket.parked and (head is None or sk < head[0]):

@@ -19,6 +19,7 @@ RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
 BORROW_OVER_LOWER = PreemptionPolicy(
     reclaim_within_cohort="Any", borrow_within_cohort=BorrowWithinCohort("LowerPriority")
 )
+WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
 BORROW_ONLY = PreemptionPolicy(borrow_within_cohort=BorrowWithinCohort("LowerPriority"))
 """May preempt lower-priority borrowed work while it borrows, never while within its quota."""
 
@@ -258,3 +259,40 @@ def test_a_lower_priority_job_that_takes_its_queues_last_gpus_lets_the_next_pree
         s.upsert_workload(job("a/low", "a", 2, priority=1, created=20))
         assert _cycle(s, 3.0, fresh) == (["a/low"], []), fresh
         assert _cycle(s, 4.0, fresh) == ([], [("b/3", "a/next"), ("b/4", "a/next")]), fresh
+
+
+def _lost_fit_with_a_small_bucket(fresh: bool) -> Scheduler:
+    """owner (4 GPUs) runs owner/0..3; big (3 GPUs, preempts its own lower priority) runs
+    big/low (2) and big/tiny (1), both priority 0; big/b0 (1 GPU, priority 0) has no one to
+    preempt and parks. Then owner's two oldest finish and its next two take their GPUs in the
+    first pass, so big/high (2 GPUs, priority 10), whose fit they took, waits for the next cycle
+    instead of preempting: big stops there, and big/b0's bucket, owed a re-check, is left
+    unparked with it still owed."""
+    s = scheduler(
+        gpu_queue("owner", quota("h100", 4)),
+        gpu_queue("big", quota("h100", 3), preemption=WITHIN),
+        *(job(f"owner/{i}", "owner", 1, created=i) for i in range(4)),
+        job("big/low", "big", 2, created=0),
+        job("big/tiny", "big", 1, created=0.5),
+        job("big/b0", "big", 1, created=0.7),
+        patience=0.0,
+    )
+    assert _cycle(s, 1.0, fresh)[0] == ["big/low", "big/tiny"] + [f"owner/{i}" for i in range(4)]
+    s.upsert_workload(job("big/high", "big", 2, priority=10, created=5))
+    for i in range(2):
+        s.delete_workload(f"owner/{i}")
+        s.upsert_workload(job(f"owner/new-{i}", "owner", 1, created=10 + i))
+    assert _cycle(s, 2.0, fresh) == (["owner/new-0", "owner/new-1"], [])
+    return s
+
+
+def test_a_new_best_member_of_a_bucket_still_owed_a_re_check_is_evaluated_in_full() -> None:
+    """big/mid (1 GPU, priority 5) joins big/b0's bucket: it may preempt big/tiny, which big/b0
+    could not. In the next cycle big/high preempts big/low, and big/mid preempts big/tiny, as
+    a fresh evaluation does; the bucket's cheap re-check, written for big/b0, would keep it
+    parked ("still short", nobody to preempt)."""
+    for fresh in (False, True):
+        s = _lost_fit_with_a_small_bucket(fresh)
+        s.upsert_workload(job("big/mid", "big", 1, priority=5, created=12))
+        victims = [("big/low", "big/high"), ("big/tiny", "big/mid")]
+        assert _cycle(s, 3.0, fresh) == ([], victims), fresh
