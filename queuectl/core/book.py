@@ -109,6 +109,9 @@ class Book:
         self.set_aside = Deferred()
         """Inside a cycle: (queue, bucket) woken for a re-check whose first-pass turn could
         only set it aside for the borrowing pass (`parking.set_aside_now`): set aside at once."""
+        self.borrowing_helps: set[str] = set()
+        """Queues that parked a bucket with `Bucket.borrowing_helps` (`parking.behind_own_work`
+        looks only at these)."""
         self.waits: dict[str, int] = {}
         """Workloads that waited so in the previous cycle -> how many cycles in a row."""
         self.patience = 0.0

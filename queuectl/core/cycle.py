@@ -54,6 +54,7 @@ def run_cycle(s: Book, now: float) -> CycleResult:
     _settle_nominations(s, now, out)
     parking.wake(s)
     _wake_waiting_preemptors(s)
+    parking.behind_own_work(s)
     parking.carry_over(s, [a.key for a in out.admitted])
     _idle_queues(s, out)
     _admission_loop(s, now, out)
@@ -368,6 +369,7 @@ def _wait_instead_of_preempting(
     bucket.wake, bucket.avail_at, bucket.need = [], None, None
     bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False
     bucket.depends, bucket.within, bucket.recheck = (), None, False
+    bucket.borrowing_helps = False
     q.park(bucket)
     report(s, q, bucket, info, out)
     s.waiting_preemptors[name] = (bucket, key)

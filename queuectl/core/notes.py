@@ -39,6 +39,9 @@ class WakeNotes:
     """root -> how many times a queue started borrowing something (reclaim candidates appear)"""
     released: dict[str, int] = field(default_factory=dict)
     """queue -> how many times quota it held was freed (parked work of its own re-evaluates)"""
+    taken: dict[str, int] = field(default_factory=dict)
+    """queue -> how many times its usage grew (parked work of its own that did not borrow may
+    borrow now, see `Bucket.borrowing_helps`)"""
 
     def woken(self) -> None:
         """Parked work has been looked at: forget what changed since the last wake."""

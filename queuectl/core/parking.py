@@ -43,6 +43,7 @@ def wake(s: Book) -> None:
                     notes.admitted_low.get(leaf.name),
                     grown,
                     leaf.name in notes.released_since,
+                    notes.taken.get(leaf.name, 0),
                 )
                 quiet_ok = owed and may_stay_quiet(s, leaf.name)
                 for bucket in owed:
@@ -56,6 +57,47 @@ def wake(s: Book) -> None:
             for q in s.pq.values():
                 q.unpark_all(topology_only=True)
     notes.woken()
+
+
+def behind_own_work(s: Book) -> None:
+    """After `wake` (and the heads that waited are back): a parked bucket that would gain
+    candidates by borrowing (`Bucket.borrowing_helps`) is unparked, its cheap re-check owed,
+    when its queue has unparked work ahead of it. A fresh evaluation takes its turn after that
+    work, which the first pass may admit within the queue's own quota first: then it would
+    borrow, and may preempt in the borrowing pass in this very cycle (`still_short` sees the
+    growth through `WakeNotes.taken`). With nothing unparked ahead, its turn comes before any
+    admission of its queue and could only fail as before; later growth wakes it in `wake`."""
+    for name in list(s.borrowing_helps):
+        q = s.pq.get(name)
+        flagged = [b for b in q.buckets.values() if b.borrowing_helps] if q is not None else []
+        if q is None or not flagged:
+            s.borrowing_helps.discard(name)
+            continue
+        head = q.head()
+        if head is None:
+            continue
+        for bucket in flagged:
+            key = q.head_key(bucket) if bucket.parked else None
+            if key is not None and head[0] < key:
+                q.unpark(bucket, recheck=True)
+
+
+def borrowing_helps(s: Book, cq: str) -> bool:
+    """Could a workload of this queue that fails without borrowing gain preemption candidates
+    by borrowing? A borrower takes from other queues' borrowed work under borrowWithinCohort,
+    and with GPU time credit (reclaim not Never) also work of its own priority from queues
+    without credit; a queue within its quota takes what reclaimWithinCohort allows. Only where
+    the first set is not contained in the second: reclaim Never with a borrowWithinCohort
+    policy, or reclaim LowerPriority with a bank. Elsewhere growth of its own usage, which
+    only lowers what it could take, cannot turn a "no" into a "yes"."""
+    st = s.st
+    spec = st.queues[cq]
+    if st.tree.queues[cq].parent is None:
+        return False
+    policy = spec.preemption
+    if policy.reclaim_within_cohort == "Never":
+        return policy.borrow_within_cohort.policy != "Never"
+    return policy.reclaim_within_cohort == "LowerPriority" and spec.gpu_time_bank is not None
 
 
 def may_stay_quiet(s: Book, cq: str) -> bool:
@@ -72,7 +114,9 @@ def settled(s: Book, cq: str, bucket: Bucket) -> bool:
     loop availability only shrinks and its queue frees nothing, so it must be short now
     without the help of "more available than when parked" (which new borrowing can revive
     through `hopeless`), and neither new borrowing (`cross`) nor usage growth (`depends`) may
-    wake it; and it must have nothing to tell (new members hear their reason at its turn)."""
+    wake it, nor may its own queue have taken more since it failed without borrowing
+    (`borrowing_helps`: it may borrow now); and it must have nothing to tell (new members hear
+    their reason at its turn)."""
     avail_at, need = bucket.avail_at, bucket.need
     st = s.st
     if (
@@ -82,6 +126,7 @@ def settled(s: Book, cq: str, bucket: Bucket) -> bool:
         or bucket.cross
         or bucket.depends
         or st.wake.released.get(cq, 0) != bucket.released_at
+        or (bucket.borrowing_helps and st.wake.taken.get(cq, 0) != bucket.taken_at)
     ):
         return False
     node = st.tree.queues[cq]
@@ -172,6 +217,12 @@ def set_wake(s: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> No
     bucket.borrows = d.borrows
     policy = st.queues[cq].preemption.within_cluster_queue
     bucket.within = None
+    bucket.borrowing_helps = (
+        not d.borrows and (bool(d.shorts) or d.topology) and borrowing_helps(s, cq)
+    )
+    if bucket.borrowing_helps:
+        bucket.taken_at = st.wake.taken.get(cq, 0)
+        s.borrowing_helps.add(cq)
     if d.shorts and policy != "Never":
         bucket.within = -head[0] - (1 if policy == "LowerPriority" else 0)
     bucket.avail_at = None
@@ -226,6 +277,8 @@ def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
     avail_at, need = bucket.avail_at, bucket.need
     if avail_at is None or need is None or st.wake.released.get(cq, 0) != bucket.released_at:
         return False
+    if bucket.borrowing_helps and st.wake.taken.get(cq, 0) != bucket.taken_at:
+        return False  # its queue took more: it may borrow now, with other candidates
     node = st.tree.queues[cq]
     # What `wake` would have woken it for, had it happened before this cycle's wake: a queue
     # that newly borrows what it is short of (its older work may be reclaimed now; work

@@ -67,6 +67,12 @@ class Bucket:
     wakes it."""
     within: int | None = None
     """Its queue may preempt its own work admitted below this priority (inclusive bound)."""
+    borrowing_helps: bool = False
+    """It failed without borrowing, and as a borrower its queue's policy may take work that it
+    may not take now (`parking.borrowing_helps`): growth of its own queue's usage, which can
+    push it over its own quota, wakes it (`taken_at`)."""
+    taken_at: int = 0
+    """Its queue's usage-growth counter (`WakeNotes.taken`) when it was parked."""
     avail_at: dict[FlavorResource, int] | None = None
     """Quota re-check: what was available of each short (flavor, resource) when it was parked;
     None when the answer cannot be re-checked cheaply (it is evaluated in full)."""
@@ -127,8 +133,10 @@ class PendingQueue:
         head = self._bucket_head(bucket)
         heapq.heappush(bucket.heap, (sk, w.key))
         bucket.unreported.add(w.key)
-        if bucket.parked and (head is None or sk < head[0]):
-            # A new best member may have preemption candidates the parked head had not.
+        if head is None or sk < head[0]:
+            # A new best member may have preemption candidates the parked head had not: it is
+            # evaluated in full, also when the bucket is already unparked with a cheap re-check
+            # owed (that re-check reads the old head's record: its `hopeless`, its `within`).
             bucket.parked = False
             bucket.recheck = False
         if not bucket.parked and (head is None or sk < head[0]):
@@ -206,6 +214,7 @@ class PendingQueue:
         own_admitted: int | None,
         grown: set[FlavorResource],
         released: bool,
+        taken: int = 0,
     ) -> list[Bucket]:
         """Something changed in the tree: wake the buckets it can help.
 
@@ -213,7 +222,9 @@ class PendingQueue:
         someone in the tree newly borrowed (new reclaim candidates); `own_admitted`: the lowest
         priority this queue admitted since the last wake (new in-queue candidates), or None;
         `grown`: (flavor, resource)s whose usage grew in the tree (another flavor may be chosen);
-        `released`: this queue freed quota of its own (it may stop borrowing, and reclaim).
+        `released`: this queue freed quota of its own (it may stop borrowing, and reclaim);
+        `taken`: this queue's usage-growth counter (it may start borrowing, see
+        `Bucket.borrowing_helps`).
         Returns the buckets owed only a cheap re-check, still parked: the caller unparks them
         (`unpark(bucket, recheck=True)`) or leaves parked those whose re-check cannot but fail.
         """
@@ -227,6 +238,7 @@ class PendingQueue:
                 wake is None
                 or ((bucket.cross or bucket.depends) and woken_by_growth(bucket, borrowed, grown))
                 or (released and bucket.on_release)
+                or (bucket.borrowing_helps and taken != bucket.taken_at)
                 or (
                     own_admitted is not None
                     and bucket.within is not None

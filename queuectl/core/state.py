@@ -251,6 +251,7 @@ class State:
                     self.cache.cross_epoch[root] = self.cache.cross_epoch.get(root, 0) + 1
                     break
             self.note_new_work(node, charge)
+            notes.taken[node.name] = notes.taken.get(node.name, 0) + 1
         if sign < 0 and mark:
             notes.released[node.name] = notes.released.get(node.name, 0) + 1
             notes.released_since.add(node.name)

@@ -10,6 +10,7 @@ from queuectl.core import (
     FlavorFungibility,
     PodSet,
     PreemptionPolicy,
+    Scheduler,
     Workload,
 )
 from queuectl.core.quota import QNode, add_usage, available, compute_subtree, share
@@ -18,6 +19,9 @@ RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
 BORROW_OVER_LOWER = PreemptionPolicy(
     reclaim_within_cohort="Any", borrow_within_cohort=BorrowWithinCohort("LowerPriority")
 )
+WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
+BORROW_ONLY = PreemptionPolicy(borrow_within_cohort=BorrowWithinCohort("LowerPriority"))
+"""May preempt lower-priority borrowed work while it borrows, never while within its quota."""
 
 
 def test_a_queue_that_starts_borrowing_mid_cycle_becomes_a_victim_source_again() -> None:
@@ -207,3 +211,88 @@ def test_a_flavor_taken_by_its_owner_sends_a_gang_where_it_may_reclaim() -> None
     r = s.run_cycle(2.0)
     assert admitted(r) == ["own/a"]
     assert [(p.victim, p.preemptor) for p in r.preemptions] == [("b/run", "q/gang")]
+
+
+def _cycle(s: Scheduler, now: float, fresh: bool) -> tuple[list[str], list[tuple[str, str]]]:
+    """One cycle; `fresh`: every parked bucket is evaluated in full first (no parking)."""
+    if fresh:
+        s.st.wake.all_dirty = True
+    r = s.run_cycle(now)
+    return admitted(r), [(p.victim, p.preemptor) for p in r.preemptions]
+
+
+def _lent_out(fresh: bool) -> Scheduler:
+    """a (4 GPUs, reclaimWithinCohort Never, borrowWithinCohort LowerPriority), b and c (4
+    each): b runs five 2-GPU jobs of priority 0, borrowing c's 4 GPUs and 2 of a's. a/next (4
+    GPUs, priority 5) is within a's quota, but only 2 GPUs are free and a may not reclaim:
+    it parks with no candidate at all, waiting for 2 GPUs to be freed."""
+    s = scheduler(
+        gpu_queue("a", quota("h100", 4), preemption=BORROW_ONLY),
+        gpu_queue("b", quota("h100", 4)),
+        gpu_queue("c", quota("h100", 4)),
+        *(job(f"b/{i}", "b", 2, created=i) for i in range(5)),
+    )
+    assert _cycle(s, 1.0, fresh) == ([f"b/{i}" for i in range(5)], [])
+    s.upsert_workload(job("a/next", "a", 4, priority=5, created=10))
+    assert _cycle(s, 2.0, fresh) == ([], [])
+    return s
+
+
+def test_a_queue_whose_own_urgent_job_pushed_its_next_job_into_borrowing_preempts_at_once() -> None:
+    """a/urgent (2 GPUs, priority 10) takes a's 2 free GPUs in the first pass. a/next would
+    now borrow, and as a borrower it may preempt b's lower-priority borrowed work: it does so
+    in the borrowing pass of the same cycle, as a fresh evaluation of every workload does
+    (nothing was freed, so nothing else wakes it)."""
+    for fresh in (False, True):
+        s = _lent_out(fresh)
+        s.upsert_workload(job("a/urgent", "a", 2, priority=10, created=20))
+        victims = [("b/3", "a/next"), ("b/4", "a/next")]
+        assert _cycle(s, 3.0, fresh) == (["a/urgent"], victims), fresh
+
+
+def test_a_lower_priority_job_that_takes_its_queues_last_gpus_lets_the_next_preempt() -> None:
+    """a/low (2 GPUs, priority 1) takes a's 2 free GPUs after a/next's turn (which still saw
+    them free); in the next cycle, with no other event, a/next would borrow and preempts b's
+    borrowed work, as a fresh evaluation does."""
+    for fresh in (False, True):
+        s = _lent_out(fresh)
+        s.upsert_workload(job("a/low", "a", 2, priority=1, created=20))
+        assert _cycle(s, 3.0, fresh) == (["a/low"], []), fresh
+        assert _cycle(s, 4.0, fresh) == ([], [("b/3", "a/next"), ("b/4", "a/next")]), fresh
+
+
+def _lost_fit_with_a_small_bucket(fresh: bool) -> Scheduler:
+    """owner (4 GPUs) runs owner/0..3; big (3 GPUs, preempts its own lower priority) runs
+    big/low (2) and big/tiny (1), both priority 0; big/b0 (1 GPU, priority 0) has no one to
+    preempt and parks. Then owner's two oldest finish and its next two take their GPUs in the
+    first pass, so big/high (2 GPUs, priority 10), whose fit they took, waits for the next cycle
+    instead of preempting: big stops there, and big/b0's bucket, owed a re-check, is left
+    unparked with it still owed."""
+    s = scheduler(
+        gpu_queue("owner", quota("h100", 4)),
+        gpu_queue("big", quota("h100", 3), preemption=WITHIN),
+        *(job(f"owner/{i}", "owner", 1, created=i) for i in range(4)),
+        job("big/low", "big", 2, created=0),
+        job("big/tiny", "big", 1, created=0.5),
+        job("big/b0", "big", 1, created=0.7),
+        patience=0.0,
+    )
+    assert _cycle(s, 1.0, fresh)[0] == ["big/low", "big/tiny"] + [f"owner/{i}" for i in range(4)]
+    s.upsert_workload(job("big/high", "big", 2, priority=10, created=5))
+    for i in range(2):
+        s.delete_workload(f"owner/{i}")
+        s.upsert_workload(job(f"owner/new-{i}", "owner", 1, created=10 + i))
+    assert _cycle(s, 2.0, fresh) == (["owner/new-0", "owner/new-1"], [])
+    return s
+
+
+def test_a_new_best_member_of_a_bucket_still_owed_a_re_check_is_evaluated_in_full() -> None:
+    """big/mid (1 GPU, priority 5) joins big/b0's bucket: it may preempt big/tiny, which big/b0
+    could not. In the next cycle big/high preempts big/low, and big/mid preempts big/tiny, as
+    a fresh evaluation does; the bucket's cheap re-check, written for big/b0, would keep it
+    parked ("still short", nobody to preempt)."""
+    for fresh in (False, True):
+        s = _lost_fit_with_a_small_bucket(fresh)
+        s.upsert_workload(job("big/mid", "big", 1, priority=5, created=12))
+        victims = [("big/low", "big/high"), ("big/tiny", "big/mid")]
+        assert _cycle(s, 3.0, fresh) == ([], victims), fresh
