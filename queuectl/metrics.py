@@ -285,7 +285,8 @@ CONTROLLER_LEADER = Gauge(
 )
 CONTROLLER_EVENTS_DROPPED = Counter(
     "queuectl_events_dropped_total",
-    "Kubernetes Events not sent: over the event rate limit, or too many in flight.",
+    "Kubernetes Events not sent: over the event rate limit (rate_limit), too many in flight "
+    "(in_flight), or routine ones while status writes queue up (busy).",
     ["reason"],
     registry=CONTROLLER_REGISTRY,
 )

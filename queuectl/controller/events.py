@@ -7,6 +7,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
@@ -17,13 +18,20 @@ from queuectl.controller.pacing import EVENT_BURST, EVENT_QPS, TokenBucket
 
 log = logging.getLogger(__name__)
 MAX_PENDING: Final = 256
+ROUTINE: Final = frozenset(
+    {names.EVENT_ADMITTED, names.EVENT_QUOTA_RESERVED, names.EVENT_FINISHED, names.EVENT_REQUEUED}
+)
+"""Reasons every workload goes through, one Event each: under a write backlog they yield
+(`EventRecorder.busy`). Preemption, eviction and the rest are rarer and say what went wrong."""
 
 
 class EventRecorder:
     """Creates events.k8s.io/v1 Events without ever blocking the caller; drops when swamped
     (an Event is a courtesy, a status write is the truth). At most `qps` a second on average
     (bursts of `burst`): a quiet cluster sees every Event, a benchmark's thousands of
-    admissions a minute do not spend the API server on them. Drops are counted."""
+    admissions a minute do not spend the API server on them. While `busy` says the controller's
+    own status writes queue up (the API server is the bottleneck), the `ROUTINE` ones are not
+    sent at all: each would delay a write that admits or releases quota. Drops are counted."""
 
     def __init__(
         self,
@@ -32,13 +40,18 @@ class EventRecorder:
         *,
         qps: float = EVENT_QPS,
         burst: int = EVENT_BURST,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.kube = kube
         self.instance = instance or f"{os.uname().nodename}-{os.getpid()}"
+        self.busy = busy
         self._tasks: set[asyncio.Task[None]] = set()
         self._bucket = TokenBucket(qps, burst, time.monotonic())
 
     def emit(self, obj: Obj, type_: str, reason: str, action: str, note: str) -> None:
+        if reason in ROUTINE and self.busy():
+            metrics.CONTROLLER_EVENTS_DROPPED.labels("busy").inc()
+            return
         if len(self._tasks) >= MAX_PENDING:
             metrics.CONTROLLER_EVENTS_DROPPED.labels("in_flight").inc()
             return

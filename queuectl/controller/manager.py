@@ -89,14 +89,15 @@ class Controller:
         self.sched = Scheduler(preemption_patience=options.preemption_patience_s)
         """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""
         self.core = CoreThread(self.sched)
-        self.events = EventRecorder(kube)
+        self.inflight = InFlight()
+        # Decisions waiting for a worker: the API server takes writes slower than we make them.
+        self.events = EventRecorder(kube, busy=lambda: self.inflight.count > options.workers)
         self._wake = asyncio.Event()
         self._queue = WorkQueue()
         self._active: set[str] = set()
         self._again: dict[str, bool] = {}  # key -> urgent, for keys enqueued while served
         self._failures: dict[str, int] = {}  # key -> failures in a row, for the retry back-off
         self._actions: dict[str, list[Action]] = {}
-        self.inflight = InFlight()
         self.gc = GcPolicy(time.monotonic, options.gc)
         self._timers: list[tuple[float, str]] = []
         self._timer_wake = asyncio.Event()

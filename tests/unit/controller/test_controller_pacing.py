@@ -82,6 +82,23 @@ async def test_events_over_budget_are_dropped_not_queued() -> None:
     assert [wr[0] for wr in w.kube.writes if wr[1] == "events"] == ["create", "create"]
 
 
+async def test_routine_events_yield_while_status_writes_queue_up_but_preemptions_are_told() -> None:
+    w = World()
+    backlog = True
+    recorder = EventRecorder(w.kube, "test", busy=lambda: backlog)  # type: ignore[arg-type]
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
+    recorder.emit(obj, "Normal", names.EVENT_ADMITTED, "Admit", "admitted")
+    recorder.emit(obj, "Normal", names.EVENT_FINISHED, "Finish", "finished")
+    recorder.emit(obj, "Normal", names.EVENT_PREEMPTED, "Preempt", "preempted by a/urgent")
+    backlog = False
+    recorder.emit(obj, "Normal", names.EVENT_ADMITTED, "Admit", "admitted again")
+    await recorder.drain()
+    sent = sorted(
+        obj["note"] for (plural, _, _), obj in w.kube.objects.items() if plural == "events"
+    )
+    assert sent == ["admitted again", "preempted by a/urgent"]
+
+
 async def test_a_waiting_workloads_reason_is_written_at_once_and_its_numbers_at_a_pace() -> None:
     """The core says "needs 8, 3 free", then "needs 8, 5 free" a second later: the second
     message waits for the refresh interval; a new reason never waits."""
