@@ -130,13 +130,16 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     node = st.tree.queues.get(w.cluster_queue)
     if node is None:
         return False
+    if any(wake.released.get(q, 0) != n or q in st.held for q, n in waiting.released):
+        # A victim's queue freed quota or holds some for a preemptor (one of its workloads was
+        # another preemptor's victim and left, which frees nothing in the tree): it may no
+        # longer borrow, so its work may no longer be a candidate.
+        return False
     freed = wake.freed.get(node.root, {})
     if freed == waiting.seen:  # nothing freed in its tree since it was evaluated
         return _covered(s, node, now, waiting.window, waiting.short)
     if not waiting.one_flavor or st.bank.banks:
         return False  # another flavor may fit now, or GPU time credit changed who may be taken
-    if any(wake.released.get(q, 0) != n or q in st.held for q, n in waiting.released):
-        return False  # a victim's queue freed quota or holds some: it may no longer borrow
     held = _summed(st.ghosts.get(w.key, ()))
     if any(node.borrows(fr, n - held.get(fr, 0)) for fr, n in waiting.need.items()) != (
         waiting.borrows
