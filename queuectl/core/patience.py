@@ -113,13 +113,14 @@ def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> b
 def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     """Can a waiter go on waiting without a full evaluation (`assign`, victim search)? Only
     when that would decide the same: its time is not up, no spec or node changed, none of the
-    victims it would take was taken by a preemptor or stopped, and either nothing was freed in
-    its tree since its last evaluation, or its queue has one flavor (so only its `need` can fit
-    it), no bank is configured, none of its victims' other queues freed quota or holds any for
-    a preemptor since (each still borrows what made it a victim; lower priority in its own
-    queue stays lower), admitting it would borrow as before (the same policy applies) and it is
-    still short: then it takes what was freed of its need, as a full evaluation would hold it.
-    Either way the recent flow must still cover its shortfall."""
+    victims it would take was taken by a preemptor or stopped, none of its victims' other
+    queues freed quota or holds any for a preemptor (each still borrows what made it a victim;
+    lower priority in its own queue stays lower; a victim that stops holds its quota for its
+    preemptor and frees nothing in the tree, but its queue's own usage falls), and either
+    nothing was freed in its tree since its last evaluation, or its queue has one flavor (so
+    only its `need` can fit it), no bank is configured, admitting it would borrow as before (the
+    same policy applies) and it is still short: then it takes what was freed of its need, as a
+    full evaluation would hold it. Either way the recent flow must still cover its shortfall."""
     waiting = s.patient[w.key]
     st = s.st
     wake = st.wake
@@ -131,10 +132,7 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     if node is None:
         return False
     if any(wake.released.get(q, 0) != n or q in st.held for q, n in waiting.released):
-        # A victim's queue freed quota or holds some for a preemptor (one of its workloads was
-        # another preemptor's victim and left, which frees nothing in the tree): it may no
-        # longer borrow, so its work may no longer be a candidate.
-        return False
+        return False  # a victim's queue freed quota or holds some: it may no longer borrow
     freed = wake.freed.get(node.root, {})
     if freed == waiting.seen:  # nothing freed in its tree since it was evaluated
         return _covered(s, node, now, waiting.window, waiting.short)
