@@ -42,6 +42,9 @@ class Waiting(NamedTuple):
     """Whether admitting it would borrow, when it was last evaluated (the policy that applies)."""
     released: tuple[tuple[str, int], ...]
     """Its victims' other queues and their release counters (`WakeNotes.released`) then."""
+    retry_at: float | None = None
+    """When protected work its victim search met comes of age (`Decision.retry_at`): more
+    candidates may change the search's answer then."""
 
 
 class Deferred:

@@ -102,7 +102,9 @@ def waits(s: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
     borrows = any(node.borrows(fr, n) for fr, n in d.need.items())
     others = sorted({c.cq for c, _ in d.victims} - {w.cluster_queue})
     released = tuple((q, wake.released.get(q, 0)) for q in others)
-    return Waiting(until, window, victims, short, dict(d.need), one, seen, borrows, released)
+    return Waiting(
+        until, window, victims, short, dict(d.need), one, seen, borrows, released, d.retry_at
+    )
 
 
 def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> bool:
@@ -112,36 +114,41 @@ def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> b
 
 def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     """Can a waiter go on waiting without a full evaluation (`assign`, victim search)? Only
-    when that would decide the same: its time is not up, no spec or node changed, none of the
-    victims it would take was taken by a preemptor or stopped, and either nothing was freed in
-    its tree since its last evaluation, or its queue has one flavor (so only its `need` can fit
-    it), no bank is configured, none of its victims' other queues freed quota or holds any for
-    a preemptor since (each still borrows what made it a victim; lower priority in its own
-    queue stays lower), admitting it would borrow as before (the same policy applies) and it is
-    still short: then it takes what was freed of its need, as a full evaluation would hold it.
-    Either way the recent flow must still cover its shortfall."""
+    when that would decide the same: its time is not up, no spec or node changed, no protected
+    work its victim search met came of age, none of the victims it would take was taken by a
+    preemptor or stopped, none of its victims' other
+    queues freed quota or holds any for a preemptor (each still borrows what made it a victim;
+    lower priority in its own queue stays lower; a victim that stops holds its quota for its
+    preemptor and frees nothing in the tree, but its queue's own usage falls), admitting it
+    would borrow as before (the same policy applies; its queue may have admitted more since), and
+    either nothing was freed in its tree since its last evaluation, or its queue has one flavor
+    (so only its `need` can fit it), no bank is configured and it is still short: then it takes
+    what was freed of its need, as a full evaluation would hold it. Either way the recent flow
+    must still cover its shortfall."""
     waiting = s.patient[w.key]
     st = s.st
     wake = st.wake
     if now >= waiting.until or wake.all_dirty or wake.nodes_dirty:
         return False
+    if waiting.retry_at is not None and now >= waiting.retry_at:
+        return False  # protected work came of age: the victim search may answer otherwise
     if any(v in st.victim_of or v in st.evicting or v not in st.charges for v in waiting.victims):
         return False
     node = st.tree.queues.get(w.cluster_queue)
     if node is None:
         return False
-    freed = wake.freed.get(node.root, {})
-    if freed == waiting.seen:  # nothing freed in its tree since it was evaluated
-        return _covered(s, node, now, waiting.window, waiting.short)
-    if not waiting.one_flavor or st.bank.banks:
-        return False  # another flavor may fit now, or GPU time credit changed who may be taken
     if any(wake.released.get(q, 0) != n or q in st.held for q, n in waiting.released):
         return False  # a victim's queue freed quota or holds some: it may no longer borrow
     held = _summed(st.ghosts.get(w.key, ()))
     if any(node.borrows(fr, n - held.get(fr, 0)) for fr, n in waiting.need.items()) != (
         waiting.borrows
     ):
-        return False  # another preemption policy applies now
+        return False  # another preemption policy applies now (e.g. its queue admitted more)
+    freed = wake.freed.get(node.root, {})
+    if freed == waiting.seen:  # nothing freed in its tree since it was evaluated
+        return _covered(s, node, now, waiting.window, waiting.short)
+    if not waiting.one_flavor or st.bank.banks:
+        return False  # another flavor may fit now, or GPU time credit changed who may be taken
     free = {fr: max(0, available(node, fr)) for fr in waiting.need}
     short = {fr: n - held.get(fr, 0) - free[fr] for fr, n in waiting.need.items()}
     short = {fr: n for fr, n in short.items() if n > 0}

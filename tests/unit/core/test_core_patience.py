@@ -5,7 +5,7 @@ in a quiet cohort, or once its patience is spent, it preempts as before."""
 from __future__ import annotations
 
 import pytest
-from core_helpers import admitted, gpu_queue, job, quota
+from core_helpers import admitted, gpu_queue, job, quota, scheduler
 from core_worlds import FAST, World, any_world, contended_world, drive, nothing
 from hypothesis import given
 
@@ -14,6 +14,7 @@ from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, MAX_ALLOWANCE_SECON
 
 WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
 RECLAIM = PreemptionPolicy(reclaim_within_cohort="Any")
+RECLAIM_LOWER = PreemptionPolicy(reclaim_within_cohort="LowerPriority")
 WAITS = "it waits for that instead of preempting"
 
 
@@ -200,6 +201,40 @@ def test_a_reclaiming_owner_waits_for_the_borrowers_completions_too() -> None:
     s.delete_workload("b/3")
     r = s.run_cycle(4.0)
     assert admitted(r) == ["owner/job"] and r.preemptions == ()
+
+
+def test_a_waiter_whose_victims_queue_stops_borrowing_lets_go_of_what_it_holds_at_once() -> None:
+    """`train` (7 GPUs) may reclaim from `infer` (1 GPU), which borrows 3 more. train/p takes
+    back infer/big; then one of train's GPUs frees and train/urgent (2 GPUs) arrives: short by
+    one, which that completion covers, it waits instead of reclaiming infer/small and holds the
+    free GPU. Then infer/big stops: its GPUs are held for train/p, nothing is freed in the
+    cohort, but infer no longer borrows, so infer/small is no victim any more and train/urgent
+    cannot preempt at all. It lets go of the GPU it held in that very cycle, and infer's next
+    job takes it (not a cycle later, once train/p's admission frees something)."""
+    s = scheduler(
+        gpu_queue("train", quota("h100", 7), preemption=RECLAIM_LOWER),
+        gpu_queue("infer", quota("h100", 1)),
+    )
+    for i in range(4):
+        s.upsert_workload(job(f"train/{i}", "train", 1, created=i))
+    s.upsert_workload(job("infer/big", "infer", 3, created=10))
+    s.upsert_workload(job("infer/small", "infer", 1, created=11))
+    assert len(s.run_cycle(1.0).admitted) == 6  # the cohort's 8 GPUs are all taken
+    s.upsert_workload(job("train/p", "train", 3, priority=5, created=20))
+    r = s.run_cycle(2.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("infer/big", "train/p")]
+    s.delete_workload("train/0")
+    s.upsert_workload(job("train/urgent", "train", 2, priority=10, created=30))
+    r = s.run_cycle(3.0)
+    assert admitted(r) == [] and r.preemptions == ()
+    info = s.pending_info("train/urgent")
+    assert info is not None and WAITS in info.message and info.victims == ("infer/small",)
+    s.requeue_workload("infer/big")  # it stopped: its 3 GPUs are held for train/p
+    s.upsert_workload(job("infer/next", "infer", 1, created=40))
+    r = s.run_cycle(4.0)
+    assert admitted(r) == ["infer/next", "train/p"] and r.preemptions == ()
+    info = s.pending_info("train/urgent")
+    assert info is not None and WAITS not in info.message and info.victims == ()
 
 
 # --- properties ---------------------------------------------------------------------------

@@ -117,7 +117,12 @@ def test_parking_changes_no_decision_in_preemption_heavy_streams(first: int) -> 
 
 @pytest.mark.parametrize(
     "seed",
-    [1740],  # a waiter for completions evaluated before quota was freed later in the same cycle
+    [
+        1740,  # a waiter for completions evaluated before quota was freed later in the same cycle
+        3233,  # a waiter's victim's queue stopped borrowing when another preemptor's victim left
+        8307,  # a waiter's own queue admitted more after it waited: it would borrow now
+        8823,  # protected work came of age: a waiter's victim search answers otherwise
+    ],
 )
 def test_parking_changes_no_decision_in_streams_that_once_broke_it(seed: int) -> None:
     parking_changes_nothing(contended_world(seed))
