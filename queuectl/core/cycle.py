@@ -408,8 +408,8 @@ def _next_wakeup(s: Book) -> float | None:
         times.append(min(waiting.until for waiting in s.patient.values()))
     # Credit changes who may take from whom (`parking.credit_turned`) and no event says when:
     # a balance running out matters to whoever waits, credit coming in to the queue's own work.
-    ledger, pending = s.st.bank, any(s.pq.values())
-    for name in ledger.banks if pending else ():
+    ledger = s.st.bank
+    for name in ledger.banks if ledger.banks and any(s.pq.values()) else ():
         if ledger.has_credit(name) or s.pq.get(name):
             t = ledger.turns(name)
             if t is not None:
