@@ -229,13 +229,15 @@ class Suite:
 
 # ---- the faults ---------------------------------------------------------------------------------
 def kill_leader(suite: Suite) -> tuple[int, float]:
-    """SIGKILL the only replica mid-stream; the watchdog restarts it."""
+    """SIGKILL the only replica mid-stream; the watchdog restarts it in its pod (same name)."""
     suite.leader().kill()
     return 1, time.monotonic()
 
 
 def kill_leader_of_two(suite: Suite) -> tuple[int, float]:
-    """A second replica follows; SIGKILL the leader and the follower takes over."""
+    """A second replica follows; the leader's node is lost (SIGKILL, and no restart in place),
+    so the follower must wait out the Lease and take over; then the leader comes back as a
+    replacement pod with a new name, which follows."""
     leader = suite.leader()
     second = next((r for r in suite.replicas if r is not leader), None)
     if second is None:
@@ -243,8 +245,15 @@ def kill_leader_of_two(suite: Suite) -> tuple[int, float]:
         suite.replicas.append(second)
     if not second.running():
         second.start(wait_leading=False)  # registers the webhooks last: they stay served
+    suite.kubelet.paused.add(leader.name)
     leader.kill()
-    return 1, time.monotonic()
+    killed = time.monotonic()
+    try:
+        suite.leader()  # only the follower can lead now
+    finally:
+        leader.replace_pod()
+        suite.kubelet.paused.discard(leader.name)
+    return 1, killed
 
 
 def restart_apiserver(suite: Suite) -> tuple[int, float]:
@@ -285,8 +294,8 @@ def failing_admission_writes(mode: Mode, *, forward: bool = False) -> Inject:
 
 
 STREAM_SCENARIOS: dict[str, tuple[Inject, str]] = {
-    "controller-sigkill": (kill_leader, "one replica, SIGKILL, restarted"),
-    "leader-sigkill-of-two": (kill_leader_of_two, "two replicas, SIGKILL the leader"),
+    "controller-sigkill": (kill_leader, "one replica, SIGKILL, restarted in its pod"),
+    "leader-sigkill-of-two": (kill_leader_of_two, "two replicas, the leader's node lost"),
     "apiserver-restart": (restart_apiserver, "kube-apiserver restarted in place"),
     "connections-reset": (proxy_mode(Mode.RESET, lambda s: s.reset_s), "RST every connection"),
     "connections-dropped": (

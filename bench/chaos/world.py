@@ -67,11 +67,19 @@ class Replica:
 
     def __init__(self, name: str, kubeconfig: str, log_dir: Path) -> None:
         self.name = name
+        self.pod_name = ""
+        """POD_NAME, the Lease identity: kept across restarts, as the kubelet restarts a crashed
+        container inside its pod; `replace_pod` gives the next start a new one."""
+        self.replace_pod()
         self.kubeconfig = kubeconfig
         self.log_dir = log_dir
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.health_port = self.metrics_port = self.webhook_port = 0
+
+    def replace_pod(self) -> None:
+        """The next start is a new pod (its node was lost; the Deployment made another)."""
+        self.pod_name = f"{self.name}-{uuid.uuid4().hex[:6]}"
 
     def start(self, *, wait_leading: bool, timeout: float = 120.0) -> None:
         self.health_port, self.metrics_port, self.webhook_port = free_ports(3)
@@ -91,7 +99,7 @@ class Replica:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "POD_NAME": f"{self.name}-{uuid.uuid4().hex[:6]}"},
+            env={**os.environ, "POD_NAME": self.pod_name},
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -162,6 +162,43 @@ async def test_a_silent_leader_is_replaced_after_the_lease_duration_on_the_candi
     assert took_over is not None and 16.0 <= took_over <= 18.0
 
 
+@pytest.mark.parametrize(
+    ("restarted_as", "takes_over_by"),
+    [
+        ("a", 2.0),  # the kubelet restarted the container: same pod, same name, its own Lease
+        ("a2", 18.0),  # a new pod: it waits out the 15 s lease like any candidate
+    ],
+)
+async def test_a_crashed_leader_restarted_in_its_pod_takes_its_lease_back_at_once(
+    restarted_as: str, takes_over_by: float
+) -> None:
+    server = FakeLeases(Clock())
+    a = Replica(elector(server, "a", 0.0, origin=0.0), phase=0.0)
+    await a.tick(0.0)
+    a.alive = False  # SIGKILL just after a renewal: the Lease still names a for 15 s
+    back = Replica(elector(server, restarted_as, 0.0, origin=900.0), phase=0.0)
+    took_over = None
+    for step in range(1, 30):
+        server.clock.t = step * TICK
+        await back.tick(server.clock.t)
+        if back.leading:
+            took_over = server.clock.t
+            break
+    assert took_over is not None and took_over <= takes_over_by
+    assert (took_over < 15.0) == (restarted_as == "a")
+
+
+async def test_a_candidate_tries_again_the_moment_the_record_it_watches_expires() -> None:
+    server, a, b = two_replicas(0.0, 0.0)
+    await a.tick(0.0)
+    server.clock.t = 1.0
+    await b.tick(1.0)  # b first sees a's record at t=1: it may take the Lease from t=16
+    assert b.elector.pause_s() == 2.0
+    server.clock.t = 14.5
+    assert b.elector.pause_s() == pytest.approx(1.55)  # not 2 s: 16.05, not 16.5
+    assert a.elector.pause_s() == 2.0  # a leader renews on the retry period
+
+
 @pytest.mark.parametrize("fault", ["before", "after"])
 async def test_dropped_connections_within_the_renew_deadline_keep_the_leader(fault: str) -> None:
     server = FakeLeases(Clock())
@@ -198,12 +235,14 @@ FAULT = st.sampled_from([None, None, None, "before", "after"])
     origins=st.tuples(st.floats(0, 1e6), st.floats(0, 1e6)),
     phase_b=st.sampled_from([0.0, 1.0]),
     plan=st.lists(st.tuples(FAULT, FAULT), min_size=10, max_size=120),
+    same_pod=st.booleans(),
 )
 async def test_two_electors_with_skewed_clocks_and_flaky_connections_never_both_lead(
     skews: tuple[float, float],
     origins: tuple[float, float],
     phase_b: float,
     plan: list[tuple[str | None, str | None]],
+    same_pod: bool,
 ) -> None:
     server = FakeLeases(Clock())
     replicas = {
@@ -216,8 +255,8 @@ async def test_two_electors_with_skewed_clocks_and_flaky_connections_never_both_
         for i, fault in enumerate(faults):
             name = "ab"[i]
             replica = replicas[name]
-            if not replica.alive:  # the process exited; its restart is a new identity
-                fresh = f"{name}{next(spawned)}"
+            if not replica.alive:  # the process exited; restarted in its pod or as a new pod
+                fresh = name if same_pod else f"{name}{next(spawned)}"
                 replica = Replica(elector(server, fresh, skews[i], origins[i]), server.clock.t)
                 replicas[name] = replica
             server.faults[replica.elector.identity] = fault or ""
