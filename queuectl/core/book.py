@@ -45,6 +45,9 @@ class Waiting(NamedTuple):
     retry_at: float | None = None
     """When protected work its victim search met comes of age (`Decision.retry_at`): more
     candidates may change the search's answer then."""
+    own: Freed = {}
+    """Its queue's usage of `need`, less what it holds itself, when it was last evaluated: more
+    admitted since may put the queue at its borrowing limit, where no victim makes it fit."""
 
 
 class Deferred:

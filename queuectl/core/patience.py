@@ -102,9 +102,14 @@ def waits(s: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
     borrows = any(node.borrows(fr, n) for fr, n in d.need.items())
     others = sorted({c.cq for c, _ in d.victims} - {w.cluster_queue})
     released = tuple((q, wake.released.get(q, 0)) for q in others)
+    own = _own_usage(node, d.need, _summed(s.st.ghosts.get(w.key, ())))
     return Waiting(
-        until, window, victims, short, dict(d.need), one, seen, borrows, released, d.retry_at
+        until, window, victims, short, dict(d.need), one, seen, borrows, released, d.retry_at, own
     )
+
+
+def _own_usage(node: QNode, need: Freed, held: Freed) -> Freed:
+    return {fr: node.usage.get(fr, 0) - held.get(fr, 0) for fr in need}
 
 
 def _covered(s: Book, node: QNode, now: float, window: float, short: Freed) -> bool:
@@ -120,7 +125,8 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     queues freed quota or holds any for a preemptor (each still borrows what made it a victim;
     lower priority in its own queue stays lower; a victim that stops holds its quota for its
     preemptor and frees nothing in the tree, but its queue's own usage falls), admitting it
-    would borrow as before (the same policy applies; its queue may have admitted more since), and
+    would borrow as before (the same policy applies), its queue admitted nothing more since (at
+    its borrowing limit no victim set makes it fit), and
     either nothing was freed in its tree since its last evaluation, or its queue has one flavor
     (so only its `need` can fit it), no bank is configured and it is still short: then it takes
     what was freed of its need, as a full evaluation would hold it. Either way the recent flow
@@ -144,6 +150,9 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
         waiting.borrows
     ):
         return False  # another preemption policy applies now (e.g. its queue admitted more)
+    own = _own_usage(node, waiting.need, held)
+    if any(n > waiting.own.get(fr, 0) for fr, n in own.items()):
+        return False  # its queue admitted more: its borrowing limit may now leave no victim set
     freed = wake.freed.get(node.root, {})
     if freed == waiting.seen:  # nothing freed in its tree since it was evaluated
         return _covered(s, node, now, waiting.window, waiting.short)
