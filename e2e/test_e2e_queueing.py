@@ -53,6 +53,23 @@ def quota_condition(cluster: Cluster, namespace: str, job: str) -> dict[str, Any
     return c if c and c["reason"] == names.REASON_WAITING_FOR_QUOTA else None
 
 
+def why_no_reason(cluster: Cluster, namespace: str, job: str, controller: ControllerProcess) -> str:
+    """What a missing pending reason leaves to look at: the Workload's conditions now, and the
+    controller's pending-write figures (a reason deferred for budget is retried by its sweep)."""
+    wl = workload_of(cluster, namespace, job) or {}
+    status = wl.get("status") or {}
+    counters = [
+        line
+        for line in controller.metrics().splitlines()
+        if line.startswith(("queuectl_pending_writes_deferred", "queuectl_pending_workloads"))
+    ]
+    return (
+        f"conditions: {status.get('conditions')}\nadmission: {status.get('admission')}\n"
+        + "\n".join(counters)
+        + f"\ncontroller log:\n{controller.log_tail(20)}"
+    )
+
+
 def no_pods_unless_admitted(cluster: Cluster, namespace: str, jobs: list[str]) -> None:
     """Pods are read first: a job admitted between the two reads is not a false alarm."""
     for job in jobs:
@@ -76,9 +93,14 @@ def test_1_jobs_beyond_quota_wait_with_the_shortfall_and_start_as_quota_frees(
         wl = workload_of(control_plane, namespace, job)
         assert wl is not None
         if not admitted(control_plane, namespace, job):
-            cond = wait_for(
-                f"{job} reason", partial(quota_condition, control_plane, namespace, job)
-            )
+            try:
+                cond = wait_for(
+                    f"{job} reason", partial(quota_condition, control_plane, namespace, job)
+                )
+            except AssertionError as err:
+                raise AssertionError(
+                    f"{err}\n{why_no_reason(control_plane, namespace, job, controller)}"
+                ) from None
             assert "nvidia.com/gpu" in cond["message"] and "short by 8" in cond["message"]
 
     # every job runs in turn, and no unadmitted job ever has a pod
