@@ -207,6 +207,29 @@ CASES = [
 ]
 
 
+TRAINER_CACHE_LAG = "specified clusterTrainingRuntime must be"
+"""trainer's own webhook reads runtimes from its informer cache: a TrainJob applied right after
+its runtime may be refused as naming no runtime, until that cache catches up (upstream; a user
+applies again)."""
+
+
+def apply_once_its_runtime_is_seen(
+    cluster: Cluster, namespace: str, manifest: dict[str, Any]
+) -> None:
+    """`kubectl apply`; again, for at most 30 s, while trainer's webhook has not seen the runtime
+    applied just before. Any other refusal fails at once."""
+
+    def applied() -> bool:
+        done = cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest), check=False
+        )
+        if done.returncode != 0 and TRAINER_CACHE_LAG not in done.stderr:
+            raise AssertionError(f"kubectl apply refused: {done.stderr}")
+        return done.returncode == 0
+
+    eventually(applied, timeout=30, interval=1.0, what=f"trainer accepting {manifest['kind']}")
+
+
 def _exists(cluster: Cluster, namespace: str, made: tuple[str, str]) -> bool:
     resource, name = made
     return cluster.kubectl("get", "-n", namespace, resource, name, check=False).returncode == 0
@@ -230,7 +253,7 @@ def test_operator_reconciles_its_sample_into_running_pods_on_kwok_nodes(
         operators("jobset")
         control_plane.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(RUNTIME))
     for manifest in case.manifests:
-        control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest))
+        apply_once_its_runtime_is_seen(control_plane, namespace, manifest)
 
     eventually(
         lambda: _exists(control_plane, namespace, case.made),
