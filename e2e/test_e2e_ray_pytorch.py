@@ -75,12 +75,18 @@ def _operators(operators: Any) -> None:
 
 
 def pod(
-    gpus: int = 0, topology_level: str | None = None, cpu: str = "1", container: str = "main"
+    gpus: int = 0,
+    topology_level: str | None = None,
+    cpu: str = "1",
+    container: str = "main",
+    group: str | None = None,
 ) -> dict[str, Any]:
     requests = {"cpu": cpu, **({names.GPU_RESOURCE: str(gpus)} if gpus else {})}
     annotations = (
         {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: topology_level} if topology_level else {}
     )
+    if group is not None:
+        annotations[names.ANNOTATION_PODSET_GROUP_NAME] = group
     return {
         "metadata": {"annotations": annotations},
         "spec": {
@@ -102,8 +108,9 @@ def labels(queue: str, priority: str) -> dict[str, str]:
 
 def pytorch_job(name: str, ns: str, queue: str, priority: str, workers: int) -> dict[str, Any]:
     """The operator finds the rendezvous port on the container named `pytorch` (it defaults the
-    port only there); any other name leaves it failing every reconcile with "port not found"."""
-    template = pod(8, names.LABEL_TOPOLOGY_BLOCK, container="pytorch")
+    port only there); any other name leaves it failing every reconcile with "port not found".
+    Master and workers name one pod-set group: the core places them in one block together."""
+    template = pod(8, names.LABEL_TOPOLOGY_BLOCK, container="pytorch", group="ddp")
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -247,6 +254,8 @@ def test_a_rayjob_preempts_a_pytorchjob_that_stops_after_its_grace_period_and_co
         ("master", 1),
         ("worker", 3),
     ]
+    asked = {"required": names.LABEL_TOPOLOGY_BLOCK, "podSetGroupName": "ddp"}
+    assert [p["topologyRequest"] for p in wl["spec"]["podSets"]] == [asked, asked]
     pods = wait_for(
         "4 x 8 GPU gang running",
         lambda: len(p := running(c, ns, torch_pods)) == 4 and p,

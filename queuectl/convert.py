@@ -243,7 +243,11 @@ def _topology_request(podset: Obj) -> core.TopologyRequest | None:
     req = podset.get("topologyRequest") or {}
     if not req.get("required") and not req.get("preferred"):
         return None
-    return core.TopologyRequest(required=req.get("required"), preferred=req.get("preferred"))
+    return core.TopologyRequest(
+        required=req.get("required"),
+        preferred=req.get("preferred"),
+        group=req.get("podSetGroupName"),
+    )
 
 
 def podset(ps: Obj) -> core.PodSet:

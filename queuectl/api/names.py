@@ -31,6 +31,8 @@ SCHEDULING_GATE_ADMISSION: Final = "queuectl.io/admission"
 ANNOTATION_POD_SET: Final = "queuectl.io/pod-set"  # the pod set an ungated pod was admitted in
 ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topology"
 ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
+# Pod sets of one job naming the same group share one domain of their level (Kueue's PodSetGroup).
+ANNOTATION_PODSET_GROUP_NAME: Final = "queuectl.io/podset-group-name"
 
 # --- GPU node labels (GFD-compatible) and ours -------------------------------------------
 GPU_RESOURCE: Final = "nvidia.com/gpu"

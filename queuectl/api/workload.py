@@ -64,6 +64,8 @@ class PodSetTopologyRequest(KubeModel):
     """All pods in ONE domain of this level, or no admission."""
     preferred: LabelKey | None = None
     """As close as possible, falling back to coarser levels."""
+    podSetGroupName: PodSetName | None = None
+    """Pod sets naming the same group share ONE domain of their level (a master and workers)."""
 
     @model_validator(mode="after")
     def _check(self) -> PodSetTopologyRequest:

@@ -109,6 +109,8 @@ def podsets(wl: Obj) -> list[PodSetView]:
             if req.get("required")
             else (f"preferred {req['preferred']}" if req.get("preferred") else "")
         )
+        if topo and req.get("podSetGroupName"):
+            topo += f", with pod-set group {req['podSetGroupName']}"
         a = assigned.get(core_ps.name) or {}
         placement = ""
         ta = a.get("topologyAssignment")

@@ -18,7 +18,9 @@ from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.convert import pod_requests
 from queuectl.jobs import JobKind
 
-PodSetShape = tuple[str, int, tuple[tuple[str, int], ...], tuple[str | None, str | None]]
+Topology = tuple[str | None, str | None, str | None]
+"""required, preferred, podSetGroupName"""
+PodSetShape = tuple[str, int, tuple[tuple[str, int], ...], Topology]
 
 
 def pod_set_shapes(pod_sets: Sequence[Mapping[str, Any]]) -> tuple[PodSetShape, ...]:
@@ -33,7 +35,7 @@ def pod_set_shapes(pod_sets: Sequence[Mapping[str, Any]]) -> tuple[PodSetShape, 
                 str(ps.get("name") or "main"),
                 int(ps.get("count", 1)),
                 tuple(sorted(pod_requests(pod_spec).items())),
-                (topo.get("required"), topo.get("preferred")),
+                (topo.get("required"), topo.get("preferred"), topo.get("podSetGroupName")),
             )
         )
     return tuple(shapes)

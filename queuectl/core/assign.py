@@ -17,6 +17,7 @@ from typing import Literal
 
 from queuectl.core import reasons
 from queuectl.core.decision import Decision
+from queuectl.core.podset_groups import Ground, Grouping, place_member
 from queuectl.core.preempt import search
 from queuectl.core.quota import QNode, available, potential
 from queuectl.core.results import PendingInfo, waiting_for_quota
@@ -70,9 +71,10 @@ def ineligible(flavor: Flavor, ps: PodSet) -> str | None:
 
 
 def place_podset(
-    st: State, flavor: Flavor, ps: PodSet, extra: NodeUse
+    st: State, flavor: Flavor, ps: PodSet, extra: NodeUse, grouping: Grouping | None = None
 ) -> TopologyAssignment | str | None:
-    """Node placement for a flavor with a Topology (None: the flavor has none)."""
+    """Node placement for a flavor with a Topology (None: the flavor has none); a member of a
+    pod-set group goes where its group is, or where all of it fits (`podset_groups`)."""
     if flavor.topology_name is None:
         return None
     topo = st.topologies.get(flavor.topology_name)
@@ -81,7 +83,16 @@ def place_podset(
     used = with_use(st.node_used, extra)
     nodes = st.nodes_for(flavor, ps)
     per_pod = node_requests(ps.requests, flavor.node_resources)
-    return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, per_pod)
+    group = ps.topology.group if ps.topology is not None else None
+    if grouping is None or group is None:
+        return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, per_pod)
+    mates = [
+        (m, st.nodes_for(flavor, m), node_requests(m.requests, flavor.node_resources))
+        for m in grouping.members[group]
+        if m is not ps and group not in grouping.pins
+    ]
+    ground = Ground(flavor.topology_name, topo.levels, st.capacity, used)
+    return place_member(ground, grouping, ps, nodes, per_pod, mates)
 
 
 class _Fail(Exception):
@@ -112,6 +123,7 @@ def _choose(
     acc: dict[FlavorResource, int],
     extra: NodeUse,
     notes: _Notes,
+    grouping: Grouping | None,
 ) -> _Choice:
     borrow_choice: _Choice | None = None
     preempt_choice: _Choice | None = None
@@ -152,7 +164,7 @@ def _choose(
             if node.borrows(fr, n):
                 borrows = True
         if fits:
-            topo = place_podset(st, flavor, ps, extra)
+            topo = place_podset(st, flavor, ps, extra, grouping)
             if isinstance(topo, str):
                 notes.topology = True
                 msg = f"quota allows flavor {flavor.name} for pod set {ps.name} but {topo}"
@@ -233,7 +245,11 @@ def assign(st: State, w: Workload, now: float) -> Decision:
     needs_preempt = False
     borrows = False
     notes = _Notes()
+    grouping = Grouping.of(w)
     try:
+        mismatch = grouping.mismatch() if grouping is not None else None
+        if mismatch is not None:
+            raise _Fail(PendingInfo(w.key, reasons.TOPOLOGY_PLACEMENT_FAILED, mismatch))
         for ps in w.podsets:
             totals = {r: v * ps.count for r, v in ps.requests.items() if v > 0}
             groups: dict[int, list[str]] = {}
@@ -257,7 +273,18 @@ def assign(st: State, w: Workload, now: float) -> Decision:
             for gi in sorted(groups):
                 rs = groups[gi]
                 choice = _choose(
-                    st, w, cq, node, ps, cq.resource_groups[gi], rs, totals, acc, extra, notes
+                    st,
+                    w,
+                    cq,
+                    node,
+                    ps,
+                    cq.resource_groups[gi],
+                    rs,
+                    totals,
+                    acc,
+                    extra,
+                    notes,
+                    grouping,
                 )
                 # Less of a flavor taken without preempting may send this part elsewhere.
                 fungible = len(cq.resource_groups[gi].flavors) > 1 and choice.mode != "preempt"
@@ -273,8 +300,13 @@ def assign(st: State, w: Workload, now: float) -> Decision:
                     borrows = True
                 if choice.topology is not None and topo is None:
                     topo = choice.topology
-                    resources = st.flavors[choice.flavor].node_resources
-                    add_use(extra, charge_of(topo, node_requests(ps.requests, resources)))
+                    chosen_flavor = st.flavors[choice.flavor]
+                    add_use(
+                        extra,
+                        charge_of(topo, node_requests(ps.requests, chosen_flavor.node_resources)),
+                    )
+                    if grouping is not None and chosen_flavor.topology_name is not None:
+                        grouping.pin(ps, chosen_flavor.topology_name, topo)
             chosen.append(flavors)
             picks.append(PodSetAssignment(ps.name, ps.count, flavors, totals, topo))
     except _Fail as fail:
@@ -317,11 +349,14 @@ def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[]
 
     def check() -> bool:
         extra: NodeUse = {}
+        grouping = Grouping.of(w)
         for flavor, ps in todo:
-            topo = place_podset(st, flavor, ps, extra)
+            topo = place_podset(st, flavor, ps, extra, grouping)
             if topo is None or isinstance(topo, str):
                 return False
             add_use(extra, charge_of(topo, node_requests(ps.requests, flavor.node_resources)))
+            if grouping is not None and flavor.topology_name is not None:
+                grouping.pin(ps, flavor.topology_name, topo)
         return True
 
     return check

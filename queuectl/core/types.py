@@ -167,6 +167,8 @@ class AdmissionCheck:
 class TopologyRequest:
     required: str | None = None
     preferred: str | None = None
+    group: str | None = None
+    """podSetGroupName: the workload's pod sets of one group share one domain (`podset_groups`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,6 +149,8 @@ def topology_request(template: Mapping[str, Any]) -> dict[str, str] | None:
         "required": annotations.get(names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY),
         "preferred": annotations.get(names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY),
     }
+    if req["required"] or req["preferred"]:  # a group without a level places nothing
+        req["podSetGroupName"] = annotations.get(names.ANNOTATION_PODSET_GROUP_NAME)
     return {k: v for k, v in req.items() if v} or None
 
 

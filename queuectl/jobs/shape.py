@@ -42,6 +42,7 @@ def _shape(ps: PodSet) -> PodSetShape:
         for key in (
             names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
             names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
+            names.ANNOTATION_PODSET_GROUP_NAME,
         )
     )
     return PodSetShape(ps.name, ps.count, ps.count_from, resources, topology)

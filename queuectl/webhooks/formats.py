@@ -6,6 +6,7 @@ The messages say what is wrong and what a valid value looks like, since kubectl 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from queuectl.api import names
 
@@ -52,6 +53,43 @@ def max_exec_time_problem(value: str) -> str | None:
         f"label {names.LABEL_MAX_EXEC_TIME}={value!r} must be a whole number of seconds between "
         f"1 and {INT32_MAX}, written with digits only (e.g. '3600' for one hour)"
     )
+
+
+def podset_group_problems(pod_sets: Sequence[tuple[str, tuple[str | None, ...]]]) -> list[str]:
+    """Problems with queuectl.io/podset-group-name on the pod templates: (pod set name,
+    (required level, preferred level, group)) each. A group name is a DNS label, and the
+    members of one group ask for the same level the same way (they share one domain of it)."""
+    problems = []
+    asks: dict[str, dict[tuple[str | None, ...], list[str]]] = {}
+    for name, (required, preferred, group) in pod_sets:
+        if group is None:
+            continue
+        if not is_dns1123_label(group):
+            problems.append(
+                f"pod set {name!r}: annotation {names.ANNOTATION_PODSET_GROUP_NAME}={group!r} is "
+                "not a valid pod-set group name: use at most 63 lowercase letters, digits and "
+                "'-', starting and ending with a letter or digit (e.g. 'ddp')"
+            )
+        elif required is None and preferred is None:
+            problems.append(
+                f"pod set {name!r}: annotation {names.ANNOTATION_PODSET_GROUP_NAME}={group!r} "
+                "needs a topology level to share: add "
+                f"{names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY} (or -preferred-) with the same level "
+                "to every member of the group"
+            )
+        else:
+            asks.setdefault(group, {}).setdefault((required, preferred), []).append(name)
+    for group, levels in sorted(asks.items()):
+        if len(levels) > 1:
+            said = "; ".join(
+                f"{', '.join(members)}: " + (f"required {req}" if req else f"preferred {pref}")
+                for (req, pref), members in levels.items()
+            )
+            problems.append(
+                f"the pod sets of pod-set group {group!r} ask for different topology levels "
+                f"({said}); give every member the same level, required or preferred alike"
+            )
+    return problems
 
 
 LABEL_CHECKS = {

@@ -22,9 +22,13 @@ from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import KINDS, Registry, controlled_by
-from queuectl.jobs.shape import shape_changes
+from queuectl.jobs.shape import shape, shape_changes
 from queuectl.webhooks import inputs
-from queuectl.webhooks.formats import LABEL_CHECKS, priority_class_problem
+from queuectl.webhooks.formats import (
+    LABEL_CHECKS,
+    podset_group_problems,
+    priority_class_problem,
+)
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import (
     JsonPatch,
@@ -256,6 +260,7 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     if queue is None:
         return problems
     problems += _format_problems(labels, {})
+    problems += podset_group_problems([(ps.name, ps.topology) for ps in shape(kind, job)])
     problems += _priority_class_problems(request, labels, {}, lookup)
     if not kind.is_suspended(job):
         field = kind.suspend_field
@@ -294,6 +299,8 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     admitted = lookup.is_job_admitted(ns, name, kind.resource)
     running = not kind.is_suspended(old)
     changes = shape_changes(kind, old, job) if old_queue is not None else []
+    if new_queue is not None and (changes or old_queue is None):
+        problems += podset_group_problems([(ps.name, ps.topology) for ps in shape(kind, job)])
     if old_queue is not None and (admitted or running) and changes:
         problems.append(
             f"it cannot change {'; '.join(changes)} while it is admitted: the quota it holds "

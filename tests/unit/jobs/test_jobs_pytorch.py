@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.jobs import PodSetPlacement
 from queuectl.jobs.pytorch import PyTorchJob
@@ -112,3 +113,31 @@ def test_status_as_the_training_operator_reports_it(
     assert PyTorchJob().pods_gone(job) is gone
     fin = PyTorchJob().finished(job)
     assert (fin.succeeded if fin else None) is finished
+
+
+@pytest.mark.parametrize(
+    ("annotations", "asks"),
+    [
+        (
+            {
+                names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: "rack",
+                names.ANNOTATION_PODSET_GROUP_NAME: "ddp",
+            },
+            {"required": "rack", "podSetGroupName": "ddp"},
+        ),
+        ({names.ANNOTATION_PODSET_GROUP_NAME: "ddp"}, None),  # a group needs a level
+    ],
+)
+def test_master_and_workers_naming_one_pod_set_group_reach_the_core_as_one_group(
+    annotations: dict[str, str], asks: dict[str, str] | None
+) -> None:
+    """The master and its workers ask for one rack together: the Workload carries the group
+    name on both pod sets, and the core reads it (`queuectl.core.podset_groups`)."""
+    job = sample()
+    for role in ("Master", "Worker"):
+        template = job["spec"]["pytorchReplicaSpecs"][role]["template"]
+        template.setdefault("metadata", {})["annotations"] = dict(annotations)
+    spec = KINDS["PyTorchJob"].workload_spec(job)
+    assert [ps.get("topologyRequest") for ps in spec["podSets"]] == [asks, asks]
+    groups = [convert.podset(ps).topology for ps in spec["podSets"]]
+    assert [t.group if t else None for t in groups] == [(asks or {}).get("podSetGroupName")] * 2

@@ -12,6 +12,7 @@ from queuectl.webhooks.formats import (
     INT32_MAX,
     is_dns1123_label,
     max_exec_time_problem,
+    podset_group_problems,
     priority_class_problem,
     queue_name_problem,
 )
@@ -71,6 +72,50 @@ def test_priority_class_names(value: str, ok: bool) -> None:
 )
 def test_max_exec_time_is_a_positive_int32(value: str, ok: bool) -> None:
     assert (max_exec_time_problem(value) is None) is ok
+
+
+RACK, BLOCK = "topology.queuectl.io/rack", "topology.queuectl.io/block"
+
+
+@pytest.mark.parametrize(
+    ("pod_sets", "fragments"),
+    [
+        ([("master", (RACK, None, "ddp")), ("worker", (RACK, None, "ddp"))], []),
+        ([("master", (None, BLOCK, "ddp")), ("worker", (None, BLOCK, "ddp"))], []),
+        ([("main", (RACK, None, None))], []),
+        (
+            [("master", (RACK, None, "DDP group"))],
+            [
+                "pod set 'master': annotation queuectl.io/podset-group-name='DDP group' is not a "
+                "valid pod-set group name",
+                "(e.g. 'ddp')",
+            ],
+        ),
+        (
+            [("master", (None, None, "ddp"))],
+            ["needs a topology level to share: add queuectl.io/podset-required-topology"],
+        ),
+        (
+            [("master", (RACK, None, "ddp")), ("worker", (BLOCK, None, "ddp"))],
+            [
+                f"pod-set group 'ddp' ask for different topology levels (master: required {RACK}; "
+                f"worker: required {BLOCK})",
+                "give every member the same level",
+            ],
+        ),
+        (
+            [("master", (RACK, None, "ddp")), ("worker", (None, RACK, "ddp"))],
+            [f"master: required {RACK}; worker: preferred {RACK}"],
+        ),
+    ],
+)
+def test_podset_groups_need_a_valid_name_and_one_level_for_all_members(
+    pod_sets: list[tuple[str, tuple[str | None, ...]]], fragments: list[str]
+) -> None:
+    problems = podset_group_problems(pod_sets)
+    assert len(problems) == (1 if fragments else 0), problems
+    for fragment in fragments:
+        assert fragment in problems[0]
 
 
 @settings(max_examples=300, deadline=None)

@@ -295,3 +295,19 @@ def test_no_user_edit_lets_a_queued_job_escape_the_queue(
     if admitted or not old_suspend:
         assert new_labels[Q] == "gpu", "the queue changed under an admitted or running Job"
     assert new_labels.get(names.LABEL_WORKLOAD) == old_labels.get(names.LABEL_WORKLOAD)
+
+
+def test_a_queued_job_with_an_invalid_pod_set_group_name_is_refused_with_the_fix(
+    lookup: InMemoryLookup,
+) -> None:
+    bad = queued()
+    bad["spec"]["template"]["metadata"] = {
+        "annotations": {
+            names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: "topology.queuectl.io/rack",
+            names.ANNOTATION_PODSET_GROUP_NAME: "My_Group",
+        }
+    }
+    message = refusal(validate_job(request(bad), lookup))
+    assert "annotation queuectl.io/podset-group-name='My_Group' is not a valid" in message
+    bad["spec"]["template"]["metadata"]["annotations"][names.ANNOTATION_PODSET_GROUP_NAME] = "ddp"
+    assert validate_job(request(bad), lookup)["allowed"] is True
