@@ -119,6 +119,16 @@ class Replica:
         return self.alive and self.elector.leading.is_set()
 
 
+async def leads_at(server: FakeLeases, r: Replica, steps: range) -> float | None:
+    """Step `r` alone, one tick a step, until it leads; when it did (None: never)."""
+    for step in steps:
+        server.clock.t = step * TICK
+        await r.tick(server.clock.t)
+        if r.leading:
+            return server.clock.t
+    return None
+
+
 SKEWS = [(3600.0, -3600.0), (-3600.0, 3600.0), (0.0, 0.0), (-3600.0, 0.0)]
 
 
@@ -152,13 +162,7 @@ async def test_a_silent_leader_is_replaced_after_the_lease_duration_on_the_candi
     await a.tick(0.0)
     server.clock.t = 1.0
     await b.tick(1.0)  # b sees a's record at t=1 and never again a change: a crashed
-    took_over = None
-    for step in range(2, 60):
-        server.clock.t = step * TICK
-        await b.tick(server.clock.t)
-        if b.leading:
-            took_over = server.clock.t
-            break
+    took_over = await leads_at(server, b, range(2, 60))
     assert took_over is not None and 16.0 <= took_over <= 18.0
 
 
@@ -177,13 +181,7 @@ async def test_a_crashed_leader_restarted_in_its_pod_takes_its_lease_back_at_onc
     await a.tick(0.0)
     a.alive = False  # SIGKILL just after a renewal: the Lease still names a for 15 s
     back = Replica(elector(server, restarted_as, 0.0, origin=900.0), phase=0.0)
-    took_over = None
-    for step in range(1, 30):
-        server.clock.t = step * TICK
-        await back.tick(server.clock.t)
-        if back.leading:
-            took_over = server.clock.t
-            break
+    took_over = await leads_at(server, back, range(1, 30))
     assert took_over is not None and took_over <= takes_over_by
     assert (took_over < 15.0) == (restarted_as == "a")
 
