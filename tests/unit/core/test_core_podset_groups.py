@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 from core_helpers import admitted, job
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_core_topology import BLOCK, HOST, RACK, cluster
 
 from queuectl.core import GPU, Node, PreemptionPolicy, Scheduler
@@ -116,3 +118,42 @@ def test_a_one_pod_set_group_places_as_before(group: str | None) -> None:
     w = Workload("q/gang", "q", (PodSet("main", 2, {GPU: 8}, TopologyRequest(RACK, group=group)),))
     s.upsert_workload(w)
     assert racks_of(s, "q/gang") == {"main": {"r2"}}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    racks=st.dictionaries(
+        st.sampled_from(["r1", "r2", "r3"]),
+        st.lists(st.integers(0, 8), min_size=1, max_size=3),
+        min_size=1,
+    ),
+    jobs=st.lists(
+        st.tuples(st.integers(1, 8), st.integers(1, 3), st.integers(1, 8)), min_size=1, max_size=4
+    ),
+)
+def test_every_admitted_group_lies_in_one_rack_and_no_node_is_overfilled(
+    racks: dict[str, list[int]], jobs: list[tuple[int, int, int]]
+) -> None:
+    s = cluster(racks)
+    for i, (master, workers, worker_gpus) in enumerate(jobs):
+        s.upsert_workload(
+            Workload(
+                f"q/j{i}",
+                "q",
+                (
+                    PodSet("master", 1, {GPU: master}, TopologyRequest(RACK, group="g")),
+                    PodSet("worker", workers, {GPU: worker_gpus}, TopologyRequest(RACK, group="g")),
+                ),
+                created=float(i),
+            )
+        )
+    used = {f"{rack}-n{i}": u for rack, us in racks.items() for i, u in enumerate(us)}
+    for a in s.run_cycle(1.0).admitted:
+        homes = set()
+        for ps in a.admission.podsets:
+            assert ps.topology is not None
+            for d in ps.topology.domains:
+                homes.add(d.nodes[0].rsplit("-n", 1)[0])
+                used[d.nodes[0]] += d.count * ps.usage[GPU] // ps.count
+        assert len(homes) == 1, (a.key, homes)
+    assert all(u <= 8 for u in used.values()), used
