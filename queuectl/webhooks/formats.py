@@ -55,7 +55,9 @@ def max_exec_time_problem(value: str) -> str | None:
     )
 
 
-def podset_group_problems(pod_sets: Sequence[tuple[str, tuple[str | None, ...]]]) -> list[str]:
+def podset_group_problems(
+    pod_sets: Sequence[tuple[str, tuple[str | None, ...]]], noun: str = "pod set"
+) -> list[str]:
     """Problems with queuectl.io/podset-group-name on the pod templates: (pod set name,
     (required level, preferred level, group)) each. A group name is a DNS label, and the
     members of one group ask for the same level the same way (they share one domain of it)."""
@@ -66,13 +68,13 @@ def podset_group_problems(pod_sets: Sequence[tuple[str, tuple[str | None, ...]]]
             continue
         if not is_dns1123_label(group):
             problems.append(
-                f"pod set {name!r}: annotation {names.ANNOTATION_PODSET_GROUP_NAME}={group!r} is "
+                f"{noun} {name!r}: annotation {names.ANNOTATION_PODSET_GROUP_NAME}={group!r} is "
                 "not a valid pod-set group name: use at most 63 lowercase letters, digits and "
                 "'-', starting and ending with a letter or digit (e.g. 'ddp')"
             )
         elif required is None and preferred is None:
             problems.append(
-                f"pod set {name!r}: annotation {names.ANNOTATION_PODSET_GROUP_NAME}={group!r} "
+                f"{noun} {name!r}: annotation {names.ANNOTATION_PODSET_GROUP_NAME}={group!r} "
                 "needs a topology level to share: add "
                 f"{names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY} (or -preferred-) with the same level "
                 "to every member of the group"

@@ -18,6 +18,7 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs.podgroup import group as pg
+from queuectl.webhooks.formats import podset_group_problems
 from queuectl.webhooks.jobs import (
     DEFAULT_CONTROLLER_USERS,
     _format_problems,
@@ -133,6 +134,17 @@ def validate_pod(
 
 def _create_problems(pod: Obj) -> list[str]:
     problems = _format_problems(_labels(pod), {}) + pg.group_problems(pod)
+    topology = tuple(
+        _annotation(pod, key)
+        for key in (
+            names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
+            names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
+            names.ANNOTATION_PODSET_GROUP_NAME,
+        )
+    )
+    meta = pod.get("metadata") or {}
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    problems += podset_group_problems([(name, topology)], noun="pod")
     if not pg.is_gated(pod):
         problems.append(
             f"a queued pod must be created with the scheduling gate {pg.GATE} so that queuectl "

@@ -38,6 +38,11 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+def with_annotations(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    obj["metadata"].setdefault("annotations", {}).update(annotations)
+    return obj
+
+
 def mutated(lookup: InMemoryLookup, obj: dict[str, Any]) -> dict[str, Any]:
     response = mutate_pod(request(obj, kind=POD_KIND), lookup)
     assert response["allowed"] is True
@@ -80,6 +85,17 @@ def test_a_missing_queue_warns_and_still_gates(lookup: InMemoryLookup) -> None:
             "workload label set by the user",
             pod({Q: "gpu", names.LABEL_WORKLOAD: "w"}, gated=True),
             "set by queuectl only",
+        ),
+        (
+            "an invalid pod-set group name",
+            with_annotations(
+                pod({Q: "gpu"}, gated=True),
+                {
+                    names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: "topology.queuectl.io/rack",
+                    names.ANNOTATION_PODSET_GROUP_NAME: "Leader+Workers",
+                },
+            ),
+            "pod 'w-0': annotation queuectl.io/podset-group-name='Leader+Workers' is not a valid",
         ),
     ],
 )
