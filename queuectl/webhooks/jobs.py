@@ -253,6 +253,18 @@ def _resize_warnings(request: Request, kind: JobKind, job: Obj) -> list[str]:
     ]
 
 
+def _group_problems(kind: JobKind, job: Obj) -> list[str]:
+    """Pod-set group annotations (`formats.podset_group_problems`). A body whose pod sets cannot
+    be read at all (a string for `parallelism`, a number for a template) comes only from a
+    review sent by hand: the API server decodes a Job against its schema before any webhook
+    sees it. Such a body has no groups to judge, and must not make this webhook fail."""
+    try:
+        sets = shape(kind, job)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return []
+    return podset_group_problems([(ps.name, ps.topology) for ps in sets])
+
+
 def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
     labels = _labels(job)
     queue = labels.get(names.LABEL_QUEUE_NAME)
@@ -260,7 +272,7 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     if queue is None:
         return problems
     problems += _format_problems(labels, {})
-    problems += podset_group_problems([(ps.name, ps.topology) for ps in shape(kind, job)])
+    problems += _group_problems(kind, job)
     problems += _priority_class_problems(request, labels, {}, lookup)
     if not kind.is_suspended(job):
         field = kind.suspend_field
@@ -300,7 +312,7 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     running = not kind.is_suspended(old)
     changes = shape_changes(kind, old, job) if old_queue is not None else []
     if new_queue is not None and (changes or old_queue is None):
-        problems += podset_group_problems([(ps.name, ps.topology) for ps in shape(kind, job)])
+        problems += _group_problems(kind, job)
     if old_queue is not None and (admitted or running) and changes:
         problems.append(
             f"it cannot change {'; '.join(changes)} while it is admitted: the quota it holds "

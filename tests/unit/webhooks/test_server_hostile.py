@@ -115,7 +115,9 @@ async def test_many_hostile_reviews_never_get_a_500(lookup: InMemoryLookup) -> N
     odd: list[Any] = [None, True, 0, -1.5, "", "x", [], [1], {}, {"a": []}]
     fields = [*json.loads(good_body())["request"], "object.metadata", "object.spec"]
     bodies = []
-    for field in [*fields, "object.metadata.name", "object.metadata.labels"]:
+    inner = ["object.metadata.name", "object.metadata.labels"]
+    inner += ["object.spec.parallelism", "object.spec.template", "object.spec.template.metadata"]
+    for field in [*fields, *inner]:
         for value in odd:
             review = json.loads(good_body())
             target, *rest = field.split(".")
