@@ -33,6 +33,12 @@ ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topolo
 ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
 # Pod sets of one job naming the same group share one domain of their level (Kueue's PodSetGroup).
 ANNOTATION_PODSET_GROUP_NAME: Final = "queuectl.io/podset-group-name"
+# A pod set's topology request, in this order: (required, preferred, group).
+PODSET_TOPOLOGY_ANNOTATIONS: Final = (
+    ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
+    ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
+    ANNOTATION_PODSET_GROUP_NAME,
+)
 
 # --- GPU node labels (GFD-compatible) and ours -------------------------------------------
 GPU_RESOURCE: Final = "nvidia.com/gpu"

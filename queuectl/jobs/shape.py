@@ -37,14 +37,7 @@ def _shape(ps: PodSet) -> PodSetShape:
         ],
         pod.get("overhead"),
     )
-    topology = tuple(
-        annotations.get(key)
-        for key in (
-            names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
-            names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
-            names.ANNOTATION_PODSET_GROUP_NAME,
-        )
-    )
+    topology = tuple(annotations.get(key) for key in names.PODSET_TOPOLOGY_ANNOTATIONS)
     return PodSetShape(ps.name, ps.count, ps.count_from, resources, topology)
 
 

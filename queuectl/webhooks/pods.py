@@ -134,14 +134,7 @@ def validate_pod(
 
 def _create_problems(pod: Obj) -> list[str]:
     problems = _format_problems(_labels(pod), {}) + pg.group_problems(pod)
-    topology = tuple(
-        _annotation(pod, key)
-        for key in (
-            names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
-            names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
-            names.ANNOTATION_PODSET_GROUP_NAME,
-        )
-    )
+    topology = tuple(_annotation(pod, key) for key in names.PODSET_TOPOLOGY_ANNOTATIONS)
     meta = pod.get("metadata") or {}
     name = str(meta.get("name") or meta.get("generateName") or "")
     problems += podset_group_problems([(name, topology)], noun="pod")

@@ -44,11 +44,7 @@ _SHAPE_SPEC_FIELDS: Final = (
     "runtimeClassName",
     "overhead",
 )
-_SHAPE_ANNOTATIONS: Final = (
-    names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
-    names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
-    names.ANNOTATION_PODSET_GROUP_NAME,
-)
+_SHAPE_ANNOTATIONS: Final = names.PODSET_TOPOLOGY_ANNOTATIONS
 
 
 @dataclass(frozen=True, order=True)
