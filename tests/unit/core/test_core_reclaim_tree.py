@@ -92,3 +92,29 @@ def test_the_nearest_borrower_goes_first() -> None:
     s.upsert_workload(job("b1/back", "b1", 4, created=10))
     r = s.run_cycle(2.0)
     assert [p.victim for p in r.preemptions] == ["b2/more"]
+
+
+def test_two_owners_coming_back_together_take_the_borrowed_quota_back_once() -> None:
+    # A borrows 4 of B's quota (a2 runs three 4-GPU jobs); b1 and b2 each come back for 2.
+    # Stopping a2's newest job gives back all 4: the second owner waits for it, it does not
+    # stop a second job of A's, which would leave A below its own 8.
+    s = scheduler(
+        gpu_cohort("R"),
+        gpu_cohort("A", "R"),
+        gpu_cohort("B", "R"),
+        gpu_queue("a1", quota("h100", 8), cohort="A", preemption=RECLAIM),
+        gpu_queue("a2", quota("h100", 0), cohort="A", preemption=RECLAIM),
+        gpu_queue("b1", quota("h100", 4), cohort="B", preemption=RECLAIM),
+        gpu_queue("b2", quota("h100", 4), cohort="B", preemption=RECLAIM),
+        *(job(f"a2/{i}", "a2", 4, created=i) for i in range(3)),
+        job("b1/own", "b1", 2, created=3),
+        job("b2/own", "b2", 2, created=4),
+    )
+    assert len(admitted(s.run_cycle(1.0))) == 5
+    s.upsert_workload(job("b1/back", "b1", 2, created=10))
+    s.upsert_workload(job("b2/back", "b2", 2, created=11))
+    r = s.run_cycle(2.0)
+    assert [p.victim for p in r.preemptions] == ["a2/2"]
+    s.requeue_workload("a2/2")
+    assert admitted(s.run_cycle(3.0)) == ["b1/back", "b2/back"]
+    assert (usage(s, "a2"), usage(s, "b1") + usage(s, "b2")) == (8, 8)
