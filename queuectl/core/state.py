@@ -99,7 +99,8 @@ def victim_rank(c: Charge) -> Rank:
     2. then the most recently admitted (it has lost the least work);
     3. then the most recently created;
     4. then by key, so that the order is total and decisions are deterministic.
-    (Across queues, `preempt` puts other queues first, the largest fair share first.)
+    (Across queues, `preempt` puts other queues first, the nearest in the tree, then the
+    largest fair share first.)
     """
     return (c.priority, -c.admitted_at, -c.created, c.key)
 
