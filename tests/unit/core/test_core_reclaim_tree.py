@@ -54,9 +54,7 @@ def test_the_owner_takes_back_what_its_own_cohort_borrowed_not_what_the_other_co
     assert (usage(s, "a1") + usage(s, "a2"), usage(s, "b1") + usage(s, "b2")) == (8, 8)
 
 
-def test_a_cohort_within_its_own_quota_is_not_a_reclaim_target_even_when_nothing_else_helps() -> (
-    None
-):
+def test_a_borrowing_owner_takes_nothing_from_a_cohort_within_its_own_quota() -> None:
     s = scheduler(*two_departments(), job("a2/big", "a2", 8), job("b1/own", "b1", 8))
     assert admitted(s.run_cycle(1.0)) == ["a2/big", "b1/own"]
     # b1 at its nominal 8 asks for more: it would borrow, and A runs on A's own quota.
