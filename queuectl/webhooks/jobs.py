@@ -8,7 +8,9 @@ shell. The rules are in docs/design/webhooks.md; the short version:
   `default`, is created suspended and labelled with its LocalQueue and ClusterQueue;
 - validate: only the controller (by identity) or an admitted Workload may unsuspend a queued Job;
   the queue label cannot be removed, nor changed while the Job is admitted or running; nor can
-  the Job's shape (pods at once, requests) while it is; a WorkloadPriorityClass may be named only
+  the Job's shape (pods at once, requests) or placement while it is (`jobs/frozen.py`); a
+  child whose owner is verified (`registry.owner`) must agree with that owner on what it runs
+  and where; a WorkloadPriorityClass may be named only
   in the namespaces its namespaceSelector selects; the labels and annotations the system owns are
   the controller's alone; label values must be well formed.
 """
@@ -21,7 +23,8 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs import JobKind
-from queuectl.jobs.registry import KINDS, Registry, controlled_by
+from queuectl.jobs.frozen import child_problems, placement_changes
+from queuectl.jobs.registry import KINDS, MAX_OWNER_DEPTH, Registry, owner
 from queuectl.jobs.shape import shape, shape_changes
 from queuectl.webhooks import inputs
 from queuectl.webhooks.formats import (
@@ -50,11 +53,21 @@ SYSTEM_ANNOTATIONS = (names.ANNOTATION_PREEMPTION_DEADLINE,)
 def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
     """The registered kind the request is about, None for any other (never sent one)."""
     gvk = request.get("kind") or {}
-    kind = kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
-    job = request.get("object")
-    if kind is not None and isinstance(job, dict) and controlled_by(job, kinds) is not None:
-        return None  # part of its parent's Workload (a JobSet's Jobs, a RayJob's RayCluster)
-    return kind
+    return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+
+
+Owner = tuple[JobKind, Obj]
+
+
+def owner_of(obj: Any, lookup: QueueLookup, kinds: Registry = KINDS) -> Owner | None:
+    """The verified owner of a job kind's object (`registry.owner`: it exists with the uid
+    its ownerReference names, makes such objects and is queued): the object is part of that
+    owner's Workload (a JobSet's Jobs, a RayJob's RayCluster). A claim that does not hold is
+    no owner: the object is queued on its own like any other."""
+    if not isinstance(obj, dict):
+        return None
+    found = owner(obj, kinds, lookup.owner_object)
+    return None if found is None or found[1] is None else (found[0], dict(found[1]))
 
 
 def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -95,18 +108,46 @@ def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> Js
 
 async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> None:
     """What a job route awaits before its decision: a created job's input the cache lacks
-    (`inputs.read_missing`)."""
+    (`inputs.read_missing`), and the owners its ownerReferences name that the cache lacks
+    (`read_owners`)."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if request.get("operation") == "CREATE" and kind is not None and isinstance(job, dict):
+    if kind is None or not isinstance(job, dict):
+        return
+    if request.get("operation") == "CREATE":
         await inputs.read_missing(kind, job, lookup)
+    await read_owners(job, lookup, kinds)
+    if isinstance(old := request.get("oldObject"), dict):
+        await read_owners(old, lookup, kinds)
+
+
+async def read_owners(job: Obj, lookup: QueueLookup, kinds: Registry = KINDS) -> None:
+    """The chain of controllers `job` names, each read from the API server when the cache
+    lacks it or holds it under another uid. An operator creates a child a moment after its
+    owner (JobSet its Jobs at once); the watch may not have brought the owner yet, and the
+    child, taken for an object nobody owns, would be suspended and queued on its own."""
+    for _ in range(MAX_OWNER_DEPTH):
+        meta = job.get("metadata") or {}
+        ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+        group = str((ref or {}).get("apiVersion") or "").rpartition("/")[0]
+        found_kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
+        if ref is None or found_kind is None or not ref.get("uid"):
+            return
+        args = (found_kind.resource, str(meta.get("namespace") or ""), str(ref.get("name")))
+        found = lookup.owner_object(*args)
+        if found is None or (found.get("metadata") or {}).get("uid") != ref.get("uid"):
+            await lookup.read_owner(*args)
+            found = lookup.owner_object(*args)
+        if found is None:
+            return
+        job = found
 
 
 def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
     """Queue a job on create; keep its cluster-queue label in step when its queue changes."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict):
+    if kind is None or not isinstance(job, dict) or owner_of(job, lookup, kinds) is not None:
         return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     what = kind.resource.kind
     ns = _namespace(request)
@@ -191,15 +232,28 @@ def validate_job(
     lookup: QueueLookup,
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     kinds: Registry = KINDS,
+    children_only: bool = False,
 ) -> Response:
-    """Refuse changes to a queued job that would bypass the queue or corrupt its labels."""
+    """Refuse changes to a queued job that would bypass the queue or corrupt its labels, and
+    changes to a child that would make it run other than its owner says. `children_only`:
+    the route that sees unlabelled objects judges only children (their owners are queued, so
+    they carry no queue label of their own)."""
     job = request.get("object")
     kind = kind_of(request, kinds)
     if kind is None or not isinstance(job, dict):
-        return allow(request)  # not a kind we queue, or a part of a job that is queued whole
+        return allow(request)  # not a kind we queue
     if user_name(request) in controller_users:
         return allow(request)
     operation = request.get("operation")
+    parent = owner_of(job, lookup, kinds)
+    was = owner_of(request.get("oldObject"), lookup, kinds) if operation == "UPDATE" else None
+    if parent is not None or was is not None:
+        problems = _child_problems(request, kind, job, parent, was)
+        if problems:
+            return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
+        return allow(request)  # a part of a job that is queued whole
+    if children_only:
+        return allow(request)
     warnings: list[str] = []
     if operation == "CREATE":
         problems = _create_problems(request, kind, job, lookup)
@@ -211,6 +265,32 @@ def validate_job(
     if problems:
         return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
     return allow(request, [], warnings)
+
+
+def _child_problems(
+    request: Request, kind: JobKind, job: Obj, parent: Owner | None, was: Owner | None
+) -> list[str]:
+    """A child's CREATE or UPDATE (`frozen.child_problems`); an UPDATE may not take it away
+    from the owner it had (a child without its owner is a job nobody queued), unless that
+    owner is going (the garbage collector orphans children so)."""
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    if was is not None:
+        was_kind, was_obj = was
+        was_meta = was_obj.get("metadata") or {}
+        same = parent is not None and (parent[1].get("metadata") or {}).get("uid") == was_meta.get(
+            "uid"
+        )
+        if not same and not was_meta.get("deletionTimestamp"):
+            return [
+                f"its controller ownerReference to {was_kind.resource.kind} "
+                f"{was_meta.get('name')!r} cannot be removed or changed: it runs as part of "
+                "that job's Workload; delete it instead"
+            ]
+    if parent is None:
+        return []
+    old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+    return child_problems(parent[0], parent[1], kind.resource.kind, old, job)
 
 
 def _priority_class_problems(
@@ -318,6 +398,13 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
             f"it cannot change {'; '.join(changes)} while it is admitted: the quota it holds "
             "was sized for its shape, and more pods than its queue admitted would run; wait "
             "until it finishes, or delete it and create it again with the new shape"
+        )
+    moved = placement_changes(kind, old, job) if old_queue is not None else []
+    if (admitted or running) and moved:
+        problems.append(
+            f"it cannot change {', '.join(moved)} while it is admitted: they decide which "
+            "nodes its pods run on, and its quota was admitted on one flavor's nodes; wait "
+            "until it finishes, or delete it and create it again with the new placement"
         )
 
     if old_queue is not None and new_queue is None:
