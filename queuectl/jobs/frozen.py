@@ -20,13 +20,14 @@ what its owner's Workload was admitted for (docs/design/webhooks.md, "Frozen whi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
-from queuectl.convert import pod_requests
 from queuectl.jobs.kind import FreezesFields, JobKind, MakesChildren, PodSet
 
 
@@ -164,6 +165,51 @@ def _tolerations_agree(new: Any, old: Any, owner: Any) -> bool:
     return all(t in new for t in owner) and all(t in owner or t in old for t in new)
 
 
+_QUANTITY: Final = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
+_SUFFIX: Final = {
+    **{"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000)},
+    **{s: 1000**i for i, s in enumerate("kMGTPE", 1)},
+    **{f"{s}i": 1024**i for i, s in enumerate("KMGTPE", 1)},
+}
+
+
+def _amount(value: Any) -> Any:
+    """A quantity as a number (`0.5` and `500m` agree: the API server rewrites a Job's
+    quantities canonical, a custom resource's as written); anything unreadable as itself."""
+    match = _QUANTITY.match(str(value).strip())
+    if match is None:
+        return str(value)
+    number, suffix = match.groups()
+    try:
+        if suffix[:1] in ("e", "E"):
+            return Fraction(number) * Fraction(10) ** int(suffix[1:])
+        return Fraction(number) * _SUFFIX[suffix] if suffix in _SUFFIX else str(value)
+    except (ValueError, ZeroDivisionError):
+        return str(value)
+
+
+def _resources(template: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Each container's requests and limits as amounts (containers that set none left out),
+    and the overhead: what one pod asks for, in any spelling."""
+
+    def amounts(found: Any) -> tuple[tuple[str, Any], ...]:
+        items = found.items() if isinstance(found, Mapping) else ()
+        return tuple(sorted((str(k), _amount(v)) for k, v in items))
+
+    def of(containers: Any) -> tuple[Any, ...]:
+        out = []
+        for c in containers if isinstance(containers, list) else ():
+            res = (c.get("resources") if isinstance(c, Mapping) else None) or {}
+            if isinstance(res, Mapping) and (res.get("requests") or res.get("limits")):
+                out.append(
+                    (c.get("name"), amounts(res.get("requests")), amounts(res.get("limits")))
+                )
+        return tuple(out)
+
+    spec = _spec(template)
+    return of(spec.get("containers")), of(spec.get("initContainers")), amounts(spec.get("overhead"))
+
+
 def _read(path: str) -> Callable[[PodSet], Any]:
     read = dict(PLACEMENT)[path]
     return lambda ps: read(ps.template)
@@ -176,7 +222,7 @@ def _topology(key: str) -> Callable[[PodSet], Any]:
 
 CHILD_FIELDS: Final[tuple[tuple[str, Callable[[PodSet], Any], Agrees], ...]] = (
     ("(pods at once)", lambda ps: ps.count, _equal),
-    ("(requests and limits of one pod)", lambda ps: pod_requests(dict(_spec(ps.template))), _equal),
+    ("(requests and limits of one pod)", lambda ps: _resources(ps.template), _equal),
     *(
         (f"metadata.annotations[{key}]", _topology(key), _equal)
         for key in names.PODSET_TOPOLOGY_ANNOTATIONS
@@ -191,8 +237,8 @@ CHILD_FIELDS: Final[tuple[tuple[str, Callable[[PodSet], Any], Agrees], ...]] = (
         _equal,
     ),
 )
-"""What a child must agree on with the pod set of its owner it is made from. Requests are
-compared canonical here: the operator writes the owner's resources in its own spelling."""
+"""What a child must agree on with the pod set of its owner it is made from. Requests and
+limits are compared as amounts: a Job's are stored canonical, its JobSet's as written."""
 
 
 def _field(ps: PodSet, label: str) -> str:

@@ -292,6 +292,14 @@ def test_the_operators_own_writes_agree_with_the_owner_and_pass() -> None:
     assert decide(rayjob_cluster(RJ), None, world(RJ), user=KUBERAY)["allowed"]
     assert decide(rayjob_submitter(RJ), None, world(RJ), user=KUBERAY)["allowed"]
     assert decide(TJ_JOBSET, None, world(TJ))["allowed"]
+    # The API server stores a Job's quantities canonical, a JobSet's as written.
+    spelled = copy.deepcopy(JS)
+    driver = spelled["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    driver["containers"][0]["resources"] = {"requests": {"cpu": "0.5", "memory": "1024Mi"}}
+    made = jobset_job(spelled, rjob=0)
+    made_pod = made["spec"]["template"]["spec"]["containers"][0]
+    made_pod["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    assert decide(made, None, world(spelled), user=JOBSET_OPERATOR)["allowed"]
     # A stale key JobSet's merge leaves behind narrows placement: it is no departure.
     stale = changed(resumed, lambda j: _worker_spec(j)["nodeSelector"].update(rack="r1"))
     assert decide(stale, resumed, world(owner), user=JOBSET_OPERATOR)["allowed"]
