@@ -159,15 +159,20 @@ class RayJob:
     def child_pod_sets(self, job: Obj, child: Obj) -> list[tuple[PodSet, PodSet]] | None:
         """KubeRay makes the RayCluster from spec.rayClusterSpec (named in
         status.rayClusterName once it has picked the name) and, in K8sJobMode, the submitter
-        Job, named as the RayJob, from the submitter template."""
+        Job, named as the RayJob, from the submitter template. In SidecarMode KubeRay adds
+        its submitter container to the head's template: the head is not compared there."""
         name = (child.get("metadata") or {}).get("name")
         mine = self.pod_sets(job)
         if is_kind(child, RAY_CLUSTERS):
             chosen = (job.get("status") or {}).get("rayClusterName")
             if chosen and chosen != name:
                 return None
-            workers = [ps for ps in mine if ps.name != SUBMITTER]
-            return pairs_by_name(clusterspec.pod_sets(child.get("spec") or {}), workers)
+            sidecar = (job.get("spec") or {}).get("submissionMode") == "SidecarMode"
+            skip = {SUBMITTER, clusterspec.HEAD} if sidecar else {SUBMITTER}
+            made = [
+                ps for ps in clusterspec.pod_sets(child.get("spec") or {}) if ps.name not in skip
+            ]
+            return pairs_by_name(made, [ps for ps in mine if ps.name not in skip])
         if is_kind(child, JOBS) and has_submitter(job) and name == job["metadata"]["name"]:
             return [(BatchJob().pod_sets(child)[0], mine[-1])]
         return None
