@@ -114,18 +114,25 @@ async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = K
     kind = kind_of(request, kinds)
     if kind is None or not isinstance(job, dict):
         return
+    old = request.get("oldObject")
     if request.get("operation") == "CREATE":
         await inputs.read_missing(kind, job, lookup)
-    await read_owners(job, lookup, kinds)
-    if isinstance(old := request.get("oldObject"), dict):
+    # A child resumed (or made running) right after its owner: the cache may not have seen
+    # the owner's resume yet, and the decision asks whether the owner still holds back.
+    starts = not kind.is_suspended(job) and (not isinstance(old, dict) or kind.is_suspended(old))
+    await read_owners(job, lookup, kinds, fresh=starts)
+    if isinstance(old, dict):
         await read_owners(old, lookup, kinds)
 
 
-async def read_owners(job: Obj, lookup: QueueLookup, kinds: Registry = KINDS) -> None:
+async def read_owners(
+    job: Obj, lookup: QueueLookup, kinds: Registry = KINDS, fresh: bool = False
+) -> None:
     """The chain of controllers `job` names, each read from the API server when the cache
-    lacks it or holds it under another uid. An operator creates a child a moment after its
-    owner (JobSet its Jobs at once); the watch may not have brought the owner yet, and the
-    child, taken for an object nobody owns, would be suspended and queued on its own."""
+    lacks it or holds it under another uid (`fresh`: the direct owner in any case). An
+    operator creates a child a moment after its owner (JobSet its Jobs at once); the watch may
+    not have brought the owner yet, and the child, taken for an object nobody owns, would be
+    suspended and queued on its own."""
     for _ in range(MAX_OWNER_DEPTH):
         meta = job.get("metadata") or {}
         ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
@@ -135,12 +142,12 @@ async def read_owners(job: Obj, lookup: QueueLookup, kinds: Registry = KINDS) ->
             return
         args = (found_kind.resource, str(meta.get("namespace") or ""), str(ref.get("name")))
         found = lookup.owner_object(*args)
-        if found is None or (found.get("metadata") or {}).get("uid") != ref.get("uid"):
+        if fresh or found is None or (found.get("metadata") or {}).get("uid") != ref.get("uid"):
             await lookup.read_owner(*args)
             found = lookup.owner_object(*args)
         if found is None:
             return
-        job = found
+        job, fresh = found, False
 
 
 def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
@@ -289,8 +296,25 @@ def _child_problems(
             ]
     if parent is None:
         return []
-    old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+    parent_kind, parent_obj = parent
+    starts = not kind.is_suspended(job) and (was is None or kind.is_suspended(_old_obj(request)))
+    if starts and parent_kind.is_suspended(parent_obj):
+        what, owner_what = kind.resource.kind, parent_kind.resource.kind
+        return [
+            f"it cannot run while its {owner_what} "
+            f"{(parent_obj.get('metadata') or {}).get('name')!r} is suspended: that "
+            f"{owner_what}'s Workload is what queuectl admits; set {kind.suspend_field}=true, "
+            f"and the {owner_what}'s operator resumes the {what} once queuectl admits it"
+        ]
+    # An object that only now names its owner is judged whole, as if created so: what it
+    # already was (scaled while it was a job of its own) is no less a departure.
+    old = request.get("oldObject") if was is not None else None
     return child_problems(parent[0], parent[1], kind.resource.kind, old, job)
+
+
+def _old_obj(request: Request) -> Obj:
+    old = request.get("oldObject")
+    return old if isinstance(old, dict) else {}
 
 
 def _priority_class_problems(

@@ -374,6 +374,38 @@ def test_a_claimed_owner_without_a_default_queue_leaves_the_object_unqueued() ->
     assert "patch" not in answer  # as any Job there: no label, no default LocalQueue
 
 
+async def test_a_child_runs_only_once_its_owner_does() -> None:
+    """The JobSet waits for quota (suspended), its Jobs made suspended with it. A user
+    unsuspending one of them would run it on quota nobody admitted: refused. Once queuectl
+    resumes the JobSet, its operator resumes the Jobs, even before the webhook's cache has
+    seen the JobSet's resume (the owner is read again for a child that starts)."""
+    waiting = copy.deepcopy(JS)
+    waiting["spec"]["suspend"] = True
+    held = jobset_job(waiting)
+    held["spec"]["suspend"] = True
+    resumed = changed(held, lambda j: j["spec"].update(suspend=False))
+    lookup = world(waiting)
+    answer = decide(resumed, held, lookup)
+    assert answer["allowed"] is False
+    assert (
+        "cannot run while its JobSet 'driver-workers' is suspended" in (answer["status"]["message"])
+    )
+    assert decide(changed(resumed, lambda j: j), None, lookup)["allowed"] is False, "nor made so"
+    lookup.api_server[("jobsets", NS, "driver-workers")] = JS  # queuectl resumed it
+    review = request(resumed, held, kind=JOB_KIND, user=JOBSET_OPERATOR)
+    await read_inputs(review, lookup)
+    assert validate_job(review, lookup)["allowed"] is True
+
+
+def test_a_job_that_only_now_names_its_owner_is_judged_whole() -> None:
+    """A Job of one's own named as a JobSet's would be (scaled to 100 while it stood alone)
+    gains the JobSet's ownerReference: it is judged as if created so."""
+    child = changed(jobset_job(JS), lambda j: j["spec"].update(parallelism=100, completions=100))
+    alone = changed(child, lambda c: c["metadata"].pop("ownerReferences"))
+    answer = decide(child, alone, world(JS))
+    assert answer["allowed"] is False and "(pods at once) (100)" in answer["status"]["message"]
+
+
 def test_a_child_cannot_leave_its_owner() -> None:
     child = jobset_job(JS)
     orphan = changed(child, lambda c: c["metadata"].pop("ownerReferences"))
