@@ -10,6 +10,7 @@ RayJob goes, the PyTorchJob is admitted again. Bypass attempts on these kinds ar
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -369,6 +370,21 @@ def test_bypass_attempts_on_rayclusters_and_pytorchjobs_are_refused(
         check=False,
     )
     assert scale.returncode != 0 and "while it is admitted" in scale.stderr, scale.stderr
+    # Nor may its workers move to another flavor's nodes: placement is frozen as the shape is.
+    selector = {"op": "add", "path": "/spec/workerGroupSpecs/0/template/spec/nodeSelector"}
+    moved = c.kubectl(
+        "patch",
+        "raycluster",
+        "fixed",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        json.dumps([selector | {"value": {"gpu.example.com/model": "h100"}}]),
+        check=False,
+    )
+    assert moved.returncode != 0, "moved to other nodes while admitted"
+    assert "spec.workerGroupSpecs[0].template.spec.nodeSelector" in moved.stderr, moved.stderr
 
     # Autoscaling: quota for maxReplicas is held, so the autoscaler moving replicas is allowed.
     elastic = ray_cluster("elastic", ns, "lq", 0, max_replicas=2, enableInTreeAutoscaling=True)
