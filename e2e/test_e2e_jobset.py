@@ -211,8 +211,8 @@ def test_bypass_attempts_on_a_jobset_are_refused(
     )
     why = refused(
         "patch", "job", child["metadata"]["name"], "-n", namespace, "--type=merge",
-        "-p", '{"spec":{"parallelism":100}}',
-    )  # fmt: skip
+        "-p", '{"spec":{"parallelism":100,"completions":100}}',
+    )  # fmt: skip  (an Indexed Job, as JobSet makes them, may scale so)
     assert "(pods at once)" in why and "departs from JobSet 'running'" in why, why
     (held, *_) = wait_for("waiting's Jobs", lambda: child_jobs(control_plane, namespace, "waiting"))
     why = refused(
