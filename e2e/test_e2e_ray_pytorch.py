@@ -333,6 +333,17 @@ def test_a_rayjob_preempts_a_pytorchjob_that_stops_after_its_grace_period_and_co
     rc = get(c, "raycluster", cluster_name, ns)
     assert not rc["spec"].get("suspend")  # part of the RayJob's Workload, not queued itself
     assert workload(c, ns, "RayCluster", cluster_name) is None
+    # Part of the RayJob's Workload, it runs what the RayJob says: 2 workers, not 50.
+    grow = json.dumps(
+        [
+            {"op": "replace", "path": f"/spec/workerGroupSpecs/0/{field}", "value": 50}
+            for field in ("replicas", "maxReplicas")
+        ]
+    )
+    scaled = c.kubectl(
+        "patch", "raycluster", cluster_name, "-n", ns, "--type=json", "-p", grow, check=False
+    )
+    assert scaled.returncode != 0 and "departs from RayJob 'urgent'" in scaled.stderr, scaled.stderr
     submitter = wait_for(
         "the submitter pod running with the placement",
         lambda: running(c, ns, "job-name=urgent"),
