@@ -192,6 +192,9 @@ WEBHOOK_PATH_MUTATE_JOB: Final = "/mutate-job"
 WEBHOOK_PATH_MUTATE_UNLABELLED_JOB: Final = "/mutate-unlabelled-job"
 WEBHOOK_PATH_VALIDATE_WORKLOAD: Final = "/validate-workload"
 WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
+# Unlabelled objects a job kind's object controls (a JobSet's Jobs, a TrainJob's JobSet): their
+# own route, failing open, as they are most Jobs' kind of object (a CronJob's Jobs too).
+WEBHOOK_PATH_VALIDATE_OWNED_JOB: Final = "/validate-owned-job"
 WEBHOOK_PATH_MUTATE_POD: Final = "/mutate-pod"
 WEBHOOK_PATH_VALIDATE_POD: Final = "/validate-pod"
 WEBHOOK_PATH_MUTATE_LWS: Final = "/mutate-leaderworkerset"

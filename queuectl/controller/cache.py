@@ -158,6 +158,20 @@ class Cache:
         store = self.stores.get(resource.plural)
         if store is None or store.get(namespace, name) is not None:
             return
+        await self._read(store, resource, namespace, name)
+
+    def owner_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        return self.input_object(resource, namespace, name)
+
+    async def read_owner(self, resource: Resource, namespace: str, name: str) -> None:
+        """As `read_input`, also when the store holds an object of that name: the caller
+        found it under another uid (deleted and created again since the watch's last word).
+        An older answer never replaces a newer one (`Store.upsert_local`)."""
+        store = self.stores.get(resource.plural)
+        if store is not None:
+            await self._read(store, resource, namespace, name)
+
+    async def _read(self, store: Store, resource: Resource, namespace: str, name: str) -> None:
         try:
             obj = await asyncio.wait_for(
                 self.kube.get(resource, name, namespace or None), READ_INPUT_TIMEOUT_S

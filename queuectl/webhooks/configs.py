@@ -27,6 +27,12 @@ QUEUECTL_RESOURCES = ["clusterqueues", "cohorts", "localqueues"]
 MUTATE_QUEUED_JOB = "queued-job.mutate.queuectl.io"
 MUTATE_DEFAULT_QUEUE_JOB = "default-queue-job.mutate.queuectl.io"
 VALIDATE_QUEUED_JOB = "queued-job.validate.queuectl.io"
+VALIDATE_OWNED_JOB = "owned-job.validate.queuectl.io"
+CONTROLLED = (
+    "(has({o}.metadata.ownerReferences) && "
+    "{o}.metadata.ownerReferences.exists(r, has(r.controller) && r.controller))"
+)
+"""CEL: the object `{o}` has a controller ownerReference."""
 VALIDATE_RESOURCES = "resources.validate.queuectl.io"
 VALIDATE_WORKLOADS = "workloads.validate.queuectl.io"
 MUTATE_QUEUED_POD = "queued-pod.mutate.queuectl.io"
@@ -178,6 +184,26 @@ def render_webhook_configurations(
         VALIDATE_QUEUED_JOB, names.WEBHOOK_PATH_VALIDATE_JOB, ["CREATE", "UPDATE"], fail=True
     )
     validate_job |= {"objectSelector": _queue_label("Exists")}
+    # A queued job's children carry no queue label (their owner is queued): judged against
+    # their owner (`jobs.validate_job`, children_only). Only objects some controller owns are
+    # sent (old or new: dropping the reference is judged too), so the rest of the cluster's
+    # Jobs never wait on queuectl; it fails open, like the unlabelled-Job mutation, and the
+    # controller's drift check and pod accounting stand behind it while it is down.
+    owned = job_hook(
+        VALIDATE_OWNED_JOB, names.WEBHOOK_PATH_VALIDATE_OWNED_JOB, ["CREATE", "UPDATE"], fail=False
+    )
+    owned |= {
+        "objectSelector": _queue_label("DoesNotExist"),
+        "matchConditions": [
+            {
+                "name": "controlled",
+                "expression": CONTROLLED.format(o="object")
+                + " || (oldObject != null && "
+                + CONTROLLED.format(o="oldObject")
+                + ")",
+            }
+        ],
+    }
     resources = _webhook(
         VALIDATE_RESOURCES,
         client.client_config(names.WEBHOOK_PATH_VALIDATE_QUEUECTL, ca_bundle),
@@ -245,7 +271,7 @@ def render_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": validating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [validate_job, resources, workloads, pod_hooks[1]],
+        "webhooks": [validate_job, owned, resources, workloads, pod_hooks[1]],
     }
     return mutating, validating
 

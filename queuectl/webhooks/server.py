@@ -131,7 +131,8 @@ def make_app(
     """The routes, without TLS: what the unit tests drive through aiohttp's test client.
 
     Each route's OnError matches its webhook's failurePolicy in `configs`: the unlabelled-Job
-    mutation sees every Job create in the cluster and fails open; the rest fail closed. The
+    mutation sees every Job create in the cluster and fails open, and so does the owned-job
+    validation (every controlled object's write); the rest fail closed. The
     job routes serve every kind in `kinds` (the AdmissionReview names which).
     """
     users = frozenset(controller_users)
@@ -143,6 +144,7 @@ def make_app(
         names.WEBHOOK_PATH_MUTATE_JOB,
         names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
         names.WEBHOOK_PATH_VALIDATE_JOB,
+        names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
     }
     routes: list[tuple[str, Decision, OnError]] = [
         (names.WEBHOOK_PATH_MUTATE_JOB, lambda r: mutate_job(r, lookup, kinds), OnError.DENY),
@@ -155,6 +157,11 @@ def make_app(
             names.WEBHOOK_PATH_VALIDATE_JOB,
             lambda r: validate_job(r, lookup, users, kinds),
             OnError.DENY,
+        ),
+        (
+            names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
+            lambda r: validate_job(r, lookup, users, kinds, children_only=True),
+            OnError.ALLOW,
         ),
         (
             names.WEBHOOK_PATH_VALIDATE_QUEUECTL,

@@ -28,6 +28,7 @@ ROUTES = {
     names.WEBHOOK_PATH_MUTATE_JOB,
     names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
     names.WEBHOOK_PATH_VALIDATE_JOB,
+    names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
     names.WEBHOOK_PATH_VALIDATE_WORKLOAD,
     names.WEBHOOK_PATH_MUTATE_POD,
@@ -59,11 +60,16 @@ def called(
     namespace: str | None,
     new_labels: Mapping[str, str] | None,
     old_labels: Mapping[str, str] | None = None,
+    owned: bool = False,
 ) -> set[Hit]:
-    """Which webhooks the API server calls for this request, with their failure policies."""
+    """Which webhooks the API server calls for this request, with their failure policies.
+    `owned`: the object has a controller ownerReference (the `controlled` matchCondition)."""
     hits = set()
     for kind, hook in webhooks(objects):
         if not any(_rule_matches(rule, resource, op) for rule in hook["rules"]):
+            continue
+        conditions = {c["name"] for c in hook.get("matchConditions") or ()}
+        if "controlled" in conditions and not owned:
             continue
         # namespaceSelector never skips cluster-scoped objects (namespace None).
         ns_labels = {"kubernetes.io/metadata.name": namespace} if namespace else None
@@ -85,6 +91,11 @@ MUTATE_IGNORE = (
     "Ignore",
 )
 VALIDATE_FAIL = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Fail")
+VALIDATE_OWNED = (
+    "ValidatingWebhookConfiguration",
+    names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
+    "Ignore",
+)
 VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_QUEUECTL, "Fail")
 VALIDATE_WORKLOAD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_WORKLOAD, "Fail")
 MUTATE_POD = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_POD, "Fail")
@@ -97,10 +108,16 @@ class Req(NamedTuple):
     namespace: str | None
     new: dict[str, str] | None
     old: dict[str, str] | None = None
+    owned: bool = False
 
 
 def job(op: str, namespace: str, new: dict[str, str], old: dict[str, str] | None = None) -> Req:
     return Req(JOB, op, namespace, new, old)
+
+
+def child_job(op: str, old: dict[str, str] | None = None) -> Req:
+    """An unlabelled Job some controller owns (a JobSet's, a CronJob's)."""
+    return Req(JOB, op, "team-a", {}, old, owned=True)
 
 
 def cluster_queue(op: str) -> Req:
@@ -124,6 +141,10 @@ SCENARIOS = [
                  id="unsuspending a queued Job is checked"),
     pytest.param(job("UPDATE", "team-a", {}, {}), set(),
                  id="an unqueued Job's updates are left alone"),
+    pytest.param(child_job("CREATE"), {MUTATE_IGNORE, VALIDATE_OWNED},
+                 id="a child Job is checked against its owner, best-effort"),
+    pytest.param(child_job("UPDATE", {}), {VALIDATE_OWNED},
+                 id="and so is every change of it"),
     pytest.param(job("CREATE", "kube-system", LABELLED), set(),
                  id="kube-system is never intercepted"),
     pytest.param(job("CREATE", SYSTEM_NS, LABELLED), set(),

@@ -55,6 +55,21 @@ def test_queued_jobs_fail_closed_and_unlabelled_jobs_fail_open() -> None:
     ]
 
 
+def test_unlabelled_children_are_validated_failing_open() -> None:
+    """A queued job's children carry no queue label: a webhook of their own judges them
+    against their owner, sent only objects some controller owns (before or after the write),
+    so the cluster's other Jobs never wait on queuectl."""
+    _, validating = render_webhook_configurations(ServiceClient(), CA)
+    owned = by_name(validating)[configs.VALIDATE_OWNED_JOB]
+    assert owned["failurePolicy"] == "Ignore"
+    assert owned["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert owned["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+    assert owned["clientConfig"]["service"]["path"] == names.WEBHOOK_PATH_VALIDATE_OWNED_JOB
+    (condition,) = owned["matchConditions"]
+    assert "object.metadata.ownerReferences" in condition["expression"]
+    assert "oldObject.metadata.ownerReferences" in condition["expression"]
+
+
 def test_system_namespaces_are_excluded_from_job_webhooks() -> None:
     mutating, validating = render_webhook_configurations(ServiceClient())
     job_hooks = mutating["webhooks"] + [by_name(validating)[configs.VALIDATE_QUEUED_JOB]]
