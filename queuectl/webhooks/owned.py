@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from queuectl.api import owned
+from queuectl.api import names, owned
 from queuectl.api.resource import Obj
 from queuectl.jobs import JobKind, ReadsInputs
 from queuectl.jobs.registry import KINDS, Registry
@@ -130,23 +130,42 @@ def owned_key_changes(old: Obj | None, new: Obj, kind: JobKind | None = None) ->
     return changes
 
 
-def _owner_templates(
-    obj: Obj, namespace: str, lookup: QueueLookup, kinds: Registry
-) -> list[Mapping[str, Any]]:
-    """The pod templates of the object's controller owner when that owner is a registered kind
-    that exists in the cache with the uid the reference names; [] when it is not."""
+@dataclass(frozen=True)
+class _Owner:
+    """What a verified owner may pass on to the objects it makes."""
+
+    templates: list[Mapping[str, Any]]
+    workload: frozenset[str | None] = frozenset()
+    """The owner's Workload name: what queuectl labels the templates it places with, also
+    where the kind's pod sets do not show it (a TrainJob's label sits in its overrides)."""
+
+
+def _owner(obj: Obj, namespace: str, lookup: QueueLookup, kinds: Registry) -> _Owner:
+    """The object's controller owner when that owner is a registered kind that exists in the
+    cache with the uid the reference names; an empty one when it is not."""
     for ref in _meta_list(obj, "ownerReferences"):
         if not ref.get("controller"):
             continue
         kind = kinds.for_owner(ref)
         if kind is None:
-            return []
+            return _Owner([])
         owner = lookup.input_object(kind.resource, namespace, str(ref.get("name") or ""))
         uid = (owner.get("metadata") or {}).get("uid") if owner is not None else None
-        if not uid or uid != ref.get("uid"):
-            return []
-        return list(templates(kind, owner).values())
-    return []
+        if owner is None or not uid or uid != ref.get("uid"):
+            return _Owner([])
+        found = list(templates(kind, owner).values())
+        if not kind.queue_name(dict(owner)):
+            return _Owner(found)  # not queued: its Workload name is no label of ours yet
+        named = _text(_meta(owner, "labels").get(names.LABEL_WORKLOAD))
+        return _Owner(found, frozenset({named, _workload(kind, owner)}))
+    return _Owner([])
+
+
+def _workload(kind: JobKind, owner: Obj) -> str | None:
+    try:
+        return kind.workload_name(dict(owner))
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return None
 
 
 def _meta_list(obj: Obj, field: str) -> list[Mapping[str, Any]]:
@@ -155,15 +174,18 @@ def _meta_list(obj: Obj, field: str) -> list[Mapping[str, Any]]:
     return [r for r in found if isinstance(r, Mapping)] if isinstance(found, list) else []
 
 
-def _copied(change: KeyChange, owner_templates: list[Mapping[str, Any]]) -> bool:
-    """Whether the change writes what the owner's templates hold: a value one of them carries,
-    or the key's removal when none of them carries it."""
+def _copied(change: KeyChange, owner: _Owner) -> bool:
+    """Whether the change writes what the owner's templates hold: a value one of them carries
+    (or, for the Workload label, the owner's Workload name), or the key's removal when none of
+    them carries it."""
     field = {LABEL: "labels", ANNOTATION: "annotations"}.get(change.what)
-    if field is None or not owner_templates:
+    if field is None or not owner.templates:
         return False
-    values = [_text(_meta(t, field).get(change.key)) for t in owner_templates]
+    values = [_text(_meta(t, field).get(change.key)) for t in owner.templates]
     if change.new is None:
         return all(v is None for v in values)
+    if change.what == LABEL and change.key == names.LABEL_WORKLOAD and change.new in owner.workload:
+        return True
     return change.new in values
 
 
@@ -194,6 +216,6 @@ def owned_key_problems(
     if not changes:
         return []
     ns = str(request.get("namespace") or (new.get("metadata") or {}).get("namespace") or "")
-    from_owner = _owner_templates(new, ns, lookup, kinds)
+    from_owner = _owner(new, ns, lookup, kinds)
     creating = request.get("operation") == "CREATE"
     return [c.describe(creating) for c in changes if not _copied(c, from_owner)]

@@ -18,6 +18,7 @@ from webhook_cases import NS, request
 
 from queuectl.api import names, owned
 from queuectl.jobs.batch import JOBS
+from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.jobset.kind import JOBSETS
 from queuectl.jobs.podgroup import group as pg
 from queuectl.webhooks.jobs import mutate_job, validate_job
@@ -316,3 +317,16 @@ def test_a_queued_jobs_mutation_stays_accepted_by_its_validation(lookup: InMemor
             target = target[part.replace("~1", "/")]
         target[parts[-1].replace("~1", "/")] = op["value"]
     assert validate_job(request(out, kind=JOB_KIND), lookup)["allowed"] is True
+
+
+def test_a_child_may_carry_its_queued_parents_workload_name(lookup: InMemoryLookup) -> None:
+    """A TrainJob's placement label sits in its overrides, not in the templates its pod sets
+    show: the Workload name of a queued parent is a legitimate copy, of an unqueued one not."""
+    parent = jobset(labels={"app": "x"})
+    name = JobSet().workload_name(parent)
+    child = copy_of_parent({names.LABEL_WORKLOAD: name})
+    found = with_jobset(lookup, parent)
+    assert validate_job(request(child, kind=JOB_KIND, user=JOBSET_OPERATOR), found)["allowed"]
+    parent["metadata"]["labels"] = {}
+    refused = validate_job(request(child, kind=JOB_KIND, user=JOBSET_OPERATOR), found)
+    assert refused["allowed"] is False
