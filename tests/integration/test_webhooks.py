@@ -231,6 +231,19 @@ async def test_a_pod_template_cannot_claim_its_gpus_are_served_by_another_device
     assert patched.value.status == 403
     assert f"annotation {names.ANNOTATION_GPU_RESOURCE}" in str(patched.value.body)
 
+    # Without the queue label the Job is sent too (the owned-keys webhook's CEL matchConditions):
+    # a key of ours in its template is refused, a Job without one is not intercepted.
+    unlabelled = labelled_job("rdma-unqueued", None)
+    unlabelled["spec"]["template"] |= claim
+    with pytest.raises(ApiException) as unqueued:
+        await call(webhooks.batch.create_namespaced_job, ns, unlabelled)
+    assert unqueued.value.status == 403
+    assert configs.VALIDATE_OWNED_KEYS_JOB in str(unqueued.value.body)
+    plain = await call(
+        webhooks.batch.create_namespaced_job, ns, labelled_job("plain", None), dry_run="All"
+    )
+    assert plain.metadata.name == "plain"
+
 
 async def test_a_local_queue_outside_the_cluster_queue_selector_is_refused(
     webhooks: Webhooks, k8s_client: k8s.ApiClient
