@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuectl import convert
 from queuectl.api import gpushare, names
@@ -130,3 +132,20 @@ def test_a_renamed_template_reads_back_as_the_user_wrote_it() -> None:
     back = gpushare.original(template)
     assert back["spec"]["containers"][0]["resources"] == {"requests": {GPU: "1"}}
     assert "annotations" not in back["metadata"]
+
+
+RESOURCES = st.sampled_from([GPU, MIG, "nvidia.com/mig-1g.10gb", "rdma/hca", "cpu"])
+REQUESTS = st.dictionaries(RESOURCES, st.integers(1, 16).map(str), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.tuples(REQUESTS, st.none() | REQUESTS), min_size=1, max_size=3),
+    device=st.none() | RESOURCES | st.just("memory"),
+)
+def test_whatever_the_template_says_the_charge_covers_what_runs(
+    parts: list[tuple[dict[str, str], dict[str, str] | None]], device: str | None
+) -> None:
+    containers = [{**gpu_container(r, lim), "name": f"c{i}"} for i, (r, lim) in enumerate(parts)]
+    obj = job(containers, device)
+    assert covers(charged(obj), convert.pod_requests(obj["spec"]["template"]["spec"]))
