@@ -10,9 +10,9 @@ shell. The rules are in docs/design/webhooks.md; the short version:
   the queue label cannot be removed, nor changed while the Job is admitted or running; nor can
   the Job's shape (pods at once, requests) or placement while it is (`jobs/frozen.py`); a
   child whose owner is verified (`registry.owner`) must agree with that owner on what it runs
-  and where; a WorkloadPriorityClass may be named only
-  in the namespaces its namespaceSelector selects; the labels and annotations the system owns are
-  the controller's alone; label values must be well formed.
+  and where; a WorkloadPriorityClass may be named only in the namespaces its namespaceSelector
+  selects; the keys the system owns (api/owned.py) are the controller's alone, on the job, in
+  its pod templates and on its children (webhooks/owned.py); label values must be well formed.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from queuectl.webhooks.formats import (
     priority_class_problem,
 )
 from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.owned import owned_key_problems
 from queuectl.webhooks.review import (
     JsonPatch,
     Request,
@@ -45,9 +46,6 @@ from queuectl.webhooks.review import (
 from queuectl.webhooks.selectors import selector_matches
 
 DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
-# Labels and annotations only the controller may add, change or remove after create.
-SYSTEM_LABELS = (names.LABEL_WORKLOAD,)
-SYSTEM_ANNOTATIONS = (names.ANNOTATION_PREEMPTION_DEADLINE,)
 
 
 def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
@@ -181,18 +179,12 @@ def _format_problems(new: Mapping[str, str], old: Mapping[str, str]) -> list[str
     return problems
 
 
-def _owned_changes(request: Request) -> list[str]:
-    """System-owned labels/annotations that this request adds, changes or removes."""
-    old, new = request.get("oldObject"), request.get("object")
-    changed = [
-        f"label {key}" for key in SYSTEM_LABELS if _labels(old).get(key) != _labels(new).get(key)
-    ]
-    changed += [
-        f"annotation {key}"
-        for key in SYSTEM_ANNOTATIONS
-        if _annotations(old).get(key) != _annotations(new).get(key)
-    ]
-    return changed
+def _owned_problems(request: Request, lookup: QueueLookup, kinds: Registry) -> list[str]:
+    """Our keys are ours (webhooks/owned.py), on the object and its pod templates: read through
+    the kind the object is, queued or a part of a queued job (a JobSet's Job)."""
+    gvk = request.get("kind") or {}
+    kind = kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    return owned_key_problems(request, lookup, kind, kinds)
 
 
 def validate_job(
@@ -207,27 +199,34 @@ def validate_job(
     the route that sees unlabelled objects judges only children (their owners are queued, so
     they carry no queue label of their own)."""
     job = request.get("object")
-    kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict):
-        return allow(request)  # not a kind we queue
-    if user_name(request) in controller_users:
+    if user_name(request) in controller_users or not isinstance(job, dict):
         return allow(request)
+    problems = _owned_problems(request, lookup, kinds)
+    kind = kind_of(request, kinds)
+    if kind is None:  # not a kind we queue (never sent one)
+        if not problems:
+            return allow(request)
+        gvk, meta = request.get("kind") or {}, job.get("metadata") or {}
+        what = f"{gvk.get('kind')} {_namespace(request)}/{meta.get('name') or '<generated>'}"
+        return deny(request, f"{what}: " + "; ".join(problems))
     operation = request.get("operation")
     parent = owners.owner_of(job, lookup, kinds)
     old = request.get("oldObject") if operation == "UPDATE" else None
     was = owners.owner_of(old, lookup, kinds)
     if parent is not None or was is not None:
-        problems = owners.problems(request, kind, job, parent, was)
+        problems = owners.problems(request, kind, job, parent, was) + problems
         if problems:
             return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
         return allow(request)  # a part of a job that is queued whole
-    if children_only:
+    if children_only:  # an object no verified owner stands behind: its own queue judges it
+        if problems:
+            return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
         return allow(request)
     warnings: list[str] = []
     if operation == "CREATE":
-        problems = _create_problems(request, kind, job, lookup)
+        problems = _create_problems(request, kind, job, lookup) + problems
     elif operation == "UPDATE":
-        problems = _update_problems(request, kind, job, lookup)
+        problems = _update_problems(request, kind, job, lookup) + problems
         warnings = _resize_warnings(request, kind, job)
     else:
         return allow(request)
@@ -312,10 +311,6 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
             f"label {names.LABEL_CLUSTER_QUEUE}={given!r} does not match LocalQueue {queue!r}, "
             f"which feeds ClusterQueue {expected!r}; queuectl sets this label, so leave it out"
         )
-    problems += [
-        f"{what} is set by queuectl only; leave it out"
-        for what in _owned_changes({"object": job, "oldObject": None})
-    ]
     return problems
 
 
@@ -376,9 +371,6 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
             f"label {names.LABEL_CLUSTER_QUEUE} is set by queuectl from the LocalQueue; "
             "leave it as it is"
         )
-    problems += [
-        f"{what} is managed by queuectl; leave it as it is" for what in _owned_changes(request)
-    ]
     problems += inputs.update_problems(kind, old, job)
 
     if (

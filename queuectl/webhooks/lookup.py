@@ -55,8 +55,10 @@ class QueueLookup(Protocol):
         ...
 
     def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
-        """An object a job kind reads its pod sets from (a TrainJob's runtime; `ReadsInputs`),
-        None when it does not exist or its resource is not served."""
+        """An object of a resource the cache holds: one a job kind reads its pod sets from (a
+        TrainJob's runtime; `ReadsInputs`), or a job of a registered kind (the verified owner
+        of a child or pod, webhooks/owned.py). None when it does not exist or its resource is
+        not held."""
         ...
 
     async def read_input(self, resource: Resource, namespace: str, name: str) -> None:

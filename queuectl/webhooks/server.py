@@ -29,6 +29,7 @@ from queuectl.webhooks.jobs import (
     validate_job,
 )
 from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.owned import read_owner
 from queuectl.webhooks.pods import mutate_lws, mutate_pod, validate_pod
 from queuectl.webhooks.resources import validate_queuectl
 from queuectl.webhooks.review import (
@@ -140,6 +141,9 @@ def make_app(
     async def prepare_job(request: Request) -> None:
         await read_inputs(request, lookup, kinds)
 
+    async def prepare_pod(request: Request) -> None:
+        await read_owner(request, lookup, kinds)
+
     job_routes = {
         names.WEBHOOK_PATH_MUTATE_JOB,
         names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
@@ -169,17 +173,19 @@ def make_app(
             OnError.DENY,
         ),
         (names.WEBHOOK_PATH_VALIDATE_WORKLOAD, lambda r: validate_workload(r, users), OnError.DENY),
-        (names.WEBHOOK_PATH_MUTATE_POD, lambda r: mutate_pod(r, lookup), OnError.DENY),
+        (names.WEBHOOK_PATH_MUTATE_POD, lambda r: mutate_pod(r, lookup, kinds), OnError.DENY),
         (names.WEBHOOK_PATH_MUTATE_LWS, mutate_lws, OnError.DENY),
         (
             names.WEBHOOK_PATH_VALIDATE_POD,
-            lambda r: validate_pod(r, lookup, users),
+            lambda r: validate_pod(r, lookup, users, kinds),
             OnError.DENY,
         ),
     ]
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     for path, decide, on_error in routes:
         prepare = prepare_job if path in job_routes else None
+        if path == names.WEBHOOK_PATH_VALIDATE_POD:
+            prepare = prepare_pod
         app.router.add_post(path, _handler(path, decide, on_error, read_timeout, prepare))
     app.router.add_get(names.WEBHOOK_PATH_HEALTHZ, _healthz)
     return app

@@ -1,7 +1,8 @@
 """Plain pod groups: bare pods queued as one gang, read from the pods themselves.
 
-A pod with the queue label and no controller is queued directly (a pod with a controller is
-its owner's business: a Job's, a JobSet's). Pods naming the same `queuectl.io/pod-group-name`
+A pod with the queue label whose controller is not a registered job kind (none, a
+ReplicaSet, a StatefulSet) is queued directly; a pod whose controller is one (a Job's) is its
+owner's business. Pods naming the same `queuectl.io/pod-group-name`
 in one namespace form a group of `queuectl.io/pod-group-total-count` pods; a pod without a
 group name is a group of one. Every queued pod is created with the scheduling gate
 `queuectl.io/admission`; the group's Workload appears once all its pods exist, one pod set
@@ -23,7 +24,8 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs import podtemplate
-from queuectl.jobs.kind import PodSet, PodSetPlacement
+from queuectl.jobs.kind import JobKind, PodSet, PodSetPlacement
+from queuectl.jobs.registry import KINDS, controlled_by
 from queuectl.jobs.workload import workload_name_for, workload_spec
 
 GATE: Final = names.SCHEDULING_GATE_ADMISSION
@@ -69,10 +71,6 @@ def _annotations(obj: Obj) -> Mapping[str, str]:
     return _meta(obj).get("annotations") or {}
 
 
-def has_controller(pod: Obj) -> bool:
-    return any(r.get("controller") for r in _meta(pod).get("ownerReferences") or ())
-
-
 def lws_group(pod: Obj) -> tuple[str, int] | None:
     """(group name, size) for a LeaderWorkerSet's pod: each replica (a leader and its workers,
     `size` pods sharing a group index) is one group, `<lws>-<index>`; None for other pods."""
@@ -88,13 +86,23 @@ def lws_group(pod: Obj) -> tuple[str, int] | None:
     return group, int(size)
 
 
-def is_queued_pod(pod: Obj) -> bool:
-    """A pod with the queue label that queuectl queues itself: a bare one (a plain pod group),
-    or a LeaderWorkerSet's (each replica a group). A pod with another controller (a Job's) is
-    its owner's business."""
-    if not _labels(pod).get(names.LABEL_QUEUE_NAME):
-        return False
-    return not has_controller(pod) or lws_group(pod) is not None
+def is_queued_pod(pod: Obj, kinds: Mapping[str, JobKind] = KINDS) -> bool:
+    """A pod with the queue label that queuectl queues itself: one whose controller is not a
+    registered job kind (a bare pod, a ReplicaSet's or a StatefulSet's: each a plain pod
+    group, of one unless it names a group), or a LeaderWorkerSet's (each replica a group).
+    A pod whose controller is a registered kind (a Job's) is its owner's business: the owner
+    is queued. Letting the others through ungated would run their GPUs outside any queue."""
+    if lws_group(pod) is not None:
+        return bool(_labels(pod).get(names.LABEL_QUEUE_NAME))
+    return held_by_queue(pod, kinds) and LWS_NAME not in _labels(pod)
+
+
+def held_by_queue(pod: Obj, kinds: Mapping[str, JobKind] = KINDS) -> bool:
+    """A pod with the queue label that no registered kind's object controls: it must be
+    created gated. The same as `is_queued_pod` but for a LeaderWorkerSet pod that LWS's own
+    webhook has not given its group index yet: queued once it has (the mutating webhook runs
+    again), and refused if it reaches the validating webhook without one."""
+    return bool(_labels(pod).get(names.LABEL_QUEUE_NAME)) and controlled_by(pod, kinds) is None
 
 
 def lws_ops(pod: Obj) -> list[dict[str, Any]]:

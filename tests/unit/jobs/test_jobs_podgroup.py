@@ -131,7 +131,9 @@ def test_group_label_problems(
 def test_only_bare_queue_labelled_pods_are_queued_directly() -> None:
     assert pg.is_queued_pod(single())
     owned = single()
-    owned["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "controller": True}]
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "controller": True}
+    ]
     assert not pg.is_queued_pod(owned)  # its Job is queued, not its pods
     unlabelled = single()
     unlabelled["metadata"]["labels"] = {}
