@@ -26,7 +26,7 @@ from queuectl.jobs.registry import KINDS
 from queuectl.jobs.trainjob import TrainJob
 from queuectl.webhooks import wellformed
 from queuectl.webhooks.lookup import InMemoryLookup
-from queuectl.webhooks.review import Response, deny, parse_review
+from queuectl.webhooks.review import MalformedReview, Response, deny, parse_review
 from queuectl.webhooks.server import decisions, make_app
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
@@ -149,8 +149,6 @@ def review(obj: Any, old: Any = None, like: dict[str, Any] | None = None) -> dic
 def answer(route: str, body: dict[str, Any], lookup: InMemoryLookup) -> Response | None:
     """What the server answers a review on `route` (None: refused as malformed, HTTP 400), as
     its handler does it: the envelope, then the types the route reads, then the decision."""
-    from queuectl.webhooks.review import MalformedReview
-
     try:
         request = parse_review(json.dumps(body))
     except MalformedReview:
@@ -246,10 +244,6 @@ def test_every_registered_kind_has_the_types_its_decisions_read() -> None:
     assert set(KINDS) <= set(wellformed.JOB_KINDS)
 
 
-def _with(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    return replaced(obj, path, value)
-
-
 CQ = next(d for d in _docs("21-cluster-queues.yaml") if d["kind"] == "ClusterQueue")
 POD = _queued(_docs("31-pod-group.yaml")[0])
 SPEC = ("spec", "template", "spec")
@@ -258,7 +252,7 @@ SPEC = ("spec", "template", "spec")
 NAMED = [
     pytest.param(
         names.WEBHOOK_PATH_VALIDATE_JOB,
-        _with(_job(), ("spec", "parallelism"), "abc"),
+        replaced(_job(), ("spec", "parallelism"), "abc"),
         None,
         "request.object.spec.parallelism",
         "a whole number",
@@ -266,7 +260,7 @@ NAMED = [
     ),
     pytest.param(
         names.WEBHOOK_PATH_VALIDATE_JOB,
-        _with(_job(), ("spec", "parallelism"), "abc"),
+        replaced(_job(), ("spec", "parallelism"), "abc"),
         _job(),
         "request.object.spec.parallelism",
         "a whole number",
@@ -274,7 +268,7 @@ NAMED = [
     ),
     pytest.param(
         names.WEBHOOK_PATH_MUTATE_JOB,
-        _with(_job(), ("spec", "parallelism"), 1e300),
+        replaced(_job(), ("spec", "parallelism"), 1e300),
         _job(),
         "request.object.spec.parallelism",
         "a whole number",
@@ -283,14 +277,14 @@ NAMED = [
     pytest.param(
         names.WEBHOOK_PATH_VALIDATE_JOB,
         _job(),
-        _with(_job(), (*SPEC, "containers"), "c"),
+        replaced(_job(), (*SPEC, "containers"), "c"),
         "request.oldObject.spec.template.spec.containers",
         "a list",
         id="old-containers-string",
     ),
     pytest.param(
         names.WEBHOOK_PATH_VALIDATE_JOB,
-        _with(_job(), (*SPEC, "containers"), "c"),
+        replaced(_job(), (*SPEC, "containers"), "c"),
         _job(),
         "request.object.spec.template.spec.containers",
         "a list",
@@ -298,7 +292,7 @@ NAMED = [
     ),
     pytest.param(
         names.WEBHOOK_PATH_VALIDATE_POD,
-        _with(POD, ("spec", "schedulingGates"), "queuectl.io/admission"),
+        replaced(POD, ("spec", "schedulingGates"), "queuectl.io/admission"),
         POD,
         "request.object.spec.schedulingGates",
         "a list",
@@ -306,7 +300,7 @@ NAMED = [
     ),
     pytest.param(
         names.WEBHOOK_PATH_MUTATE_POD,
-        _with(POD, ("spec", "schedulingGates"), ["queuectl.io/admission"]),
+        replaced(POD, ("spec", "schedulingGates"), ["queuectl.io/admission"]),
         None,
         "request.object.spec.schedulingGates[0]",
         "an object",
@@ -314,7 +308,7 @@ NAMED = [
     ),
     pytest.param(
         names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
-        _with(CQ, ("spec", "resourceGroups", 0), "h100"),
+        replaced(CQ, ("spec", "resourceGroups", 0), "h100"),
         None,
         "request.object.spec.resourceGroups[0]",
         "an object",
