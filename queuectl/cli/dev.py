@@ -236,6 +236,7 @@ def _operator_names(text: str) -> list[str]:
 
 
 _MIG_NODES = whole(1, 10_000, "a number of nodes from 1 to 10,000")
+_REPLICAS = whole(1, 1_024, "time-slicing replicas from 1 to 1,024")
 
 
 def mig_nodes(text: str) -> tuple[int, str]:
@@ -253,9 +254,12 @@ def mig_nodes(text: str) -> tuple[int, str]:
 def shared_nodes(text: str) -> tuple[int, int]:
     """'2x4' -> two nodes, each GPU time-sliced four ways."""
     count, _, replicas = text.partition("x")
-    if not (count.isdigit() and replicas.isdigit() and int(replicas) >= 1):
-        raise argparse.ArgumentTypeError(f"--shared-nodes {text!r} is not NxREPLICAS (e.g. 2x4)")
-    return int(count), int(replicas)
+    try:
+        return _MIG_NODES(count), _REPLICAS(replicas)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"--shared-nodes {text!r} is not NxREPLICAS (e.g. 2x4): {exc}"
+        ) from None
 
 
 def add_parser(subparsers: Subparsers) -> None:

@@ -154,3 +154,24 @@ def test_an_operator_gets_exit_2_naming_the_flag(
     assert exit.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}: {value}: " in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--shared-nodes", "0x4", "a number of nodes from 1 to 10,000"),
+        ("--shared-nodes", "99999999999x4", "a number of nodes from 1 to 10,000"),
+        ("--shared-nodes", "2x0", "time-slicing replicas from 1 to 1,024"),
+        ("--mig-nodes", "-2:all-1g.10gb", "a number of nodes from 1 to 10,000"),
+        ("--mig-nodes", "nan:all-1g.10gb", "a number of nodes from 1 to 10,000"),
+    ],
+)
+def test_the_counts_inside_composite_dev_flags_are_checked_too(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, says: str
+) -> None:
+    parser, _ = build_parser()
+    with pytest.raises(SystemExit) as exit:
+        parser.parse_args(["dev", "up", f"{flag}={value}"])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: {flag} {value!r}" in err and says in err
