@@ -233,11 +233,102 @@ def test_admission_starts_every_gated_pod_of_a_complete_group() -> None:
 
 def test_a_pod_added_to_a_running_group_beyond_its_count_stays_gated() -> None:
     pods = sample()
-    sets = [{"name": ps.name, "count": ps.count} for ps in pg.pod_sets(pods)]
+    sets = [
+        {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pg.pod_sets(pods)
+    ]
+    placed = [PodSetPlacement(ps["name"], {"x": "y"}) for ps in sets]  # as `started` placed them
     running = [started(p) for p in pods]
     extra = copy.deepcopy(pods[1])
     extra["metadata"]["name"] = "sweep-worker-9"
-    assert pg.to_ungate([*running, extra], sets) == []
+    assert pg.to_ungate([*running, extra], sets, placed) == []
     # a replacement for a worker that failed may start in its place
     running[2]["status"]["phase"] = "Failed"
-    assert pg.to_ungate([*running, extra], sets) == [extra]
+    assert pg.to_ungate([*running, extra], sets, placed) == [extra]
+
+
+# --- what started pods hold cannot be moved by their annotations ----------------------------
+PLACED = {"gpu": "h100"}
+
+
+def admitted_sets(pods: list[Obj]) -> list[Obj]:
+    """The Workload's pod sets as the controller wrote them: name, count, template."""
+    return [
+        {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pg.pod_sets(pods)
+    ]
+
+
+def placements(pods: list[Obj]) -> list[PodSetPlacement]:
+    return [PodSetPlacement(ps.name, PLACED) for ps in pg.pod_sets(pods)]
+
+
+def running_group(pods: list[Obj]) -> list[Obj]:
+    """Every pod of the group as admission left it: ungated and placed on an h100 node."""
+    out = []
+    for pod in pods:
+        patch = pg.ungate_patch(pod, pg.placement_for(pod, placements(pods)), "w")
+        run = copy.deepcopy(pod)
+        run["spec"].update({k: v for k, v in patch["spec"].items() if v is not None})
+        run["spec"].pop("schedulingGates")
+        run["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+        run["status"] = {"phase": "Running"}
+        out.append(run)
+    return out
+
+
+def _annotate(value: str | None) -> Any:
+    def edit(pod: Obj) -> None:
+        annotations = pod["metadata"].setdefault("annotations", {})
+        if value is None:
+            annotations.pop(names.ANNOTATION_POD_SET, None)
+        else:
+            annotations[names.ANNOTATION_POD_SET] = value
+
+    return edit
+
+
+def _fail(pod: Obj) -> None:
+    pod["status"]["phase"] = "Failed"
+
+
+def _resize_cpu(pod: Obj) -> None:  # the `resize` subresource changes CPU and memory in place
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "48"
+
+
+def _driver_pod_set(pod: Obj) -> None:
+    _annotate(pg.pod_set_name(pg.shape(sample()[0])))(pod)
+
+
+@pytest.mark.parametrize(
+    ("case", "edits", "extra_from", "starts"),
+    [
+        ("a worker moved to a bogus pod set", [(0, _annotate("ps-bogus"))], 1, False),
+        ("a worker's pod-set annotation removed", [(0, _annotate(None))], 1, False),
+        ("a worker claimed for the driver's pod set", [(0, _driver_pod_set)], 1, False),
+        (
+            "every worker moved to a bogus pod set",
+            [(i, _annotate("x")) for i in range(3)],
+            1,
+            False,
+        ),
+        ("a worker failed: its replacement starts", [(0, _fail)], 1, True),
+        ("a failed worker, moved first", [(0, _annotate("x")), (0, _fail)], 1, True),
+        ("a worker failed: a second driver does not start", [(0, _fail)], 0, False),
+        ("a worker resized in place, none failed", [(0, _resize_cpu)], 1, False),
+        ("a resized worker, another failed", [(0, _resize_cpu), (1, _fail)], 1, True),
+        ("a resized worker, a second driver", [(0, _resize_cpu), (1, _fail)], 0, False),
+    ],
+)
+def test_started_pods_count_by_what_they_are_not_what_they_say(
+    case: str, edits: list[tuple[int, Any]], extra_from: int, starts: bool
+) -> None:
+    """A driver and three workers admitted and running; a user edits the running workers (the
+    `queuectl.io/pod-set` annotation is theirs to write), then adds one more gated pod shaped
+    like the driver (0) or a worker (1). It starts only where a worker really left."""
+    pods = sample()
+    running = running_group(pods)
+    for worker, edit in edits:
+        edit(running[1 + worker])
+    extra = copy.deepcopy(pods[extra_from])
+    extra["metadata"]["name"] = "sweep-extra"
+    got = pg.to_ungate([*running, extra], admitted_sets(pods), placements(pods))
+    assert got == ([extra] if starts else []), case
