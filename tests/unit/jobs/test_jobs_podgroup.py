@@ -236,7 +236,7 @@ def test_a_pod_added_to_a_running_group_beyond_its_count_stays_gated() -> None:
     sets = [
         {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pg.pod_sets(pods)
     ]
-    placed = [PodSetPlacement(ps["name"], {"x": "y"}) for ps in sets]  # as `started` placed them
+    placed = [PodSetPlacement(str(ps["name"]), {"x": "y"}) for ps in sets]  # as `started` did
     running = [started(p) for p in pods]
     extra = copy.deepcopy(pods[1])
     extra["metadata"]["name"] = "sweep-worker-9"
