@@ -235,11 +235,8 @@ class Enforcer:
         if group:
             await self._delete(ns, sorted({p for e in found for p in e.pods}))
             return
+        # queuectl_evicted_workloads_total counts it too, from the Workload's event (observe.py).
         await self.rec.evict(wl, names.REASON_EVICTED_PODS_EXCEED_ADMISSION, note)
-        after = self.cache.get(k.WORKLOADS, name, ns) or {}
-        cond = convert.condition(after, names.COND_EVICTED) or {}
-        if cond.get("reason") == names.REASON_EVICTED_PODS_EXCEED_ADMISSION:
-            metrics.CONTROLLER_EVICTED.labels(names.REASON_EVICTED_PODS_EXCEED_ADMISSION).inc()
 
     async def _delete(self, namespace: str, pods: list[str]) -> None:
         for pod in pods:
