@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -56,6 +57,9 @@ class EnforceOptions:
     """How often the Workloads whose pods changed are compared whole."""
     resync_s: float = 60.0
     """How often every pod is mapped to its Workload again (owners seen after their pods)."""
+    acting_s: float = 60.0
+    """How long a Workload whose action is queued is left alone (an action another one on
+    its key kept from running is tried again after this)."""
 
 
 class Enforcer:
@@ -67,6 +71,8 @@ class Enforcer:
         events: EventRecorder,
         enqueue: EnqueueAction,
         options: EnforceOptions = EnforceOptions(),
+        leading: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube
         self.cache = cache
@@ -74,13 +80,16 @@ class Enforcer:
         self.events = events
         self.enqueue = enqueue
         self.options = options
+        self.leading = leading
+        self.clock = clock
         self.owners = cache.pod_owners()
         self._pods: dict[str, dict[Key, tuple[Obj, int]]] = {}
         """Workload key -> its counted pods, each with its GPUs."""
         self._gpus: dict[str, int] = {}
         self._of: dict[Key, str] = {}
         self._dirty: set[str] = set()
-        self._acting: set[str] = set()
+        self._acting: dict[str, float] = {}
+        """Workload key -> when its action was queued."""
         self.wake = asyncio.Event()
         if options.enabled:
             cache.store(k.PODS).listeners.append(self._on_pod)
@@ -149,7 +158,12 @@ class Enforcer:
             self.check(wl_key)
 
     def _workload(self, wl_key: str) -> Obj | None:
-        if wl_key in self._acting:
+        """The Workload to judge: holds quota, not evicted, no action of ours queued; None
+        while this replica does not lead (the first pass after it does judges them all)."""
+        since = self._acting.get(wl_key)
+        if since is not None and self.clock() - since < self.options.acting_s:
+            return None
+        if not self.leading():
             return None
         ns, name = split_key(wl_key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
@@ -183,13 +197,14 @@ class Enforcer:
             pod_set_of = index.of
         found = excess(wl, pods, self._nodes(pods), flavors, pod_set_of)
         if found:
-            self._acting.add(wl_key)
+            self._acting[wl_key] = self.clock()
             self.enqueue(wl_key, self._action(wl_key, found))
         return found
 
     async def run(self, wait_leading: Callable[[], Awaitable[None]]) -> None:
         if not self.options.enabled:
             return
+        await wait_leading()
         self.reindex()  # the caches are synced now: owners seen after their pods resolve
         since_resync = 0.0
         while True:
@@ -212,7 +227,7 @@ class Enforcer:
             try:
                 await self._act(wl_key, found)
             finally:
-                self._acting.discard(wl_key)
+                self._acting.pop(wl_key, None)
 
         return act
 

@@ -129,6 +129,7 @@ class Controller:
             self.events,
             lambda key, action: self.enqueue(f"wl:{key}", action),
             options.enforce,
+            self.leading,
         )
         self.cache.store(k.ADMISSION_CHECKS).listeners.append(  # built-ins set Active
             lambda kind, obj, old: (

@@ -41,11 +41,21 @@ def run(action: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(go())
 
 
-def setup() -> tuple[Cache, Recorder, list[Callable[[], Awaitable[None]]]]:
+Actions = list[Callable[[], Awaitable[None]]]
+
+
+def setup(leading: list[bool] | None = None) -> tuple[Cache, Recorder, Actions, Enforcer]:
     cache = Cache(None, (k.PODS, k.JOBS, k.WORKLOADS, k.NODES, k.RESOURCE_FLAVORS))  # type: ignore[arg-type]
     rec = Recorder()
     actions: list[Callable[[], Awaitable[None]]] = []
-    Enforcer(rec, cache, rec, rec, lambda key, act: actions.append(act))  # type: ignore[arg-type]
+    enforcer = Enforcer(
+        rec,  # type: ignore[arg-type]
+        cache,
+        rec,  # type: ignore[arg-type]
+        rec,  # type: ignore[arg-type]
+        lambda key, act: actions.append(act),
+        leading=lambda: True if leading is None else leading[0],
+    )
     cache.store(k.RESOURCE_FLAVORS).apply(
         "ADDED",
         {"metadata": {"name": "a100", "resourceVersion": "1"}, "spec": {"nodeLabels": {"g": "a"}}},
@@ -53,7 +63,7 @@ def setup() -> tuple[Cache, Recorder, list[Callable[[], Awaitable[None]]]]:
     cache.store(k.NODES).apply(
         "ADDED", {"metadata": {"name": "n0", "resourceVersion": "1", "labels": {"g": "a"}}}
     )
-    return cache, rec, actions
+    return cache, rec, actions, enforcer
 
 
 def admitted(name: str, pods: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -95,7 +105,7 @@ def pod(name: str, rv: str = "1", job: str | None = "train", **labels: str) -> d
 
 
 def test_a_pod_claiming_an_admitted_job_evicts_it_even_once_released() -> None:
-    cache, rec, actions = setup()
+    cache, rec, actions, _ = setup()
     cache.store(k.JOBS).apply(
         "ADDED",
         {
@@ -127,7 +137,7 @@ def test_a_pod_claiming_an_admitted_job_evicts_it_even_once_released() -> None:
 
 
 def test_a_pod_groups_excess_pod_is_deleted_and_the_group_keeps_running() -> None:
-    cache, rec, actions = setup()
+    cache, rec, actions, _ = setup()
     group = {names.LABEL_POD_GROUP_NAME: "sweep"}
     cache.store(k.WORKLOADS).apply("ADDED", admitted("podgroup-sweep-1", 2, group))
     pods = cache.store(k.PODS)
@@ -138,3 +148,20 @@ def test_a_pod_groups_excess_pod_is_deleted_and_the_group_keeps_running() -> Non
     assert rec.evicted == []
     assert rec.deleted == ["w-22"]
     assert "the excess pods are deleted" in rec.events[0][2]
+
+
+def test_a_standby_replica_judges_nothing_until_it_leads() -> None:
+    leading = [False]
+    cache, rec, actions, enforcer = setup(leading)
+    group = {names.LABEL_POD_GROUP_NAME: "sweep"}
+    cache.store(k.WORKLOADS).apply("ADDED", admitted("podgroup-sweep-1", 1, group))
+    for name in ("w-0", "w-11"):
+        cache.store(k.PODS).apply(
+            "ADDED", pod(name, job=None, **{names.LABEL_WORKLOAD: "podgroup-sweep-1"})
+        )
+    assert actions == []
+    leading[0] = True
+    enforcer.reindex()  # what its loop does first once it leads
+    assert len(actions) == 1
+    run(actions[0])
+    assert rec.deleted == ["w-11"]
