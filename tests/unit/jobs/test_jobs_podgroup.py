@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
@@ -332,3 +334,54 @@ def test_started_pods_count_by_what_they_are_not_what_they_say(
     extra["metadata"]["name"] = "sweep-extra"
     got = pg.to_ungate([*running, extra], admitted_sets(pods), placements(pods))
     assert got == ([extra] if starts else []), case
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # which sample pod it is shaped like
+            st.booleans(),  # started
+            st.sampled_from(["keep", "drop", "bogus", "driver", "failed"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_whatever_started_pods_say_no_pod_set_ever_runs_more_than_admitted(
+    pods_spec: list[tuple[int, bool, str]],
+) -> None:
+    """The sample group admitted; any mix of its pods' copies, started or gated, with their
+    pod-set annotations kept, dropped or forged, some failed: no pod is started that takes its
+    true shape, or the group, past the admitted count."""
+    base = sample()
+    sets = admitted_sets(base)
+    placed = placements(base)
+    started_pods = {p["metadata"]["name"]: p for p in running_group(base)}
+    pods: list[Obj] = []
+    for i, (shape_of, started, edit) in enumerate(pods_spec):
+        source = started_pods[base[shape_of]["metadata"]["name"]] if started else base[shape_of]
+        pod = copy.deepcopy(source)
+        pod["metadata"]["name"] = f"p-{i}"
+        if edit == "drop":
+            _annotate(None)(pod)
+        elif edit == "bogus":
+            _annotate("ps-bogus")(pod)
+        elif edit == "driver":
+            _driver_pod_set(pod)
+        elif edit == "failed":
+            pod["status"]["phase"] = "Failed"
+        pods.append(pod)
+    ungated = {id(p) for p in pg.to_ungate(pods, sets, placed)}
+    running: dict[str, int] = {}
+    for pod, (shape_of, started, _) in zip(pods, pods_spec, strict=True):
+        if pg.active(pod) and (started or id(pod) in ungated):
+            name = pg.pod_set_name(pg.shape(base[shape_of]))
+            running[name] = running.get(name, 0) + 1
+    admitted = {str(ps["name"]): int(ps["count"]) for ps in sets}
+    newly = [pg.pod_set_name(pg.shape(p)) for p in pods if id(p) in ungated]
+    # It never starts a pod beyond the admission (pods already running beyond it are the
+    # enforcement loop's to stop).
+    assert all(running[name] <= admitted[name] for name in newly), (running, newly)
+    if newly:
+        assert sum(running.values()) <= sum(admitted.values()), running
