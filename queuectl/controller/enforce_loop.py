@@ -28,12 +28,19 @@ from dataclasses import dataclass
 
 from queuectl import convert, metrics
 from queuectl.api import names
-from queuectl.api.quantity import canonical
 from queuectl.controller import kube as k
 from queuectl.controller import placement
 from queuectl.controller.cache import Cache
 from queuectl.controller.drain import should_evict
-from queuectl.controller.enforce import FLAVOR, Excess, counts, describe, excess, gpu_names
+from queuectl.controller.enforce import (
+    FLAVOR,
+    Excess,
+    admitted_devices,
+    counts,
+    describe,
+    excess,
+    gpu_names,
+)
 from queuectl.controller.enforce import pod_gpus as gpus_of
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.kube import Kube, KubeError, Obj
@@ -144,11 +151,8 @@ class Enforcer:
             "podSetAssignments"
         ) or ()
         admitted_pods = sum(int(a.get("count", 0)) for a in assignments)
-        admitted_gpus = sum(
-            canonical(names.RESOURCE_GPU, (a.get("resourceUsage") or {}).get(names.RESOURCE_GPU, 0))
-            for a in assignments
-        )
         flavors = self._flavors()
+        admitted_gpus = sum(admitted_devices(wl, flavors).values())
         here = excess(wl, [pod], self._nodes([pod]), flavors)
         if (
             len(self._pods.get(wl_key) or ()) > admitted_pods

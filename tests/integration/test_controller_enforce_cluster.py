@@ -112,7 +112,7 @@ def test_a_user_pod_claiming_an_admitted_job_evicts_it(
 
     # Requeued as for any eviction: once the extra pod is gone, the Job runs again, as admitted.
     control_plane.kubectl("delete", "pod", "extra", "-n", namespace, "--wait=true")
-    wait_for("the Job admitted again", lambda: admitted(control_plane, namespace, "train"), 90)
+    wait_for("the Job admitted again", lambda: admitted(control_plane, namespace, "train"), 120)
     wait_for(
         "2 pods running again", lambda: len(running_pods(control_plane, namespace, "train")) == 2
     )

@@ -58,6 +58,18 @@ def workload(*sets: tuple[str, int, str, int]) -> dict[str, Any]:
 
 
 TRAIN = workload(("main", 2, "a100", 4))
+SLICE_JOB: dict[str, Any] = {
+    "metadata": {"name": "job-slice-1", "namespace": "ns"},
+    "spec": {"podSets": [{"name": "main", "count": 1}]},
+    "status": {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": "main", "count": 1, "flavors": {MIG: "mig"}, "resourceUsage": {MIG: "1"}}
+            ],
+        }
+    },
+}
 
 
 def pod(
@@ -134,6 +146,24 @@ LATE = "2026-01-01T00:05:00Z"
             [(GPUS, ("b",))],
         ),
         (
+            "a job asking for a slice by its own name, on a flavor serving it",
+            SLICE_JOB,
+            [pod("a", "mig-0", 1, resource=MIG)],
+            [],
+        ),
+        (
+            "a job asking for a slice by its own name, then for more",
+            SLICE_JOB,
+            [pod("a", "mig-0", 2, resource=MIG)],
+            [(GPUS, ("a",))],
+        ),
+        (
+            "a slice job whose pod asks for a whole GPU instead",
+            SLICE_JOB,
+            [pod("a", "mig-0", 1)],
+            [(GPUS, ("a",))],
+        ),
+        (
             "two GPU flavors: the pods moved from a100 to h100 nodes",
             workload(("w", 2, "a100", 4), ("x", 1, "h100", 4)),
             [pod("a", "h100-0", created=LATE), pod("b", "h100-0"), pod("c", "a100-0")],
@@ -188,4 +218,16 @@ def test_the_description_names_the_pods() -> None:
     assert describe(found) == (
         "12 pods run, 0 admitted (pods: p00, p01, p02, p03, p04, p05, p06, p07, p08, p09 "
         "and 2 more)"
+    )
+
+
+def test_pods_created_in_the_same_second_are_all_named() -> None:
+    """creationTimestamp has second resolution: a pod made in the same second as the Job's own
+    cannot be told from them by age, so the message names each of them."""
+    pods = [pod("train-a"), pod("train-b"), pod("extra")]
+    (extra, gpus) = excess(TRAIN, pods, NODES, FLAVORS)
+    assert (extra.kind, extra.pods, extra.alike) == (PODS, ("train-b",), ("extra", "train-a"))
+    assert gpus.pods == ("train-b",)
+    assert describe([extra, gpus]).endswith(
+        "(pods: train-b; or, created in the same second: extra, train-a)"
     )
