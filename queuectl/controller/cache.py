@@ -61,8 +61,13 @@ class Cache:
         resources: tuple[Resource, ...] = WATCHED,
         job_kinds: tuple[Resource, ...] | None = None,
         inputs: tuple[Resource, ...] | None = None,
+        kinds: Mapping[str, JobKind] = KINDS,
     ) -> None:
         self.kube = kube
+        self.kinds = kinds
+        """The job kinds, by name: a queued pod whose controller is one of them is its
+        owner's business, not a plain pod group (`group.is_queued_pod`), here as in the
+        webhooks, which are given the same kinds."""
         self.stores: dict[str, Store] = {r.plural: Store(r) for r in resources}
         self.watchers = [
             Watcher(kube, s, field_selector=FIELD_SELECTORS.get(name))
@@ -94,6 +99,7 @@ class Cache:
             kube,
             job_kinds=tuple(kind.resource for kind in kinds),
             inputs=input_resources(kinds),
+            kinds={kind.resource.kind: kind for kind in kinds},
         )
 
     def watch(self, res: Resource) -> Watcher:

@@ -190,7 +190,7 @@ class Controller:
 
     def _on_queued_pod(self, pod: Obj) -> None:
         """A queued bare pod came, changed or went: look at its group (podgroup_steps.py)."""
-        if pg.is_queued_pod(pod):
+        if pg.is_queued_pod(pod, self.kinds):
             group = pg.group_of(pod)
             self.enqueue(f"group:{group.namespace}/{int(group.single)}/{group.name}")
 
