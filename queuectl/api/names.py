@@ -198,6 +198,9 @@ WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
 # Unlabelled objects a job kind's object controls (a JobSet's Jobs, a TrainJob's JobSet): their
 # own route, failing open, as they are most Jobs' kind of object (a CronJob's Jobs too).
 WEBHOOK_PATH_VALIDATE_OWNED_JOB: Final = "/validate-owned-job"
+# A job kind's scale subresource (`kubectl scale`): its review carries an autoscaling/v1 Scale,
+# not the job, so it has a route of its own that reads the job.
+WEBHOOK_PATH_VALIDATE_SCALE: Final = "/validate-scale"
 WEBHOOK_PATH_MUTATE_POD: Final = "/mutate-pod"
 WEBHOOK_PATH_VALIDATE_POD: Final = "/validate-pod"
 WEBHOOK_PATH_MUTATE_LWS: Final = "/mutate-leaderworkerset"

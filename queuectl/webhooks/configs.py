@@ -33,6 +33,7 @@ CONTROLLED = (
     "{o}.metadata.ownerReferences.exists(r, has(r.controller) && r.controller))"
 )
 """CEL: the object `{o}` has a controller ownerReference."""
+VALIDATE_SCALE = "scale.validate.queuectl.io"
 VALIDATE_RESOURCES = "resources.validate.queuectl.io"
 VALIDATE_WORKLOADS = "workloads.validate.queuectl.io"
 MUTATE_QUEUED_POD = "queued-pod.mutate.queuectl.io"
@@ -147,14 +148,18 @@ def _carries_our_keys(pod: bool) -> str:
     return " || ".join(parts)
 
 
-def _job_rules(kinds: Registry, operations: list[str]) -> list[dict[str, Any]]:
-    """One rule per registered kind. A rule for a resource whose CRD is not installed is
-    accepted by the API server and matches nothing until the CRD arrives."""
+def _job_rules(
+    kinds: Registry, operations: list[str], subresource: str = ""
+) -> list[dict[str, Any]]:
+    """One rule per registered kind (its `subresource` when given: `pytorchjobs/scale`). A rule
+    for a resource whose CRD is not installed, or for a subresource its CRD does not have, is
+    accepted by the API server and matches nothing until the CRD serves it."""
+    suffix = f"/{subresource}" if subresource else ""
     return [
         {
             "apiGroups": [kind.resource.group],
             "apiVersions": [kind.resource.version],
-            "resources": [kind.resource.plural],
+            "resources": [kind.resource.plural + suffix],
             "operations": operations,
             "scope": "Namespaced",
         }
@@ -297,6 +302,15 @@ def render_webhook_configurations(
         "expression": f"request.userInfo.username != {user!r}",
     }
     workloads["matchConditions"] = [not_the_controller]
+    # `kubectl scale` on a job kind: the review carries a Scale (no labels, so no
+    # objectSelector could tell a queued job's from any other; the route reads the job). Every
+    # scale of a registered kind is sent, and it fails closed like the queued-job hook: a
+    # queued job scaled while the webhook is down would run more pods than it was admitted.
+    scale = job_hook(VALIDATE_SCALE, names.WEBHOOK_PATH_VALIDATE_SCALE, [], fail=True)
+    scale |= {
+        "rules": _job_rules(kinds, ["UPDATE"], subresource="scale"),
+        "matchConditions": [not_the_controller],
+    }
     # Our keys are ours on every object queuectl reads, labelled or not (the queued hooks
     # above see the labelled ones); fail closed like them.
     owned_hooks = []
@@ -329,7 +343,15 @@ def render_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": validating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [validate_job, owned_job, resources, workloads, pod_hooks[1], *owned_hooks],
+        "webhooks": [
+            validate_job,
+            owned_job,
+            scale,
+            resources,
+            workloads,
+            pod_hooks[1],
+            *owned_hooks,
+        ],
     }
     return mutating, validating
 

@@ -43,6 +43,7 @@ from queuectl.webhooks.review import (
     parse_review,
     review,
 )
+from queuectl.webhooks.scale import read_job, validate_scale
 from queuectl.webhooks.tls import ReloadingTLS
 from queuectl.webhooks.workloads import validate_workload
 
@@ -183,6 +184,11 @@ def decisions(
             lambda r: validate_pod(r, lookup, users, kinds),
             OnError.DENY,
         ),
+        (
+            names.WEBHOOK_PATH_VALIDATE_SCALE,
+            lambda r: validate_scale(r, lookup, users, kinds),
+            OnError.DENY,
+        ),
     ]
 
 
@@ -201,11 +207,16 @@ def make_app(
     async def prepare_pod(request: Request) -> None:
         await read_owner(request, lookup, kinds)
 
+    async def prepare_scale(request: Request) -> None:
+        await read_job(request, lookup, kinds)
+
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     for path, decide, on_error in decisions(lookup, controller_users, kinds):
         prepare = prepare_job if path in JOB_ROUTES else None
         if path == names.WEBHOOK_PATH_VALIDATE_POD:
             prepare = prepare_pod
+        if path == names.WEBHOOK_PATH_VALIDATE_SCALE:
+            prepare = prepare_scale
         handler = _handler(path, decide, on_error, read_timeout, prepare, kinds)
         app.router.add_post(path, handler)
     app.router.add_get(names.WEBHOOK_PATH_HEALTHZ, _healthz)

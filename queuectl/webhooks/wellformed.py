@@ -297,6 +297,11 @@ LWS: Final = obj(
         )
     }
 )
+SCALE: Final = obj(
+    {"metadata": obj({"name": STRING, "namespace": STRING}), "spec": obj({"replicas": COUNT})},
+    required=("metadata",),
+)
+"""An autoscaling/v1 Scale: what the scale route compares (its name and spec.replicas)."""
 
 
 # --- routes ----------------------------------------------------------------------------------
@@ -309,6 +314,10 @@ def _job_schema(kind: Mapping[str, Any], kinds: Registry) -> Schema | None:
 
 def _pod_schema(kind: Mapping[str, Any], _: Registry) -> Schema | None:
     return POD if not kind.get("group") and kind.get("kind") == "Pod" else None
+
+
+def _scale_schema(kind: Mapping[str, Any], _: Registry) -> Schema | None:
+    return SCALE if (kind.get("group"), kind.get("kind")) == ("autoscaling", "Scale") else None
 
 
 def _queuectl_schema(kind: Mapping[str, Any], _: Registry) -> Schema | None:
@@ -324,6 +333,7 @@ ROUTES: Final[Mapping[str, Callable[[Mapping[str, Any], Registry], Schema | None
     names.WEBHOOK_PATH_VALIDATE_POD: _pod_schema,
     names.WEBHOOK_PATH_MUTATE_LWS: lambda kind, kinds: LWS,
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL: _queuectl_schema,
+    names.WEBHOOK_PATH_VALIDATE_SCALE: _scale_schema,
 }
 """Route -> the schema of the object its decisions read. The Workload route is not here: its
 decision reads every field through type checks of its own (`workloads._part`)."""

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuectl.api import names
+from queuectl.jobs.registry import KINDS
 from queuectl.webhooks.selectors import selector_matches
 
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -36,6 +37,7 @@ ROUTES = {
     names.WEBHOOK_PATH_MUTATE_POD,
     names.WEBHOOK_PATH_VALIDATE_POD,
     names.WEBHOOK_PATH_MUTATE_LWS,
+    names.WEBHOOK_PATH_VALIDATE_SCALE,
 }
 
 Hit = tuple[str, str, str]  # (configuration kind, path, failurePolicy)
@@ -106,6 +108,8 @@ VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_Q
 VALIDATE_WORKLOAD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_WORKLOAD, "Fail")
 MUTATE_POD = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_POD, "Fail")
 VALIDATE_POD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_POD, "Fail")
+VALIDATE_SCALE = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_SCALE, "Fail")
+PYTORCH_SCALE = ("kubeflow.org", "v1", "pytorchjobs/scale")
 # The owned-keys webhooks share the routes (and so the Hit) of the queued ones.
 VALIDATE_KEYS_POD, VALIDATE_KEYS_JOB = VALIDATE_POD, VALIDATE_FAIL
 
@@ -184,6 +188,13 @@ SCENARIOS = [
                  id="a child carrying our keys is checked against its owner and for the keys"),
     pytest.param(Req(JOB, "UPDATE", "team-a", LABELLED, LABELLED, ours=True),
                  {MUTATE_FAIL, VALIDATE_FAIL}, id="a queued one is checked once"),
+    # A Scale carries no labels: the scale hook has no objectSelector and reads the job.
+    pytest.param(Req(PYTORCH_SCALE, "UPDATE", "team-a", {}, {}), {VALIDATE_SCALE},
+                 id="kubectl scale on a job kind is checked, failing closed"),
+    pytest.param(Req(PYTORCH_SCALE, "UPDATE", "kube-system", {}, {}), set(),
+                 id="but not in kube-system"),
+    pytest.param(Req(("apps", "v1", "deployments/scale"), "UPDATE", "team-a", {}, {}), set(),
+                 id="a Deployment's scale never waits on queuectl"),
 ]
 # fmt: on
 
@@ -211,6 +222,15 @@ def test_every_job_create_is_seen_once_and_fails_closed_only_when_queued(
         assert hits == {MUTATE_FAIL, VALIDATE_FAIL}
     else:
         assert hits == {MUTATE_IGNORE}
+
+
+def test_every_registered_kinds_scale_reaches_the_scale_webhook_only(
+    rendered: list[Obj],
+) -> None:
+    for kind in KINDS.values():
+        res = kind.resource
+        scale = (res.group, res.version, f"{res.plural}/scale")
+        assert called(rendered, scale, "UPDATE", "team-a", {}, {}) == {VALIDATE_SCALE}, res.kind
 
 
 def test_every_webhook_is_quick_side_effect_free_and_speaks_v1(rendered: list[Obj]) -> None:

@@ -248,6 +248,12 @@ def test_every_registered_kind_has_the_types_its_decisions_read() -> None:
 CQ = next(d for d in _docs("21-cluster-queues.yaml") if d["kind"] == "ClusterQueue")
 POD = _queued(_docs("31-pod-group.yaml")[0])
 SPEC = ("spec", "template", "spec")
+SCALE = {
+    "apiVersion": "autoscaling/v1",
+    "kind": "Scale",
+    "metadata": {"name": "train", "namespace": NS},
+    "spec": {"replicas": 1},
+}
 
 # (route, object, old object, the field named, the type it needs)
 NAMED = [
@@ -314,6 +320,14 @@ NAMED = [
         "request.object.spec.resourceGroups[0]",
         "an object",
         id="resource-group-string",
+    ),
+    pytest.param(
+        names.WEBHOOK_PATH_VALIDATE_SCALE,
+        replaced(SCALE, ("spec", "replicas"), "abc"),
+        SCALE,
+        "request.object.spec.replicas",
+        "a whole number",
+        id="scale-replicas-string",
     ),
 ]
 
