@@ -129,3 +129,9 @@ def test_an_admitted_pytorchjob_cannot_be_scaled_but_a_waiting_one_can(
     assert not is_true(workload_of(c, ns, "later"), names.COND_ADMITTED)
     c.kubectl(*scale, "later")
     assert workers(c, ns, "later") == 3
+
+    # A job that does not exist is answered 404 by the API server before any webhook is
+    # called: the scale webhook's refusal of a job it cannot read never meets this case.
+    ghost = c.kubectl(*scale, "ghost", check=False)
+    assert ghost.returncode != 0 and "not found" in ghost.stderr.lower(), ghost.stderr
+    assert "queuectl" not in ghost.stderr, ghost.stderr
