@@ -14,14 +14,10 @@ from dataclasses import dataclass, field
 from kubernetes.client.exceptions import ApiException
 
 from bench.bypass.attempt import Outcome, Timing, attempt
+from bench.bypass.claims import owner_mutations, resize_mutations
+from bench.bypass.claims import scale_mutation as scale_of
 from bench.bypass.kinds import KindCase
-from bench.bypass.mutations import (
-    Mutation,
-    object_mutations,
-    owner_mutations,
-    resize_mutations,
-)
-from bench.bypass.mutations import scale_mutation as scale_of
+from bench.bypass.mutations import Mutation, object_mutations
 from bench.bypass.world import Pool, UserRest, World, create_world, delete_world
 from bench.chaos.world import Rest
 from queuectl.testenv.invariants import Sampler

@@ -62,6 +62,8 @@ class KindCase:
     operators: tuple[str, ...] = ()
     gpu_pods: int = 2
     """GPU pods of `a` once admitted (what fills the queue)."""
+    after_admitted: Callable[[str, str, str, int], list[Obj]] | None = None
+    """Objects made once `a` runs (same arguments as `make`); refused ones are left out."""
 
     def path(self, namespace: str) -> str:
         return self.collection.format(ns=namespace)
@@ -212,10 +214,9 @@ def runtime(name: str, num_nodes: int) -> Obj:
 
 
 def _pod_group(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
-    """`pods` pods of one group, and for the admitted group one spare pod more (a replacement
-    in waiting: it stays gated while the group's admission holds its pods' count)."""
+    """`pods` pods of one group."""
     out = []
-    for i in range(pods + (1 if pods > 1 else 0)):
+    for i in range(pods):
         template = pod_template()
         out.append(
             {
@@ -230,6 +231,14 @@ def _pod_group(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
             }
         )
     return out
+
+
+def _spare_pod(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
+    """One pod more in the admitted group, made once it runs: a replacement in waiting, gated
+    while the group's admission is held by its running pods."""
+    spare = _pod_group(name, ns, queue, pods + 1)[-1]
+    spare["metadata"]["annotations"][names.ANNOTATION_POD_GROUP_TOTAL_COUNT] = str(pods)
+    return [spare]
 
 
 def _lws(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
@@ -287,7 +296,9 @@ CASES: dict[str, KindCase] = {
             "TrainJob",
             ("jobset", "trainer"),
         ),
-        KindCase("PodGroup", "/api/v1/namespaces/{ns}/pods", _pod_group, None),
+        KindCase(
+            "PodGroup", "/api/v1/namespaces/{ns}/pods", _pod_group, None, after_admitted=_spare_pod
+        ),
         KindCase(
             "LeaderWorkerSet",
             "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets",

@@ -125,15 +125,17 @@ def _placement_mutations(role: str, path: Path, node: Any) -> Iterator[Mutation]
     if key == "nodeSelector" and isinstance(node, dict):
         value: Any = {**node, names.LABEL_GPU_PRODUCT: A100}
         yield Mutation(
-            "field", role, f"{where}: the other flavor's GPU product", (_set(path, value, True),)
+            "field", role, f"{where}: the other flavor's GPU product", (set_op(path, value, True),)
         )
     elif key == "affinity":
         yield Mutation(
-            "field", role, f"{where}: the other flavor", (_set(path, _a100_affinity(), True),)
+            "field", role, f"{where}: the other flavor", (set_op(path, _a100_affinity(), True),)
         )
     elif key == "tolerations" and isinstance(node, list):
         value = [*node, {"operator": "Exists"}]
-        yield Mutation("field", role, f"{where}: tolerate every taint", (_set(path, value, True),))
+        yield Mutation(
+            "field", role, f"{where}: tolerate every taint", (set_op(path, value, True),)
+        )
     yield Mutation("field", role, f"{where} removed", ({"op": "remove", "path": where},))
 
 
@@ -157,7 +159,7 @@ def _a100_affinity() -> Obj:
     }
 
 
-def _set(path: Path, value: Any, present: bool) -> Obj:
+def set_op(path: Path, value: Any, present: bool) -> Obj:
     return {"op": "replace" if present else "add", "path": pointer(path), "value": value}
 
 
@@ -169,9 +171,9 @@ def _pod_spec_mutations(role: str, spec: Obj, at: Path) -> Iterator[Mutation]:
         role,
         f"{where}/nodeSelector: the other flavor's GPU product",
         (
-            _set((*at, "nodeSelector", names.LABEL_GPU_PRODUCT), A100, True)
+            set_op((*at, "nodeSelector", names.LABEL_GPU_PRODUCT), A100, True)
             if isinstance(selector, dict) and names.LABEL_GPU_PRODUCT in selector
-            else _set(
+            else set_op(
                 (*at, "nodeSelector"),
                 {**(selector or {}), names.LABEL_GPU_PRODUCT: A100},
                 selector is not None,
@@ -189,7 +191,7 @@ def _pod_spec_mutations(role: str, spec: Obj, at: Path) -> Iterator[Mutation]:
         "field",
         role,
         f"{where}/affinity: required node affinity to the other flavor",
-        (_set((*at, "affinity"), _a100_affinity(), "affinity" in spec),),
+        (set_op((*at, "affinity"), _a100_affinity(), "affinity" in spec),),
     )
     if spec.get("affinity"):
         yield Mutation(
@@ -207,7 +209,7 @@ def _pod_spec_mutations(role: str, spec: Obj, at: Path) -> Iterator[Mutation]:
         (
             {"op": "add", "path": pointer((*at, "tolerations", "-")), "value": tolerate_all}
             if isinstance(tolerations, list)
-            else _set((*at, "tolerations"), [tolerate_all], False),
+            else set_op((*at, "tolerations"), [tolerate_all], False),
         ),
     )
     if tolerations:
@@ -221,7 +223,7 @@ def _pod_spec_mutations(role: str, spec: Obj, at: Path) -> Iterator[Mutation]:
         "field",
         role,
         f"{where}/nodeName: a node of the other flavor",
-        (_set((*at, "nodeName"), NODE_NAME, "nodeName" in spec),),
+        (set_op((*at, "nodeName"), NODE_NAME, "nodeName" in spec),),
     )
     extra = (
         copy.deepcopy(spec["containers"][0])
@@ -248,7 +250,7 @@ def _pod_spec_mutations(role: str, spec: Obj, at: Path) -> Iterator[Mutation]:
         (
             {"op": "add", "path": pointer((*at, "initContainers", "-")), "value": sidecar}
             if isinstance(spec.get("initContainers"), list)
-            else _set((*at, "initContainers"), [sidecar], False),
+            else set_op((*at, "initContainers"), [sidecar], False),
         ),
     )
     for i, c in enumerate(spec["containers"]):
@@ -265,7 +267,7 @@ def _pod_spec_mutations(role: str, spec: Obj, at: Path) -> Iterator[Mutation]:
             "gate",
             role,
             f"{where}/schedulingGates emptied",
-            (_set((*at, "schedulingGates"), [], True),),
+            (set_op((*at, "schedulingGates"), [], True),),
         )
 
 
@@ -278,11 +280,13 @@ def _resource_mutations(role: str, c: Obj, at: Path) -> Iterator[Mutation]:
             if res != names.GPU_RESOURCE and part == "limits" and res not in (held or {}):
                 continue  # a CPU or memory request may grow alone; a GPU's limit must follow
             if isinstance(held, dict):
-                ops.append(_set((*at, "resources", part, res), big, res in held))
+                ops.append(set_op((*at, "resources", part, res), big, res in held))
             else:
-                ops.append(_set((*at, "resources", part), {res: big}, False))
+                ops.append(set_op((*at, "resources", part), {res: big}, False))
         if "resources" not in c:
-            ops = [_set((*at, "resources"), {"requests": {res: big}, "limits": {res: big}}, False)]
+            ops = [
+                set_op((*at, "resources"), {"requests": {res: big}, "limits": {res: big}}, False)
+            ]
         yield Mutation("field", role, f"{pointer(at)}: {res} -> {big}", tuple(ops))
     for part in ("requests", "limits"):
         if names.GPU_RESOURCE in (resources.get(part) or {}):
@@ -328,15 +332,15 @@ def _key_mutations(role: str, obj: Obj, meta_at: Path, spec_at: Path | None) -> 
             yield Mutation("key", role, f"{label} removed", ({"op": "remove", "path": path},))
         elif isinstance(held, dict):
             yield Mutation(
-                "key", role, f"{label} added", (_set((*meta_at, where, key), value, False),)
+                "key", role, f"{label} added", (set_op((*meta_at, where, key), value, False),)
             )
         elif meta is not None:
             yield Mutation(
-                "key", role, f"{label} added", (_set((*meta_at, where), {key: value}, False),)
+                "key", role, f"{label} added", (set_op((*meta_at, where), {key: value}, False),)
             )
         else:
             yield Mutation(
-                "key", role, f"{label} added", (_set(meta_at, {where: {key: value}}, False),)
+                "key", role, f"{label} added", (set_op(meta_at, {where: {key: value}}, False),)
             )
     if spec_at is not None:
         spec = _get(obj, spec_at) or {}
@@ -347,7 +351,7 @@ def _key_mutations(role: str, obj: Obj, meta_at: Path, spec_at: Path | None) -> 
                 "key",
                 role,
                 f"{pointer(spec_at)}/schedulingGates: ours added",
-                (_set((*spec_at, "schedulingGates"), [gate], gates is not None),),
+                (set_op((*spec_at, "schedulingGates"), [gate], gates is not None),),
             )
 
 
@@ -384,7 +388,7 @@ def object_mutations(role: str, obj: Obj) -> list[Mutation]:
                     "field",
                     role,
                     f"{pointer(path)}/name: the four-node runtime",
-                    (_set((*path, "name"), "$BIG_RUNTIME", True),),
+                    (set_op((*path, "name"), "$BIG_RUNTIME", True),),
                 )
             )
         elif key == "resourcesPerNode" and isinstance(node, dict):
@@ -395,7 +399,7 @@ def object_mutations(role: str, obj: Obj) -> list[Mutation]:
                             "field",
                             role,
                             f"{pointer(path)}: {part} GPUs -> {EXTRA_GPUS}",
-                            (_set((*path, part, names.GPU_RESOURCE), EXTRA_GPUS, True),),
+                            (set_op((*path, part, names.GPU_RESOURCE), EXTRA_GPUS, True),),
                         )
                     )
         if key in PLACEMENT_FIELDS and not _is_pod_spec(_get(obj, path[:-1])):
@@ -410,7 +414,7 @@ def object_mutations(role: str, obj: Obj) -> list[Mutation]:
                     "field",
                     role,
                     "/spec/podTemplateOverrides: nodeSelector of the other flavor",
-                    (_set(("spec", "podTemplateOverrides"), [override], False),),
+                    (set_op(("spec", "podTemplateOverrides"), [override], False),),
                 )
             )
         if _is_job_template(key, node):  # a JobSet's Job template: its labels and ours
@@ -424,117 +428,4 @@ def object_mutations(role: str, obj: Obj) -> list[Mutation]:
             role, obj, ("metadata",), ("spec",) if _is_pod_spec(obj.get("spec")) else None
         )
     )
-    return out
-
-
-def owner_mutations(role: str, kind_of_role: str) -> list[Mutation]:
-    """Objects that claim the one in `role` as their controller: a bare GPU pod (with and
-    without a queue label, with the owner's uid and with a wrong one) and a GPU Job."""
-    pod: Obj = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "bypass-claims-", "ownerReferences": ["$OWNER"]},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {
-                        "requests": {names.GPU_RESOURCE: EXTRA_GPUS},
-                        "limits": {names.GPU_RESOURCE: EXTRA_GPUS},
-                    },
-                }
-            ],
-        },
-    }
-    queued = copy.deepcopy(pod)
-    queued["metadata"]["labels"] = {names.LABEL_QUEUE_NAME: "lq"}
-    job: Obj = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"generateName": "bypass-claims-", "ownerReferences": ["$OWNER"]},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {"spec": {**copy.deepcopy(pod["spec"]), "restartPolicy": "Never"}},
-        },
-    }
-    foreign = copy.deepcopy(queued)
-    foreign["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": "bypass-rs",
-            "uid": "00000000-0000-0000-0000-000000000001",
-            "controller": True,
-        }
-    ]
-    out = [
-        Mutation(
-            "owner", role, f"a bare GPU pod claiming the {kind_of_role} as controller", create=pod
-        ),
-        Mutation(
-            "owner",
-            role,
-            f"a queued GPU pod claiming the {kind_of_role} as controller",
-            create=queued,
-        ),
-        Mutation(
-            "owner",
-            role,
-            f"a GPU pod claiming the {kind_of_role} with a wrong uid",
-            create=pod,
-            meta={"wrong_uid": True},
-        ),
-        Mutation("owner", role, f"a GPU Job claiming the {kind_of_role} as controller", create=job),
-    ]
-    if role == "object":
-        out.append(
-            Mutation("owner", role, "a queue-labelled GPU pod of a ReplicaSet", create=foreign)
-        )
-        out.append(
-            Mutation(
-                "owner",
-                "queued",
-                "the queued object claims the admitted one as controller",
-                (
-                    {
-                        "op": "add",
-                        "path": "/metadata/ownerReferences",
-                        "value": ["$OWNER_OF_OBJECT"],
-                    },
-                ),
-            )
-        )
-    return out
-
-
-def scale_mutation(role: str, replicas: int) -> Mutation:
-    return Mutation(
-        "scale",
-        role,
-        f"scale subresource: replicas {replicas} -> {replicas + 2}",
-        subresource="scale",
-        meta={"replicas": replicas + 2},
-    )
-
-
-def resize_mutations(role: str, pod: Obj) -> list[Mutation]:
-    """In-place resize (pods/resize) of the first container's GPUs and CPU."""
-    out = []
-    for res, big in ((names.GPU_RESOURCE, EXTRA_GPUS), ("cpu", "32")):
-        ops = []
-        resources = pod["spec"]["containers"][0].get("resources") or {}
-        for part in ("requests", "limits"):
-            held = resources.get(part)
-            if isinstance(held, dict):
-                ops.append(
-                    _set(("spec", "containers", 0, "resources", part, res), big, res in held)
-                )
-        if ops:
-            out.append(
-                Mutation(
-                    "resize", role, f"pods/resize: {res} -> {big}", tuple(ops), subresource="resize"
-                )
-            )
     return out

@@ -223,6 +223,10 @@ def create_world(rest: Rest, pool: Pool, case: KindCase, timeout: float) -> Worl
     _until(
         lambda: _filled(rest, world), deadline, f"{case.name} a admitted, 8 GPUs running in {ns}"
     )
+    if case.after_admitted is not None:
+        for obj in case.after_admitted("a", ns, "lq", case.gpu_pods):
+            with contextlib.suppress(ApiException):  # refused: the world goes without it
+                rest.create(path, obj)
     rest.apply_all(*((path, o) for o in case.make("b", ns, "lq", 1)))
     _until(lambda: _queued(rest, world), deadline, f"{case.name} b's Workload waiting in {ns}")
     discover(rest, world)
@@ -330,10 +334,9 @@ def discover(rest: Rest, world: World) -> None:
     gated = sorted(p for k, p, o in found if k == "Pod" and o["spec"].get("schedulingGates"))
     if gated:
         world.paths["gated-pod"] = gated[0]
-    if world.case.owner_kind is None and "pod" not in world.paths:
-        world.paths["pod"] = next(
-            (p for p, o in own.items() if p in a and not o["spec"].get("schedulingGates")), a[0]
-        )
+    if world.case.owner_kind is None:  # another of its running pods
+        running = [p for p in a[1:] if not own[p]["spec"].get("schedulingGates")]
+        world.paths["pod"] = running[0] if running else a[0]
     for role, p in world.paths.items():
         world.roles[role] = rest.call("GET", p)
 

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from bench.bypass.attempt import inverse
+from bench.bypass.claims import owner_mutations
 from bench.bypass.fuzz import spread
 from bench.bypass.kinds import CASES
-from bench.bypass.mutations import object_mutations, our_keys, owner_mutations
+from bench.bypass.mutations import object_mutations, our_keys
 from queuectl.api import names
 
 
