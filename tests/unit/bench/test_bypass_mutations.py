@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from bench.bypass.attempt import inverse
+from bench.bypass.attempt import Outcome, inverse
 from bench.bypass.claims import owner_mutations
-from bench.bypass.fuzz import spread
+from bench.bypass.fuzz import KindReport, spread
 from bench.bypass.kinds import CASES
 from bench.bypass.mutations import object_mutations, our_keys
+from bench.bypass.report import markdown
 from queuectl.api import names
 
 
@@ -129,3 +130,14 @@ def test_a_bounded_sample_touches_every_category_and_role() -> None:
     assert {(m.category, m.role) for m in first} == buckets
     assert spread(ms, 5, seed=1) == spread(ms, 5, seed=1)  # deterministic
     assert sorted(m.ident for m in spread(ms, None, seed=2)) == sorted(m.ident for m in ms)
+
+
+def test_the_report_counts_each_outcome_per_kind_and_lists_the_violations() -> None:
+    done = KindReport("Job", generated=4, worlds=2)
+    for result in ("refused", "refused", "harmless", "violation"):
+        done.outcomes.append(Outcome("Job", "field", "child:Job", "/spec/parallelism", result, "x"))
+    text = markdown([done, KindReport("JobSet", error="world not built: timed out")], "h")
+    assert "| Job | 4 | 4 | 2 | 0 | 1 | 1 | 2 |" in text
+    assert "| JobSet | 0 | 0 | 0 | 0 | 0 | 0 | 0 | world not built: timed out |" in text
+    assert "| total | 4 | 4 | 2 | 0 | 1 | 1 | 2 |" in text
+    assert "- Job · field · child:Job: /spec/parallelism — x" in text
