@@ -34,8 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench bypass", description=__doc__)
     p.add_argument("--size", choices=("full", "ci"), default="full")
     p.add_argument("--kinds", nargs="+", choices=list(CASES), help="just these kinds")
-    p.add_argument("--sample", type=int, help="mutations per kind (default: all, or 6 at ci)")
-    p.add_argument("--budget-s", type=float, help="seconds per kind (default 600, 45 at ci)")
+    p.add_argument("--sample", type=int, help="mutations per kind (default: all, or 5 at ci)")
+    p.add_argument("--budget-s", type=float, help="seconds per kind (default 600, 30 at ci)")
     p.add_argument("--seed", type=int, default=23)
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="where the report goes")
     return p

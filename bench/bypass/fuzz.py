@@ -35,7 +35,7 @@ class Size:
 
 
 FULL = Size()
-CI = Size(sample=6, budget_s=45.0, world_timeout_s=90.0, timing=Timing(1.5, 1.0, 6.0, 8.0))
+CI = Size(sample=5, budget_s=30.0, world_timeout_s=90.0, timing=Timing(1.5, 1.0, 6.0, 8.0))
 
 
 @dataclass
@@ -120,24 +120,28 @@ def fuzz_kind(
     report.generated = len(mutations)
     chosen = spread(mutations, size.sample, size.seed + sum(map(ord, case.name)))
     progress(f"{case.name}: {len(mutations)} mutations generated, trying {len(chosen)}")
+    current: World | None = world
     try:
         for m in chosen:
             if time.monotonic() > deadline:
                 report.error = f"budget of {size.budget_s:.0f}s spent"
                 break
-            if m.role not in world.paths:
+            if current is None:
+                current = create_world(rest, pool, case, size.world_timeout_s)
+                sampler.watch([current.namespace])
+                report.worlds += 1
+            if m.role not in current.paths:
                 continue
-            outcome = attempt(rest, user, pool, world, sampler, m, size.timing)
+            outcome = attempt(rest, user, pool, current, sampler, m, size.timing)
             report.outcomes.append(outcome)
             if outcome.result != "refused":
                 progress(f"  {outcome.result:<9} {m.ident}  {outcome.detail[:160]}")
-            if outcome.rebuild:
-                delete_world(rest, world)
-                world = create_world(rest, pool, case, size.world_timeout_s)
-                sampler.watch([world.namespace])
-                report.worlds += 1
+            if outcome.rebuild:  # built again only if another attempt needs it
+                delete_world(rest, current)
+                current = None
     except (RuntimeError, ApiException) as err:
         report.error = f"stopped: {err}"
     finally:
-        delete_world(rest, world)
+        if current is not None:
+            delete_world(rest, current)
     return report
