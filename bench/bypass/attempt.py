@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from bench.bypass.claims import PROBE_PODS, PROBE_QUEUE, charged_objects
 from bench.bypass.kinds import BIG_RUNTIME
 from bench.bypass.mutations import Mutation
 from bench.bypass.world import (
@@ -144,11 +145,24 @@ def _apply(user: UserRest, world: World, pool: Pool, m: Mutation) -> tuple[str, 
     """Make the change as the user. Returns how to undo it: ('patch', (path, ops)),
     ('scale', (path, replicas)), ('delete', path)."""
     path = world.paths[m.role]
+    if m.category == "charge":
+        made: list[str] = []
+        collection = world.case.path(world.namespace)
+        for body in charged_objects(
+            world.case.make("c", world.namespace, PROBE_QUEUE, PROBE_PODS), m
+        ):
+            try:
+                user.create(collection, body)
+            except ApiException:
+                _undo(user, ("delete", made))
+                raise
+            made.append(f"{collection}/{body['metadata']['name']}")
+        return "delete", made
     if m.create is not None:
         body = _resolve(copy.deepcopy(m.create), world, pool, m)
         collection = COLLECTIONS[body["kind"]].format(ns=world.namespace)
-        made = user.create(collection, body)
-        return "delete", f"{collection}/{made['metadata']['name']}"
+        created = user.create(collection, body)
+        return "delete", [f"{collection}/{created['metadata']['name']}"]
     if m.subresource == "scale":
         before = user.call("GET", f"{path}/scale")
         user.call("PATCH", f"{path}/scale", {"spec": {"replicas": m.meta["replicas"]}}, patch=True)
@@ -164,7 +178,9 @@ def _undo(rest: Rest, how: tuple[str, Any]) -> bool:
     kind, what = how
     try:
         if kind == "delete":
-            rest.call("DELETE", what, {"propagationPolicy": "Background", "gracePeriodSeconds": 0})
+            for path in what:
+                body = {"propagationPolicy": "Background", "gracePeriodSeconds": 0}
+                rest.call("DELETE", path, body)
         elif kind == "scale":
             rest.call("PATCH", what[0], {"spec": {"replicas": what[1]}}, patch=True)
         else:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from kubernetes.client.exceptions import ApiException
 
 from bench.bypass.attempt import Outcome, Timing, attempt
-from bench.bypass.claims import owner_mutations, resize_mutations
+from bench.bypass.claims import charge_mutations, owner_mutations, resize_mutations
 from bench.bypass.claims import scale_mutation as scale_of
 from bench.bypass.kinds import KindCase
 from bench.bypass.mutations import Mutation, object_mutations
@@ -76,6 +76,7 @@ def generate(rest: Rest, world: World) -> list[Mutation]:
         replicas = _has_scale(rest, world.paths[role])
         if replicas is not None:
             out.append(scale_of(role, replicas))
+    out += charge_mutations()
     return list({m.ident: m for m in out}.values())
 
 

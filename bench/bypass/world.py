@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from bench.bypass.claims import ALIAS, PROBE_QUEUE
 from bench.bypass.kinds import BIG_RUNTIME, RUNTIME, KindCase, runtime
 from bench.chaos.world import Rest, wait_service_account
 from queuectl.api import names
@@ -86,7 +87,11 @@ class Pool:
     def setup(self, add_nodes: Callable[..., list[Any]], h100_nodes: int = 6) -> Pool:
         taint = {"key": POOL_LABEL, "value": "yes", "effect": "NoSchedule"}
         labels = {POOL_LABEL: "yes"}
-        add_nodes(h100_nodes, 8, H100, name_prefix="bypass-h", labels=labels, taints=[taint])
+        h100 = add_nodes(h100_nodes, 8, H100, name_prefix="bypass-h", labels=labels, taints=[taint])
+        for n in h100:  # the GPU alias a user may name (as an RDMA device would be offered)
+            offer = {ALIAS: "8"}
+            status = {"status": {"capacity": offer, "allocatable": offer}}
+            self.rest.call("PATCH", f"/api/v1/nodes/{n.name}/status", status, patch=True)
         found = add_nodes(2, 8, A100, name_prefix="bypass-a", labels=labels, taints=[taint])
         self.a100_nodes = [n.name for n in found]
         tolerate = {**taint, "operator": "Equal"}
@@ -182,14 +187,16 @@ def _queues(pool: Pool, namespace: str) -> list[tuple[str, Obj]]:
             "spec": {"clusterQueue": target},
         }
 
-    main, free = f"cq-{namespace}", f"cq-free-{namespace}"
+    main, free, probe = (f"cq{x}-{namespace}" for x in ("", "-free", "-probe"))
     lqs = f"{OURS}/namespaces/{namespace}/localqueues"
     return [
         (f"{OURS}/clusterqueues", cq(main, QUOTA_GPUS)),
         (f"{OURS}/clusterqueues", cq(free, 0)),
+        (f"{OURS}/clusterqueues", cq(probe, QUOTA_GPUS)),
         (lqs, lq("lq", main)),
         (lqs, lq("default", main)),
         (lqs, lq("lq-free", free)),
+        (lqs, lq(PROBE_QUEUE, probe)),
     ]
 
 
@@ -347,6 +354,7 @@ def delete_world(rest: Rest, world: World) -> None:
         f"/api/v1/namespaces/{world.namespace}",
         f"{OURS}/clusterqueues/cq-{world.namespace}",
         f"{OURS}/clusterqueues/{world.free_cq}",
+        f"{OURS}/clusterqueues/cq-probe-{world.namespace}",
     ):
         with contextlib.suppress(ApiException):  # already gone
             rest.call("DELETE", path, {"propagationPolicy": "Background"})
