@@ -71,11 +71,11 @@ def main(argv: list[str]) -> int:
         operator_table.start_all(plane, wanted, _progress)
         with plane.api_client() as api:
             rest, user = client_of(api)
+            replica = Replica("controller", plane.kubeconfig, work)  # it installs our CRDs
+            replica.start(wait_leading=True)
             pool = Pool(rest).setup(plane.add_gpu_nodes)
             if "trainer" in wanted:
                 pool.add_runtimes()
-            replica = Replica("controller", plane.kubeconfig, work)
-            replica.start(wait_leading=True)
             sampler = Sampler(api, [], interval=0.5, gpus_by_namespace=True).start()
             try:
                 for case in cases:
