@@ -66,6 +66,13 @@ def main(argv: list[str]) -> int:
     reports: list[KindReport] = []
     replica: Replica | None = None
     started = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    header: dict[str, object] = {
+        "size": args.size,
+        "sample": size.sample if size.sample is not None else "all",
+        "budget_s_per_kind": size.budget_s,
+        "seed": size.seed,
+    }
     try:
         wanted = sorted({op for c in cases for op in c.operators})
         operator_table.start_all(plane, wanted, _progress)
@@ -81,21 +88,14 @@ def main(argv: list[str]) -> int:
                 for case in cases:
                     reports.append(fuzz_kind(rest, user, pool, case, sampler, size, _progress))
                     _progress(table(reports))
+                    write(args.out, stamp, reports, {**header, "partial": True})
             finally:
                 sampler.stop()
     finally:
         if replica is not None:
             replica.stop()
         plane.stop()
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
-    header = {
-        "size": args.size,
-        "sample": size.sample if size.sample is not None else "all",
-        "budget_s_per_kind": size.budget_s,
-        "seed": size.seed,
-        "wall_s": round(time.time() - started),
-    }
-    md = write(args.out, stamp, reports, header)
+    md = write(args.out, stamp, reports, {**header, "wall_s": round(time.time() - started)})
     print(table(reports))
     print(f"report: {md}; logs: {work}", file=sys.stderr)
     return 1 if any(r.violations for r in reports) else 0

@@ -154,9 +154,16 @@ def check(snap: Snapshot) -> list[Violation]:
             admitted_pods[job] += admitted_pods_of(wl)
     active_pods: Counter[str] = Counter()
     gpus_by_cq: Counter[str] = Counter()
+    # A Job some other object controls (a JobSet's, a RayJob's submitter) is not queued on its
+    # own: its pods are its owner's, counted per namespace (`namespace_gpus`), not here.
+    children = {
+        key_of(j)
+        for j in snap.jobs
+        if any(r.get("controller") for r in j["metadata"].get("ownerReferences") or [])
+    }
     for pod in snap.pods:
         job = _owner_job(pod)
-        if job is None or not active(pod):
+        if job is None or job in children or not active(pod):
             continue
         active_pods[job] += 1
         queue = queue_of_job.get(job)

@@ -256,3 +256,11 @@ def test_a_pod_holds_its_containers_and_sidecars_or_its_largest_init_container()
     p["spec"]["initContainers"][0]["resources"]["limits"][names.GPU_RESOURCE] = "1"
     found = check(ns_snap([wl("wa", "rc", pods=1, gpus=4)], [p]))
     assert [v.detail for v in found] == ["6 GPUs active on h100, 4 admitted"]
+
+
+def test_a_child_jobs_pods_belong_to_its_owner_not_to_a_workload_of_its_own() -> None:
+    """A JobSet's child Job has no Workload: the JobSet's admission stands behind its pods."""
+    child = job("js-workers-0")
+    child["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "js", "controller": True}]
+    found = check(snap([], [pod("p1", "js-workers-0")], [child]))
+    assert [v.kind for v in found] == []
