@@ -139,6 +139,10 @@ def _placement_mutations(role: str, path: Path, node: Any) -> Iterator[Mutation]
     yield Mutation("field", role, f"{where} removed", ({"op": "remove", "path": where},))
 
 
+def _has_ints(node: Obj, *keys: str) -> bool:
+    return all(isinstance(node.get(k), int) and not isinstance(node.get(k), bool) for k in keys)
+
+
 def _is_job_template(key: Any, node: Any) -> bool:
     return (
         key == "template"
@@ -370,10 +374,14 @@ def object_mutations(role: str, obj: Obj) -> list[Mutation]:
     spec_root: Path = ("spec",)
     for path, node in _walk(obj.get("spec") or {}, spec_root):
         key = path[-1] if path else None
-        if key in COUNT_FIELDS:
-            if (m := _count_mutation(role, path, node)) is not None:
-                out.append(m)
-        elif key == "suspend" and isinstance(node, bool):
+        if key in COUNT_FIELDS and (m := _count_mutation(role, path, node)) is not None:
+            out.append(m)
+        if isinstance(node, dict) and _has_ints(node, "parallelism", "completions"):
+            both = max(node["parallelism"], node["completions"]) + 2  # one caps the other
+            ops = tuple(set_op((*path, f), both, True) for f in ("parallelism", "completions"))
+            what = f"{pointer(path)}: parallelism and completions -> {both}"
+            out.append(Mutation("field", role, what, ops))
+        if key == "suspend" and isinstance(node, bool):
             out.append(
                 Mutation(
                     "field",
