@@ -32,8 +32,9 @@ from bench.bypass.world import (
     workloads,
 )
 from bench.chaos.world import Rest, status_message
+from queuectl.api import names
 from queuectl.testenv.invariants import Sampler
-from queuectl.testenv.podgpus import active, holds_quota, pod_gpus
+from queuectl.testenv.podgpus import active, holds_quota, is_true, pod_gpus
 
 Obj = dict[str, Any]
 COLLECTIONS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Job": "/apis/batch/v1/namespaces/{ns}/jobs"}
@@ -225,6 +226,35 @@ def _baseline(rest: Rest, world: World) -> bool:
     )
 
 
+def _finished(wls: list[Obj], world: World) -> bool:
+    uid = world.admitted_workload["metadata"]["uid"]
+    return any(w["metadata"]["uid"] == uid and is_true(w, names.COND_FINISHED) for w in wls)
+
+
+def _template_change(m: Mutation) -> bool:
+    """A change to a pod template, which operators apply only to the pods they make next."""
+    return m.category in ("field", "key") and any(
+        "template" in str(op["path"]).lower() for op in m.ops
+    )
+
+
+def _recreate_a_pod(user: UserRest, rest: Rest, world: World) -> bool:
+    """The user deletes one running GPU pod of the world (a user may delete pods), so its
+    owner makes it again from the changed template."""
+    running = sorted(
+        (p for p in pods(rest, world.namespace) if active(p) and pod_gpus(p)),
+        key=lambda p: str(p["metadata"]["name"]),
+    )
+    if not running:
+        return False
+    name = running[0]["metadata"]["name"]
+    try:
+        user.call("DELETE", f"/api/v1/namespaces/{world.namespace}/pods/{name}", {})
+    except ApiException:
+        return False
+    return True
+
+
 def attempt(
     rest: Rest, user: UserRest, pool: Pool, world: World, sampler: Sampler, m: Mutation, t: Timing
 ) -> Outcome:
@@ -239,6 +269,14 @@ def attempt(
     _watch(rest, world.namespace, t, started)
     seen = sampler.seen_since(started)
     evicted = evicted_since(workloads(rest, world.namespace), since_iso)
+    lost = not still_admitted(
+        workloads(rest, world.namespace), world.admitted_workload["metadata"]["uid"]
+    )
+    if not (seen or evicted or lost) and _template_change(m) and _recreate_a_pod(user, rest, world):
+        out.detail = "a running pod deleted, to be made again from the changed template"
+        _watch(rest, world.namespace, t, time.monotonic())
+        seen = sampler.seen_since(started)
+        evicted = evicted_since(workloads(rest, world.namespace), since_iso)
     if seen and not evicted:
         deadline = time.monotonic() + t.evict_wait_s
         while not evicted and time.monotonic() < deadline:
@@ -248,14 +286,18 @@ def attempt(
         workloads(rest, world.namespace), world.admitted_workload["metadata"]["uid"]
     )
     excess = "; ".join(f"{v.kind} {v.subject}: {v.detail}" for v in seen[:3])
+    then = f"{out.detail}: " if out.detail else ""
     if evicted:
         out.result = "evicted"
-        out.detail = ", ".join(evicted) + (f" (after {excess})" if excess else "")
+        out.detail = then + ", ".join(evicted) + (f" (after {excess})" if excess else "")
     elif seen:
-        out.result, out.detail = "violation", excess
+        out.result, out.detail = "violation", then + excess
+    elif lost and _finished(workloads(rest, world.namespace), world):
+        out.detail = then + "the admitted job ended (a world of less, rebuilt)"
+        out.rebuild = True
     elif lost:
         out.result, out.detail = "evicted", "the admitted Workload lost its admission"
-    if out.result != "harmless" or not _undo(rest, how):
+    if out.result != "harmless" or out.rebuild or not _undo(rest, how):
         out.rebuild = True
         return out
     time.sleep(0.5)

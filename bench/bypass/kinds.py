@@ -78,7 +78,7 @@ def _job(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
             "spec": {
                 "parallelism": pods,
                 "completions": pods,
-                "backoffLimit": 0,
+                "backoffLimit": 10,
                 "template": pod_template(),
             },
         }
@@ -86,7 +86,7 @@ def _job(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
 
 
 def _jobset(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
-    job = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": pod_template()}
+    job = {"parallelism": 1, "completions": 1, "backoffLimit": 10, "template": pod_template()}
     return [
         {
             "apiVersion": "jobset.x-k8s.io/v1alpha2",
@@ -185,7 +185,7 @@ def _trainjob(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
 
 def runtime(name: str, num_nodes: int) -> Obj:
     """A ClusterTrainingRuntime shaped like trainer's torch-distributed, on the pause image."""
-    job = {"backoffLimit": 0, "template": pod_template(gpus=0, name="node")}
+    job = {"backoffLimit": 10, "template": pod_template(gpus=0, name="node")}
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "ClusterTrainingRuntime",
