@@ -25,13 +25,21 @@ pytestmark = pytest.mark.operator(*OPERATORS)
 
 
 @pytest.fixture(scope="module")
-def pool(
-    control_plane: Cluster, k8s_client: k8s.ApiClient, operators: Callable[[str], None]
-) -> Pool:
-    """The operators (before the controller starts, so it watches their kinds at once), the
-    fuzzer's tainted H100 and A100 nodes, its flavor, RBAC and TrainJob runtimes."""
+def kinds_served(operators: Callable[[str], None]) -> None:
+    """The operators, before the controller starts: it then watches their kinds at once."""
     for name in OPERATORS:
         operators(name)
+
+
+@pytest.fixture(scope="module")
+def pool(
+    kinds_served: None,
+    controller: ControllerProcess,
+    control_plane: Cluster,
+    k8s_client: k8s.ApiClient,
+) -> Pool:
+    """Once the controller has installed our CRDs: the fuzzer's tainted H100 and A100 nodes,
+    its flavor, RBAC and TrainJob runtimes."""
     rest, _ = client_of(k8s_client)
     pool = Pool(rest).setup(control_plane.add_gpu_nodes, h100_nodes=4)
     pool.add_runtimes()
@@ -39,9 +47,7 @@ def pool(
 
 
 @pytest.fixture(scope="module")
-def sampler(
-    pool: Pool, controller: ControllerProcess, k8s_client: k8s.ApiClient
-) -> Iterator[Sampler]:
+def sampler(pool: Pool, k8s_client: k8s.ApiClient) -> Iterator[Sampler]:
     found = Sampler(k8s_client, [], interval=0.5, gpus_by_namespace=True).start()
     yield found
     found.stop()
