@@ -148,11 +148,13 @@ def _rayjob(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
 def _pytorch(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
     template = pod_template(name="pytorch")
     del template["spec"]["restartPolicy"]
-    specs: Obj = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template}}
+    # OnFailure: a pod deleted (the fuzzer deletes one after a template change) is made again;
+    # with Never the operator fails the whole job.
+    specs: Obj = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
     if pods > 1:
         specs["Worker"] = {
             "replicas": pods - 1,
-            "restartPolicy": "Never",
+            "restartPolicy": "OnFailure",
             "template": copy.deepcopy(template),
         }
     return [
