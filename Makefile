@@ -6,7 +6,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install up down status test build image lock helm native
+.PHONY: install up down status test test-unit test-integration test-e2e build image lock helm native
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -29,6 +29,17 @@ status: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q -p no:cacheprovider $(ARGS)
+
+# The same suite in tiers, for a fast loop: unit and property tests (no cluster), integration
+# tests against the real API server, then e2e (whole-system scenarios, operators, real node).
+test-unit: $(STAMP)
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit $(ARGS)
+
+test-integration: $(STAMP)
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration $(ARGS)
+
+test-e2e: $(STAMP)
+	$(VENV)/bin/pytest -q -p no:cacheprovider e2e $(ARGS)
 
 # The controller/agent image as an OCI layout in build/image/oci, from Debian packages (no Docker,
 # no registry); prints the manifest digest. Needs root, mmdebstrap and umoci (apt-get installs them).

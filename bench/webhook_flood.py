@@ -40,10 +40,14 @@ ROUTES = (
 ODD: list[Any] = [None, True, 0, -1.5, "", "x", [], [1], {}, {"a": []}]
 FIELDS = ["uid", "kind", "operation", "name", "namespace", "userInfo", "object", "oldObject",
           "dryRun", "object.metadata", "object.spec", "object.metadata.labels",
-          "object.spec.template", "object.spec.suspend", "userInfo.username"]  # fmt: skip
+          "object.spec.template", "object.spec.suspend", "userInfo.username",
+          # the pod-set fields the job decisions read (webhooks/wellformed.py)
+          "object.spec.parallelism", "object.spec.completions",
+          "object.spec.template.metadata", "object.spec.template.spec.containers",
+          "object.spec.template.spec.schedulingGates", "oldObject.spec.template.spec"]  # fmt: skip
 
 
-def good_review() -> dict[str, Any]:
+def good_review(update: bool = False) -> dict[str, Any]:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -61,6 +65,8 @@ def good_review() -> dict[str, Any]:
         "object": job,
         "oldObject": None,
     }
+    if update:  # an update compares the old shape with the new one
+        request.update(operation="UPDATE", oldObject=json.loads(json.dumps(job)))
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
@@ -75,7 +81,7 @@ def hostile_bodies(count: int, seed: int = 1) -> list[tuple[str, bytes]]:
         elif roll < 0.1:
             out.append(("junk", bytes(rnd.getrandbits(8) for _ in range(200))))
         else:
-            review = good_review()
+            review = good_review(update=rnd.random() < 0.5)
             for _ in range(rnd.randint(1, 3)):
                 *parents, last = rnd.choice(FIELDS).split(".")
                 node: Any = review["request"]

@@ -205,3 +205,19 @@ def test_bypass_attempts_on_a_jobset_are_refused(
     assert get(control_plane, "jobset", "waiting", namespace)["spec"]["suspend"] is True
     assert child_jobs_suspended(control_plane, namespace, "waiting")
     assert items(control_plane, "pods", namespace, "-l", f"{POD_LABEL}=waiting") == []
+    # Its child Jobs carry no queue label: owned-job.validate holds them to their JobSet.
+    # (An Indexed Job, as JobSet makes them, scales by parallelism and completions together.)
+    (child, *_) = wait_for(
+        "running's Jobs", lambda: child_jobs(control_plane, namespace, "running")
+    )
+    why = refused(
+        "patch", "job", child["metadata"]["name"], "-n", namespace, "--type=merge",
+        "-p", '{"spec":{"parallelism":100,"completions":100}}',
+    )  # fmt: skip
+    assert "(pods at once)" in why and "departs from JobSet 'running'" in why, why
+    (held, *_) = wait_for("waiting's Jobs", lambda: child_jobs(control_plane, namespace, "waiting"))
+    why = refused(
+        "patch", "job", held["metadata"]["name"], "-n", namespace, "--type=merge",
+        "-p", '{"spec":{"suspend":false}}',
+    )  # fmt: skip
+    assert "cannot run while its JobSet 'waiting' is suspended" in why, why

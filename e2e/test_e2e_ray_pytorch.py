@@ -10,6 +10,7 @@ RayJob goes, the PyTorchJob is admitted again. Bypass attempts on these kinds ar
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -332,6 +333,17 @@ def test_a_rayjob_preempts_a_pytorchjob_that_stops_after_its_grace_period_and_co
     rc = get(c, "raycluster", cluster_name, ns)
     assert not rc["spec"].get("suspend")  # part of the RayJob's Workload, not queued itself
     assert workload(c, ns, "RayCluster", cluster_name) is None
+    # Part of the RayJob's Workload, it runs what the RayJob says: 2 workers, not 50.
+    grow = json.dumps(
+        [
+            {"op": "replace", "path": f"/spec/workerGroupSpecs/0/{field}", "value": 50}
+            for field in ("replicas", "maxReplicas")
+        ]
+    )
+    scaled = c.kubectl(
+        "patch", "raycluster", cluster_name, "-n", ns, "--type=json", "-p", grow, check=False
+    )
+    assert scaled.returncode != 0 and "departs from RayJob 'urgent'" in scaled.stderr, scaled.stderr
     submitter = wait_for(
         "the submitter pod running with the placement",
         lambda: running(c, ns, "job-name=urgent"),
@@ -369,6 +381,21 @@ def test_bypass_attempts_on_rayclusters_and_pytorchjobs_are_refused(
         check=False,
     )
     assert scale.returncode != 0 and "while it is admitted" in scale.stderr, scale.stderr
+    # Nor may its workers move to another flavor's nodes: placement is frozen as the shape is.
+    selector = {"op": "add", "path": "/spec/workerGroupSpecs/0/template/spec/nodeSelector"}
+    moved = c.kubectl(
+        "patch",
+        "raycluster",
+        "fixed",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        json.dumps([selector | {"value": {"gpu.example.com/model": "h100"}}]),
+        check=False,
+    )
+    assert moved.returncode != 0, "moved to other nodes while admitted"
+    assert "spec.workerGroupSpecs[0].template.spec.nodeSelector" in moved.stderr, moved.stderr
 
     # Autoscaling: quota for maxReplicas is held, so the autoscaler moving replicas is allowed.
     elastic = ray_cluster("elastic", ns, "lq", 0, max_replicas=2, enableInTreeAutoscaling=True)

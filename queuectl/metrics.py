@@ -354,6 +354,14 @@ CONTROLLER_DRAINED_NODES = Gauge(
     "Nodes currently held drained by the controller (cordoned until their GPUs recover).",
     registry=CONTROLLER_REGISTRY,
 )
+# --- the enforcement loop (docs/design/controller.md "What runs is the truth") ---
+CONTROLLER_PODS_EXCEED_ADMISSION = Counter(
+    "queuectl_pods_exceed_admission_total",
+    "Workloads whose running pods were found beyond their admission and stopped, by ClusterQueue "
+    "and how (pods, podSet, gpus, flavor).",
+    ["cluster_queue", "reason"],
+    registry=CONTROLLER_REGISTRY,
+)
 # --- admission webhooks (issue 12; docs/design/webhooks.md "Hostile input and internal errors") ---
 WEBHOOK_REJECTED_REQUESTS = Counter(
     "queuectl_webhook_rejected_requests_total",

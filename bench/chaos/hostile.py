@@ -24,6 +24,7 @@ PATHS = (
     names.WEBHOOK_PATH_MUTATE_JOB,
     names.WEBHOOK_PATH_VALIDATE_JOB,
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
+    names.WEBHOOK_PATH_VALIDATE_POD,
 )
 
 
@@ -40,6 +41,12 @@ def _job(**spec: object) -> dict[str, object]:
         "metadata": {"name": "x", "namespace": "default", "labels": {names.LABEL_QUEUE_NAME: "q"}},
         "spec": spec,
     }
+
+
+def _pod(**spec: object) -> dict[str, object]:
+    labels = {names.LABEL_QUEUE_NAME: "q", names.LABEL_POD_GROUP_NAME: "g"}
+    return {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+            "metadata": {"name": "p", "namespace": "default", "labels": labels}}  # fmt: skip
 
 
 def _request(**fields: object) -> dict[str, object]:
@@ -78,6 +85,16 @@ def bodies() -> list[tuple[str, bytes]]:
         ("requests-bad", _review(_request(object=_job(template={"spec": {"containers": [
             {"resources": {"requests": {names.GPU_RESOURCE: "lots"}}}]}})))),
         ("update-no-old", _review(_request(operation="UPDATE", oldObject=None))),
+        # well-formed envelopes, a field of the wrong type where a decision reads it
+        ("parallelism-abc-update", _review(_request(operation="UPDATE",
+            object=_job(parallelism="abc"), oldObject=_job(parallelism=1)))),
+        ("containers-string", _review(_request(object=_job(template={"spec": {
+            "containers": "c"}})))),
+        ("gates-string", _review(_request(kind={"group": "", "version": "v1", "kind": "Pod"},
+            object=_pod(schedulingGates="queuectl.io/admission")))),
+        ("resource-group-string", _review(_request(
+            kind={"group": names.GROUP, "version": "v1beta1", "kind": "ClusterQueue"},
+            object={"metadata": {"name": "cq"}, "spec": {"resourceGroups": ["h100"]}}))),
         ("kind-missing", _review({k: v for k, v in _request().items() if k != "kind"})),
         ("not-json", b"\x00\xff{not json"),
         ("empty", b""),

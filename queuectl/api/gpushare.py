@@ -14,6 +14,9 @@ from typing import Any
 
 from queuectl.api import names
 
+# A flavor's gpuResource names an NVIDIA device (api/flavor.py, GPU_RESOURCE_IS_NVIDIA).
+_NVIDIA = "nvidia.com/"
+
 
 def _rename(resources: Mapping[str, Any], old: str, new: str) -> dict[str, Any]:
     return {(new if k == old else k): v for k, v in resources.items()}
@@ -33,16 +36,40 @@ def rename_containers(pod_spec: Mapping[str, Any], old: str, new: str) -> list[d
 
 
 def served_by(template: Mapping[str, Any]) -> str | None:
-    """The device that stands in for nvidia.com/gpu in this template, if any."""
+    """The device the template's annotation names as standing in for nvidia.com/gpu, if any
+    (what `restore` undoes; `stand_in` says whether queuectl did the rename)."""
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(names.ANNOTATION_GPU_RESOURCE)
     return str(value) if value else None
 
 
+def _asks_for(pod_spec: Mapping[str, Any], resource: str) -> bool:
+    for container in pod_spec.get("containers") or ():
+        res = container.get("resources") or {}
+        if any(resource in (res.get(part) or {}) for part in ("requests", "limits")):
+            return True
+    return False
+
+
+def stand_in(template: Mapping[str, Any]) -> str | None:
+    """The device queuectl put in place of nvidia.com/gpu in this template, None when it did
+    not. The annotation alone is not proof: queuectl renames only to an NVIDIA device other
+    than nvidia.com/gpu (what a flavor's gpuResource may name), and renames every container,
+    so a container still asking for nvidia.com/gpu means the rename was not queuectl's.
+    Renaming such a template back would merge two resources into one key, the last written
+    winning (8 GPUs and 1 RDMA device would read as 1 GPU): it is read as written instead."""
+    device = served_by(template)
+    if device is None or not device.startswith(_NVIDIA) or device == names.RESOURCE_GPU:
+        return None
+    if _asks_for(template.get("spec") or {}, names.RESOURCE_GPU):
+        return None
+    return device
+
+
 def original(template: Mapping[str, Any]) -> dict[str, Any]:
     """The template as the user wrote it: the stand-in device named nvidia.com/gpu again and
-    the annotation gone (a copy; the template itself when nothing was renamed)."""
-    device = served_by(template)
+    the annotation gone (a copy; the template itself when queuectl renamed nothing, `stand_in`)."""
+    device = stand_in(template)
     if device is None:
         return dict(template)
     out = copy.deepcopy(dict(template))

@@ -114,6 +114,9 @@ REASON_EVICTED_MAX_EXEC_TIME: Final = "MaximumExecutionTimeExceeded"
 # describes it, so it is stopped and requeued as it now is.
 REASON_EVICTED_JOB_CHANGED: Final = "JobChanged"
 REASON_EVICTED_STOPPED: Final = "ClusterQueueStopped"
+# Its running pods exceed its admission (more pods or GPUs, another flavor's nodes), whatever
+# way they got there: the enforcement loop stops it and requeues it (controller.md).
+REASON_EVICTED_PODS_EXCEED_ADMISSION: Final = "PodsExceedAdmission"
 REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
 REASON_FINISHED_FAILED: Final = "Failed"
@@ -192,6 +195,9 @@ WEBHOOK_PATH_MUTATE_JOB: Final = "/mutate-job"
 WEBHOOK_PATH_MUTATE_UNLABELLED_JOB: Final = "/mutate-unlabelled-job"
 WEBHOOK_PATH_VALIDATE_WORKLOAD: Final = "/validate-workload"
 WEBHOOK_PATH_VALIDATE_JOB: Final = "/validate-job"
+# Unlabelled objects a job kind's object controls (a JobSet's Jobs, a TrainJob's JobSet): their
+# own route, failing open, as they are most Jobs' kind of object (a CronJob's Jobs too).
+WEBHOOK_PATH_VALIDATE_OWNED_JOB: Final = "/validate-owned-job"
 WEBHOOK_PATH_MUTATE_POD: Final = "/mutate-pod"
 WEBHOOK_PATH_VALIDATE_POD: Final = "/validate-pod"
 WEBHOOK_PATH_MUTATE_LWS: Final = "/mutate-leaderworkerset"
@@ -224,6 +230,7 @@ EVENT_GPU_RESOURCE_REFUSED: Final = "GpuResourceRefused"
 EVENT_CREATED_WORKLOAD: Final = "CreatedWorkload"
 EVENT_UPDATED_WORKLOAD: Final = "UpdatedWorkload"
 EVENT_FOREIGN_WORKLOAD: Final = "ForeignWorkload"  # a Workload squats a Job's Workload name
+EVENT_PODS_EXCEED_ADMISSION: Final = "PodsExceedAdmission"  # names the pods beyond admission
 # The Lease that elects the one active scheduler (in the system namespace).
 CONTROLLER_LEASE: Final = "queuectl-controller"
 

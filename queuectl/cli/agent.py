@@ -32,6 +32,7 @@ from queuectl.agent.scripted import ScriptedReader
 from queuectl.agent.server import serve
 from queuectl.agent.sharing import MIG_STRATEGIES, Sharing
 from queuectl.agent.shell import Agent, AgentConfig
+from queuectl.cli._numbers import PORT, real, seconds, whole
 from queuectl.cli.main import Subparsers
 
 log = logging.getLogger("queuectl.agent")
@@ -59,26 +60,28 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--json", action="store_true", help="with --once: print JSON")
     p.add_argument(
         "--metrics-port",
-        type=int,
+        type=PORT,
         default=8080,
         help="port for /metrics, /healthz, /readyz (0: do not serve)",
     )
-    p.add_argument("--poll-seconds", type=float, default=10.0, help="period of a pass")
+    p.add_argument(
+        "--poll-seconds", type=seconds(minimum=1.0), default=10.0, help="period of a pass"
+    )
     p.add_argument(
         "--max-temperature",
-        type=float,
+        type=real(0.0, 200.0, above_low=True, says="degrees C, more than 0, at most 200"),
         default=90.0,
         help="GPU temperature (C) at or above which a GPU is unhealthy",
     )
     p.add_argument(
         "--recovery-passes",
-        type=int,
+        type=whole(1, 1_000),
         default=3,
         help="consecutive clean passes before an unhealthy GPU counts as healthy again",
     )
     p.add_argument(
         "--hold-down-seconds",
-        type=float,
+        type=seconds(zero="no hold-down"),
         default=300.0,
         help="minimum time since a GPU's last fault before it counts as healthy again",
     )
@@ -102,7 +105,7 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--time-slicing-replicas",
-        type=int,
+        type=whole(1, 1_024),
         default=1,
         help="time-slicing replicas the device plugin makes of each GPU (1: not shared)",
     )

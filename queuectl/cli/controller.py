@@ -29,6 +29,7 @@ from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.cli import dev
+from queuectl.cli._numbers import PORT, real, seconds
 from queuectl.cli.main import Subparsers
 from queuectl.controller import kube as k
 from queuectl.controller.drain import DrainOptions
@@ -327,9 +328,9 @@ def add_parser(subparsers: Subparsers) -> None:
         default="127.0.0.1",
         help="address the webhook server binds (0.0.0.0 in a pod)",
     )
-    p.add_argument("--webhook-port", type=int, default=names.WEBHOOK_PORT)
-    p.add_argument("--health-port", type=int, default=8081)
-    p.add_argument("--metrics-port", type=int, default=8080)
+    p.add_argument("--webhook-port", type=PORT, default=names.WEBHOOK_PORT, help="0: any free port")
+    p.add_argument("--health-port", type=PORT, default=8081, help="0: any free port")
+    p.add_argument("--metrics-port", type=PORT, default=8080, help="0: any free port")
     p.add_argument(
         "--bind-host",
         default="127.0.0.1",
@@ -392,7 +393,7 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--drain-max-share",
-        type=_share,
+        type=real(0.0, 1.0, above_low=True, says="a fraction, more than 0, at most 1"),
         default=0.25,
         help="most of a flavor's nodes drained at once, as a fraction (at least one node)",
     )
@@ -404,14 +405,14 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--job-kind-recheck-seconds",
-        type=float,
+        type=seconds(minimum=1.0),
         default=RECHECK_S,
         help="how often a job kind whose CRD is not installed is looked for again "
         f"(default: {RECHECK_S:.0f})",
     )
     p.add_argument(
         "--preemption-patience-seconds",
-        type=_seconds,
+        type=seconds(zero="preempt at once"),
         default=DEFAULT_PATIENCE_SECONDS,
         help="how long a workload that would preempt waits instead while finished work in its "
         "cohort keeps returning the quota it lacks; 0 preempts at once "
@@ -419,23 +420,6 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)
-
-
-def _seconds(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0.0 <= seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"{value}: a number of seconds, 0 or more")
-    return seconds
-
-
-def _share(value: str) -> float:
-    share = float(value)
-    if not 0.0 < share <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value}: a fraction in (0, 1]")
-    return share
 
 
 def _start_in_dev(plane: Any) -> object:

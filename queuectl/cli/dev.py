@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from queuectl.api import gpushare
+from queuectl.cli._numbers import whole
 from queuectl.cli.main import Subparsers
 from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, operators, realnode
 from queuectl.testenv.certmanager import ensure_cert_manager, start_cert_manager
@@ -234,11 +235,8 @@ def _operator_names(text: str) -> list[str]:
         ) from None
 
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_MIG_NODES = whole(1, 10_000, "a number of nodes from 1 to 10,000")
+_REPLICAS = whole(1, 1_024, "time-slicing replicas from 1 to 1,024")
 
 
 def mig_nodes(text: str) -> tuple[int, str]:
@@ -246,8 +244,8 @@ def mig_nodes(text: str) -> tuple[int, str]:
     count, _, layout = text.partition(":")
     try:
         gpushare.parse_layout(layout, 80)
-        return int(count), layout
-    except ValueError as exc:
+        return _MIG_NODES(count), layout
+    except (ValueError, argparse.ArgumentTypeError) as exc:
         raise argparse.ArgumentTypeError(
             f"--mig-nodes {text!r}: {exc} (e.g. 2:all-1g.10gb)"
         ) from exc
@@ -256,9 +254,12 @@ def mig_nodes(text: str) -> tuple[int, str]:
 def shared_nodes(text: str) -> tuple[int, int]:
     """'2x4' -> two nodes, each GPU time-sliced four ways."""
     count, _, replicas = text.partition("x")
-    if not (count.isdigit() and replicas.isdigit() and int(replicas) >= 1):
-        raise argparse.ArgumentTypeError(f"--shared-nodes {text!r} is not NxREPLICAS (e.g. 2x4)")
-    return int(count), int(replicas)
+    try:
+        return _MIG_NODES(count), _REPLICAS(replicas)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"--shared-nodes {text!r} is not NxREPLICAS (e.g. 2x4): {exc}"
+        ) from None
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -282,10 +283,16 @@ def add_parser(subparsers: Subparsers) -> None:
         return parser
 
     p = named("up", up, "start the environment (builds the binaries the first time)")
-    p.add_argument("--nodes", type=int, default=4, help="fake GPU nodes to create (default 4)")
-    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    p.add_argument(
+        "--nodes", type=whole(0, 10_000), default=4, help="fake GPU nodes to create (default 4)"
+    )
+    p.add_argument(
+        "--gpus-per-node", type=whole(1, 1_024), default=8, help="GPUs per node (default 8)"
+    )
     p.add_argument("--product", default=H100, help=f"nvidia.com/gpu.product (default {H100})")
-    p.add_argument("--gpu-memory-mib", type=int, default=81559, help="nvidia.com/gpu.memory")
+    p.add_argument(
+        "--gpu-memory-mib", type=whole(1, 2**24), default=81559, help="nvidia.com/gpu.memory"
+    )
     p.add_argument(
         "--mig-nodes",
         type=mig_nodes,
@@ -303,13 +310,20 @@ def add_parser(subparsers: Subparsers) -> None:
         metavar="NxREPLICAS",
         help="also add N nodes whose GPUs are time-sliced REPLICAS ways; repeatable",
     )
-    p.add_argument("--blocks", type=int, default=1, help="topology blocks (default 1)")
-    p.add_argument("--racks-per-block", type=int, default=1, help="racks per block (default 1)")
+    p.add_argument("--blocks", type=whole(1, 1_000), default=1, help="topology blocks (default 1)")
+    p.add_argument(
+        "--racks-per-block", type=whole(1, 1_000), default=1, help="racks per block (default 1)"
+    )
     p.add_argument("--node-prefix", default="gpu", help="node name prefix (default gpu)")
-    p.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
+    p.add_argument(
+        "--apiserver-port",
+        type=whole(1, 65_535, "a port from 1 to 65535"),
+        default=None,
+        help="default: a free port",
+    )
     p.add_argument(
         "--real-nodes",
-        type=_non_negative,
+        type=whole(0, 100),
         default=0,
         help="real nodes (kubelet + containerd, root only) beside the fake ones; pods pick them "
         f"with nodeSelector {REAL_NODE_LABEL}=true (default 0)",

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from queuectl.cli._numbers import real, seconds, whole
 from queuectl.cli.main import Subparsers
 from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.sim import (
@@ -34,7 +36,12 @@ from queuectl.sim.compare import differences, rows
 from queuectl.sim.engine import SimResult
 from queuectl.sim.nodes import nodes_from_manifests
 from queuectl.sim.report import render
-from queuectl.sim.trace import dump_trace
+from queuectl.sim.trace import MAX_SECONDS, dump_trace
+
+MAX_JOBS = 10_000_000
+MAX_DAYS = MAX_SECONDS / 86_400
+"""The longest span a trace may have (`queuectl.sim.trace.MAX_SECONDS`)."""
+MAX_HOURS = MAX_DAYS * 24
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -66,7 +73,7 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--preemption-patience",
-        type=float,
+        type=seconds(zero="preempt at once"),
         default=DEFAULT_PATIENCE_SECONDS,
         metavar="SECONDS",
         help="as the controller's --preemption-patience-seconds: how long a would-be preemptor "
@@ -75,12 +82,24 @@ def add_parser(subparsers: Subparsers) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", metavar="FILE", help="jobs as CSV (with a header) or JSON lines")
     src.add_argument("--generate", action="store_true", help="generate a synthetic trace")
-    p.add_argument("--jobs", type=int, default=1000, help="--generate: how many jobs")
-    p.add_argument("--days", type=float, default=1.0, help="--generate: span of the arrivals")
-    p.add_argument("--seed", type=int, default=1, help="--generate and node failures: the seed")
+    p.add_argument(
+        "--jobs", type=whole(1, MAX_JOBS), default=1000, help="--generate: how many jobs"
+    )
+    p.add_argument(
+        "--days",
+        type=real(0.0, MAX_DAYS, above_low=True, says=f"days, more than 0, at most {MAX_DAYS:g}"),
+        default=1.0,
+        help="--generate: span of the arrivals",
+    )
+    p.add_argument(
+        "--seed",
+        type=whole(0, 2**63 - 1),
+        default=1,
+        help="--generate and node failures: the seed",
+    )
     p.add_argument(
         "--load",
-        type=float,
+        type=real(0.0, 100.0, above_low=True, says="a ratio, more than 0, at most 100"),
         default=0.8,
         help="--generate: offered GPU-hours over the fleet's GPU-hours",
     )
@@ -94,12 +113,22 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--save-trace", metavar="FILE", help="write the trace used as JSON lines")
     p.add_argument(
         "--node-failures",
-        type=float,
+        type=real(0.0, 1_000.0, says="failures per node per day, 0 (none) to 1000"),
         default=0.0,
         metavar="RATE",
-        help="node failures per node per day (a failure evicts what runs there)",
+        help="node failures per node per day (a failure evicts what runs there; 0: none)",
     )
-    p.add_argument("--repair-hours", type=float, default=4.0, help="how long a failed node is out")
+    p.add_argument(
+        "--repair-hours",
+        type=real(
+            0.0,
+            MAX_DAYS * 24,
+            above_low=True,
+            says=f"hours, more than 0, at most {MAX_DAYS * 24:g}",
+        ),
+        default=4.0,
+        help="how long a failed node is out",
+    )
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table")
     p.set_defaults(func=run)
@@ -185,11 +214,6 @@ def _table(labels: list[str], results: list[SimResult], color: bool) -> str:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    if not 0.0 <= args.preemption_patience < float("inf"):
-        raise SimInputError(
-            f"--preemption-patience {args.preemption_patience:g}: give 0 or more seconds "
-            "(0 preempts at once)"
-        )
     configs: list[tuple[str, SimConfig]] = []
     if args.compare:
         if args.filename:
@@ -238,8 +262,21 @@ def _simulate(args: argparse.Namespace) -> int:
             "runs": dict(zip(labels, (r.summary for r in results), strict=True)),
             "differences": differences(results[0].summary, results[1].summary),
         }
-    print(json.dumps(out, sort_keys=True))
+    print(json.dumps(finite(out), sort_keys=True, allow_nan=False))
     return 0
+
+
+def finite(value: Any) -> Any:
+    """The summary with every non-finite float as null: JSON has no NaN or Infinity, and a
+    reader's parser (jq, Go, JavaScript) refuses them. Checked input leaves none; this keeps
+    the last line JSON whatever a figure divides by."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -61,8 +61,13 @@ class Cache:
         resources: tuple[Resource, ...] = WATCHED,
         job_kinds: tuple[Resource, ...] | None = None,
         inputs: tuple[Resource, ...] | None = None,
+        kinds: Mapping[str, JobKind] = KINDS,
     ) -> None:
         self.kube = kube
+        self.kinds = kinds
+        """The job kinds, by name: a queued pod whose controller is one of them is its
+        owner's business, not a plain pod group (`group.is_queued_pod`), here as in the
+        webhooks, which are given the same kinds."""
         self.stores: dict[str, Store] = {r.plural: Store(r) for r in resources}
         self.watchers = [
             Watcher(kube, s, field_selector=FIELD_SELECTORS.get(name))
@@ -94,6 +99,7 @@ class Cache:
             kube,
             job_kinds=tuple(kind.resource for kind in kinds),
             inputs=input_resources(kinds),
+            kinds={kind.resource.kind: kind for kind in kinds},
         )
 
     def watch(self, res: Resource) -> Watcher:
@@ -158,6 +164,20 @@ class Cache:
         store = self.stores.get(resource.plural)
         if store is None or store.get(namespace, name) is not None:
             return
+        await self._read(store, resource, namespace, name)
+
+    def owner_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        return self.input_object(resource, namespace, name)
+
+    async def read_owner(self, resource: Resource, namespace: str, name: str) -> None:
+        """As `read_input`, also when the store holds an object of that name: the caller
+        found it under another uid (deleted and created again since the watch's last word).
+        An older answer never replaces a newer one (`Store.upsert_local`)."""
+        store = self.stores.get(resource.plural)
+        if store is not None:
+            await self._read(store, resource, namespace, name)
+
+    async def _read(self, store: Store, resource: Resource, namespace: str, name: str) -> None:
         try:
             obj = await asyncio.wait_for(
                 self.kube.get(resource, name, namespace or None), READ_INPUT_TIMEOUT_S

@@ -3,8 +3,13 @@
 The core places gangs on nodes from their allocatable minus what it has placed itself; a
 DaemonSet, a notebook pod or a Job nobody queued that holds GPUs on a node would otherwise be
 invisible, and a gang placed there would sit Pending. Only bound, unfinished pods are watched
-(the cache's field selector); a pod counts as queuectl's when it or a controller above it carries
-the queue or workload label (podowners.py), whatever its kind.
+(the cache's field selector). A pod is queuectl's only when a Workload holding quota stands
+behind it (`podowners.is_ours`); every other running pod is foreign, whatever labels it
+carries: a ReplicaSet's pod with a queue label takes its GPUs as surely as any other.
+
+Whether a pod is ours changes with its Workload too (admitted, released, deleted, or seen
+after the pod when the caches fill at start), so the pods claiming each Workload are indexed
+and classified again on that Workload's events.
 """
 
 from __future__ import annotations
@@ -16,22 +21,24 @@ from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
-from queuectl.controller.podowners import Owners, is_ours
+from queuectl.controller.podowners import Owners, claim, is_ours
 from queuectl.controller.watcher import Key, key_of
 
 Usage = dict[str, int]
+Holds = Callable[[str], bool]
+"""holds(workload key): the Workload is cached and holds quota."""
 
 
-def foreign_usage(pod: Obj, owners: Owners) -> tuple[str, Usage] | None:
+def foreign_usage(pod: Obj, owners: Owners, holds: Holds) -> tuple[str, Usage] | None:
     """(node, what the pod takes there) for a bound, unfinished pod that is not queuectl's
-    (`podowners.is_ours`: the queue or workload label on it or on a controller above it)."""
+    (`podowners.is_ours`: a Workload holding quota stands behind it)."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
     if names.LABEL_PLACEHOLDER_FOR in ((pod.get("metadata") or {}).get("labels") or {}):
         return None  # the provisioning check's placeholder: it gives way to any pod
-    if is_ours(pod, owners):
+    if is_ours(pod, owners, holds):
         return None
     try:
         usage = convert.pod_requests(spec)
@@ -41,24 +48,65 @@ def foreign_usage(pod: Obj, owners: Owners) -> tuple[str, Usage] | None:
     return str(node), usage
 
 
+def holds_in(cache: Cache) -> Holds:
+    """`Holds` answered from the cache's Workloads."""
+
+    def holds(key: str) -> bool:
+        ns, _, name = key.partition("/")
+        wl = cache.get(k.WORKLOADS, name, ns) if k.WORKLOADS.plural in cache.stores else None
+        return wl is not None and convert.holds_quota(wl)
+
+    return holds
+
+
 class ForeignPods:
-    """Per-node totals of foreign pods, kept current by the pod watch; `on_node(name)` is called
-    when a node's total changes."""
+    """Per-node totals of foreign pods, kept current by the pod and Workload watches;
+    `on_node(name)` is called when a node's total changes."""
 
     def __init__(self, cache: Cache, on_node: Callable[[str], None]) -> None:
         self.cache = cache
         self.on_node = on_node
         self.owners = cache.pod_owners()
+        self.holds = holds_in(cache)
         self._pods: dict[Key, tuple[str, Usage]] = {}
         self._nodes: dict[str, Usage] = {}
+        self._claims: dict[str, set[Key]] = {}
+        """Workload key -> the watched pods whose chain names it."""
+        self._claimed: dict[Key, str] = {}
         cache.store(k.PODS).listeners.append(self._pod)
+        if k.WORKLOADS.plural in cache.stores:
+            cache.store(k.WORKLOADS).listeners.append(self._workload)
 
     def used(self, node: str) -> Usage:
         return dict(self._nodes.get(node) or {})
 
     def _pod(self, kind: str, obj: Obj, old: Obj | None) -> None:
         key = key_of(obj)
-        new = None if kind == "DELETED" else foreign_usage(obj, self.owners)
+        self._index(key, None if kind == "DELETED" else claim(obj, self.owners).workload)
+        new = None if kind == "DELETED" else foreign_usage(obj, self.owners, self.holds)
+        self._set(key, new)
+
+    def _workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        held = kind != "DELETED" and convert.holds_quota(obj)
+        if old is not None and kind != "ADDED" and convert.holds_quota(old) == held:
+            return
+        pods = self.cache.store(k.PODS)
+        for key in sorted(self._claims.get(convert.workload_key(obj), ())):
+            pod = pods.get(*key)
+            if pod is not None:
+                self._set(key, foreign_usage(pod, self.owners, self.holds))
+
+    def _index(self, key: Key, workload: str | None) -> None:
+        prev = self._claimed.pop(key, None)
+        if prev is not None:
+            self._claims[prev].discard(key)
+            if not self._claims[prev]:
+                del self._claims[prev]
+        if workload is not None:
+            self._claimed[key] = workload
+            self._claims.setdefault(workload, set()).add(key)
+
+    def _set(self, key: Key, new: tuple[str, Usage] | None) -> None:
         prev = self._pods.get(key)
         if prev == new:
             return

@@ -26,6 +26,7 @@ from queuectl.controller.cache import Cache
 from queuectl.controller.corethread import CoreThread
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.drain import Drainer, DrainOptions
+from queuectl.controller.enforce_loop import EnforceOptions, Enforcer
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed
 from queuectl.controller.gcpolicy import GcOptions, GcPolicy
@@ -63,6 +64,8 @@ class Options:
     kind_recheck_s: float = RECHECK_S
     """How often a job kind whose CRD is not installed is looked for again (kinds.py)."""
     drain: DrainOptions = field(default_factory=DrainOptions)
+    enforce: EnforceOptions = field(default_factory=EnforceOptions)
+    """The enforcement loop: running pods beyond their admission stop it (enforce_loop.py)."""
     preemption_patience_s: float = DEFAULT_PATIENCE_SECONDS
     """How long a would-be preemptor may wait for completions instead (`core.patience`)."""
 
@@ -118,6 +121,15 @@ class Controller:
             lambda key, action: self.enqueue(f"wl:{key}", action),
             options.drain,
             clock,
+        )
+        self.enforcer = Enforcer(
+            kube,
+            self.cache,
+            self.reconciler,
+            self.events,
+            lambda key, action: self.enqueue(f"wl:{key}", action),
+            options.enforce,
+            self.leading,
         )
         self.cache.store(k.ADMISSION_CHECKS).listeners.append(  # built-ins set Active
             lambda kind, obj, old: (
@@ -178,7 +190,7 @@ class Controller:
 
     def _on_queued_pod(self, pod: Obj) -> None:
         """A queued bare pod came, changed or went: look at its group (podgroup_steps.py)."""
-        if pg.is_queued_pod(pod):
+        if pg.is_queued_pod(pod, self.kinds):
             group = pg.group_of(pod)
             self.enqueue(f"group:{group.namespace}/{int(group.single)}/{group.name}")
 
@@ -370,6 +382,7 @@ class Controller:
                 asyncio.create_task(self._timer_loop(), name="timers"),
                 asyncio.create_task(self._status_loop(), name="queue-status"),
                 asyncio.create_task(self.drainer.run(self._wait_leading), name="drain"),
+                asyncio.create_task(self.enforcer.run(self._wait_leading), name="enforce"),
                 asyncio.create_task(self.observer.run(self._wait_leading), name="observe"),
             ]
             for wl in self.cache.store(k.WORKLOADS).values():

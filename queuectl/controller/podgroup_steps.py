@@ -174,12 +174,10 @@ class PodGroupSteps(WorkloadWrites):
         return True
 
     async def _start_group(self, wl: Obj, pods: list[Obj]) -> None:
-        gated = pg.to_ungate(pods, (wl.get("spec") or {}).get("podSets") or [])
-        if not gated:
-            return
         admission = convert.admission_from_status((wl.get("status") or {})["admission"])
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
         placements = placement.placements(admission, flavors)
+        gated = pg.to_ungate(pods, (wl.get("spec") or {}).get("podSets") or [], placements)
         for pod in gated:
             patch = pg.ungate_patch(pod, pg.placement_for(pod, placements), wl["metadata"]["name"])
             if await self._patch_pod(pod, patch) is not None:

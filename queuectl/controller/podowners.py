@@ -1,14 +1,18 @@
 """Pod -> Workload for every kind: the pod's own labels, else its controllers' through the cache.
 
-A pod is queuectl's when it, or an object above it on its chain of controller ownerReferences,
-carries the queue or workload label. Plain pod groups (and any pod our webhook labels) carry
-`queuectl.io/workload` themselves; a Job's pod finds it on its Job; a JobSet's pod on the JobSet
-two steps up (pod -> child Job -> JobSet). The walk goes through the objects the cache holds
-(batch Jobs and every registered job kind), by Kind: kind names are unique in the registry.
-A controller of a kind the cache does not hold (a ReplicaSet, a StatefulSet) ends the walk.
+A pod is queuectl's when a Workload stands behind it: the `queuectl.io/workload` label the
+controller wrote, on the pod or on an object above it on its chain of controller
+ownerReferences (each step uid-checked against the cached object), names a Workload that holds
+quota. Plain pod groups (and any pod our webhook labels) carry the label themselves; a Job's pod
+finds it on its Job; a JobSet's pod on the JobSet two steps up (pod -> child Job -> JobSet).
+The walk goes through the objects the cache holds (batch Jobs and every registered job kind),
+by Kind: kind names are unique in the registry. A controller of a kind the cache does not hold
+(a ReplicaSet, a StatefulSet) ends the walk. The queue label says nothing: anyone may put it
+on any pod, and a queued object's pods run only once its Workload is admitted.
 
-Used by the drainer (which Workload has pods on a bad node) and by the foreign-pod count (which
-pods queuectl did not place), so neither knows any kind.
+Used by the drainer (which Workload has pods on a bad node), by the foreign-pod count (which
+pods queuectl did not place) and by the enforcement loop (which pods each Workload runs), so
+none of them knows any kind.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from queuectl.api.resource import Obj, Resource
 
 MAX_DEPTH: Final = 4
 """Controllers followed above a pod; the deepest real chain (pod -> Job -> JobSet) has two."""
-_OURS: Final = (names.LABEL_QUEUE_NAME, names.LABEL_WORKLOAD)
 
 
 @dataclass(frozen=True)
@@ -79,23 +82,40 @@ def finished(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+@dataclass(frozen=True)
+class Claim:
+    """The Workload a pod's verified chain names (`ns/name`, or None), and whether the walk
+    stopped at an owner the cache has not seen (yet)."""
+
+    workload: str | None
+    unresolved: bool
+
+
+def claim(pod: Obj, owners: Owners) -> Claim:
+    """The nearest `queuectl.io/workload` label on the pod or its verified controllers."""
+    chain = owners.chain(pod)
+    ns = (pod.get("metadata") or {}).get("namespace") or ""
+    for obj in chain.objects:
+        if wl := _labels(obj).get(names.LABEL_WORKLOAD):
+            return Claim(f"{ns}/{wl}", chain.unresolved)
+    return Claim(None, chain.unresolved)
+
+
 def pod_workload(pod: Obj, owners: Owners) -> str | None:
     """The key of the Workload behind an unfinished pod: the nearest `queuectl.io/workload`
     label on the pod or its controllers; None for a pod no queued object stands behind."""
     if finished(pod):
         return None
-    for obj in owners.chain(pod).objects:
-        if wl := _labels(obj).get(names.LABEL_WORKLOAD):
-            return f"{(pod.get('metadata') or {}).get('namespace') or ''}/{wl}"
-    return None
+    return claim(pod, owners).workload
 
 
-def is_ours(pod: Obj, owners: Owners) -> bool:
-    """Whether queuectl placed (or will place) this pod: the queue or workload label on it or a
-    controller above it. A walk that stops at an owner the cache has not seen yet counts as
-    ours for now (its next event classifies the pod again), so a queued gang's own pods are
-    never counted twice; a pod whose controller is of a kind nobody queues is not."""
-    chain = owners.chain(pod)
-    if any(label in _labels(obj) for obj in chain.objects for label in _OURS):
+def is_ours(pod: Obj, owners: Owners, holds: Callable[[str], bool]) -> bool:
+    """Whether queuectl placed this pod: its chain names a Workload (`claim`) for which
+    `holds(key)` (the Workload is cached and holds quota). A walk that stops at an owner the
+    cache has not seen yet counts as ours for now (its next event classifies the pod again),
+    so a queued gang's own pods are never counted twice; an owner that is gone for good is
+    the garbage collector's, which deletes the pods of a dangling controller reference."""
+    found = claim(pod, owners)
+    if found.unresolved:
         return True
-    return chain.unresolved
+    return found.workload is not None and holds(found.workload)

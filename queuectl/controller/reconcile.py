@@ -22,7 +22,7 @@ from queuectl.controller import kube as k
 from queuectl.controller.adoption import JobWorkloads
 from queuectl.controller.builtin_checks import BuiltinChecks
 from queuectl.controller.cache import Cache
-from queuectl.controller.drift import drift, follow_job
+from queuectl.controller.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop
 from queuectl.controller.kube import Kube, KubeError, Obj
@@ -31,7 +31,7 @@ from queuectl.controller.pending import PendingReasons
 from queuectl.controller.podgroup_steps import PodGroupSteps
 from queuectl.controller.priority import follow_priority_class
 from queuectl.controller.workload_writes import CoreActions, split_key
-from queuectl.jobs import JobKind
+from queuectl.jobs import JobKind, PodSetPlacement
 
 
 def _without_value(message: str) -> str:
@@ -154,7 +154,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         if (
             adapter is not None
             and job is not None
-            and (changes := drift(adapter.workload_spec(job), wl))
+            and (changes := drift(adapter.workload_spec(job), wl, self._placed(adapter, job, wl)))
         ):
             # Its quota no longer describes the job (the webhook refuses this while admitted,
             # but its cache may lag the admission): never start or keep it running so.
@@ -166,11 +166,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             )
             return
         if adapter is not None and job is not None and adapter.is_suspended(job):
-            admission = convert.admission_from_status(st["admission"])
-            flavors = {
-                f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()
-            }
-            placed = placement.placements(admission, flavors)
+            placed = self._placements(wl)
             patch = adapter.run_patch(job, (wl.get("spec") or {}).get("podSets") or [], placed)
             try:
                 started = await self.patch_job(adapter, job, patch)
@@ -181,6 +177,21 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 return
             if started:
                 self._count("jobs_started")
+
+    def _placements(self, wl: Obj) -> list[PodSetPlacement]:
+        """What the Workload's admission places each pod set on (its flavors' node labels and
+        tolerations, its topology domain)."""
+        admission = convert.admission_from_status(wl["status"]["admission"])
+        flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
+        return placement.placements(admission, flavors)
+
+    def _placed(self, adapter: JobKind, job: Obj, wl: Obj) -> list[Obj] | None:
+        """The job's pod sets as the controller places them for this admission: a job that
+        differs from both these and the recorded ones was moved by someone else (drift.py).
+        None without an admission to place by (compared with the recorded ones alone)."""
+        if not (wl.get("status") or {}).get("admission"):
+            return None
+        return admitted_pod_sets(adapter, job, wl, self._placements(wl))
 
     async def _gpu_resource_refused(self, wl: Obj, job: Obj, err: KubeError) -> None:
         """The API server would not rename nvidia.com/gpu in the suspended Job (Kubernetes

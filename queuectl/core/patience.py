@@ -25,7 +25,7 @@ from queuectl.core.freedlog import Freed
 from queuectl.core.outcomes import Out, nominate, reserve
 from queuectl.core.quota import QNode, available
 from queuectl.core.results import PendingInfo
-from queuectl.core.state import Charge
+from queuectl.core.state import Charge, State
 from queuectl.core.types import FlavorResource, Workload
 
 DEFAULT_PATIENCE_SECONDS = 5.0
@@ -108,6 +108,19 @@ def waits(s: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
     )
 
 
+def _across(st: State, node: QNode, victims: tuple[str, ...]) -> bool:
+    """Is one of the victims in a queue that meets the waiter's above its own cohort? Then it
+    is a victim only while every cohort between still borrows, which work anywhere in that
+    branch (finished, stopped, or another preemptor's victim) can change: no shortcut."""
+    mine = node.chain
+    for key in victims:
+        charge = st.charges.get(key)
+        owner = st.tree.queues.get(charge.cq) if charge is not None else None
+        if owner is not None and owner is not node and owner.parent not in mine:
+            return True
+    return False
+
+
 def _own_usage(node: QNode, need: Freed, held: Freed) -> Freed:
     return {fr: node.usage.get(fr, 0) - held.get(fr, 0) for fr in need}
 
@@ -143,6 +156,8 @@ def keeps_waiting(s: Book, w: Workload, now: float) -> bool:
     node = st.tree.queues.get(w.cluster_queue)
     if node is None:
         return False
+    if _across(st, node, waiting.victims):
+        return False  # its victims' branch may have stopped borrowing (`reach`): look again
     if any(wake.released.get(q, 0) != n or q in st.held for q, n in waiting.released):
         return False  # a victim's queue freed quota or holds some: it may no longer borrow
     held = _summed(st.ghosts.get(w.key, ()))

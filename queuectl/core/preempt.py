@@ -4,14 +4,17 @@ Candidates come from the preemptor's own queue (withinClusterQueue) and from que
 cohort tree that are borrowing the contended quota (reclaimWithinCohort when the preemptor would
 stay within its own quota, borrowWithinCohort when it would itself borrow, and GPU time credit:
 a borrowing preemptor whose queue has credit may take work of no higher priority from borrowers
-without credit). Reclaim only ever
-takes from a queue while it is over its own quota, so it takes back borrowed quota and nothing
-else, and the preemptor, then within its quota, can never be reclaimed from in turn: no loops.
+without credit). Another queue is a candidate only along the tree (`reach`): below the lowest
+cohort it shares with the preemptor, its queue and every cohort up to that one's child must
+use more than their own quota, so reclaim takes borrowed quota back from the branch that
+borrowed it and nothing else, and the preemptor, then within its quota, can never be reclaimed
+from in turn: no loops.
 
-Candidates are removed in order (other queues before our own; among them queues without GPU
-time credit before queues with some (`bank.has_credit`), then the largest fair share first; then
-lowest priority, then newest) until the preemptor fits; then each victim but the last is put back
-if the preemptor still fits without taking it. No fit, no preemption.
+Candidates are removed in order (other queues before our own; among them those met at the
+lowest common cohort first; then queues without GPU time credit before queues with some
+(`bank.has_credit`), then the largest fair share of their branch at that cohort, then of the
+queue; then lowest priority, then newest) until the preemptor fits; then each victim but the
+last is put back if the preemptor still fits without taking it. No fit, no preemption.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from itertools import islice
 from queuectl.core import reasons
 from queuectl.core.decision import Decision
 from queuectl.core.quota import QNode, available, share
+from queuectl.core.reach import Reach
 from queuectl.core.results import PendingInfo, waiting_for_quota
 from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
 from queuectl.core.types import ClusterQueue, FlavorResource, Workload
@@ -72,15 +76,16 @@ def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
 NOBODY = -(2**62)
 """A priority bound below every priority: no candidates."""
 
-_Group = tuple[tuple[bool, float], list[tuple[Rank, Charge]], int, str]
-"""Another queue's candidates: ((whether it has GPU time credit, minus its share), its ranked
-work, how many of them, reason)."""
+_Group = tuple[tuple[int, bool, float, float], list[tuple[Rank, Charge]], int, str]
+"""Another queue's candidates: ((level of the lowest cohort it shares with the preemptor,
+whether it has GPU time credit, minus its branch's share there, minus its own share), its
+ranked work, how many of them, reason)."""
 
 
 def _in_order(groups: list[_Group], own: list[Charge]) -> Iterator[tuple[Charge, str]]:
     """Candidates in victim order, produced lazily (a search usually needs the first few):
-    other queues first, those without credit first, the largest share first, then by rank;
-    then the own queue by rank."""
+    other queues first, the nearest first, those without credit first, the largest share first,
+    then by rank; then the own queue by rank."""
     groups.sort(key=lambda g: g[0])
     i = 0
     while i < len(groups):
@@ -119,6 +124,10 @@ def search(
     groups: list[_Group] = []
     held: dict[FlavorResource, int] = {}
     """What the candidates hold of each (flavor, resource) of `frs`."""
+    blocked = False
+    """Some borrower had candidates but shares no borrowing branch with the preemptor."""
+    reach = Reach(st, node)
+    """Where other queues meet the preemptor's in the tree."""
 
     within = policy.within_cluster_queue
     if within != "Never":
@@ -146,14 +155,14 @@ def search(
         # Every policy takes a prefix of a queue's ranked work: priority below a bound.
         if would_borrow:
             reason = reasons.PREEMPTED_BORROW
-            below: int | None = w.priority  # bw.policy == "LowerPriority"
+            bound: int | None = w.priority  # bw.policy == "LowerPriority"
             if bw.max_priority_threshold is not None:
-                below = min(w.priority, bw.max_priority_threshold + 1)
+                bound = min(w.priority, bw.max_priority_threshold + 1)
             if bw.policy == "Never":
-                below = NOBODY
+                bound = NOBODY
         else:
             reason = reasons.PREEMPTED_RECLAIM
-            below = None if policy.reclaim_within_cohort == "Any" else w.priority
+            bound = None if policy.reclaim_within_cohort == "Any" else w.priority
         root = node.root
         ckey = (root, frs)
         epoch = st.cache.cross_epoch.get(root, 0)
@@ -188,17 +197,25 @@ def search(
                 if not pool.usable:
                     continue
                 ranked = pool.rank(frs)
-                k = len(ranked) if below is None else bisect_left(pool.prios, below)
+                k = len(ranked) if bound is None else bisect_left(pool.prios, bound)
                 why = reason
                 if credit and not st.bank.has_credit(other_name):
                     upto = bisect_left(pool.prios, w.priority + 1)
                     if upto > k:
                         k, why = upto, reasons.PREEMPTED_CREDIT
-                if k:
-                    order = (st.bank.has_credit(other_name), -share(other))
-                    groups.append((order, ranked, k, why))
-                    for fr in frs:
-                        held[fr] = held.get(fr, 0) + pool.cum[fr][k]
+                if not k:
+                    continue
+                met = reach.meet(other, frs)
+                if met is None:
+                    # Its branch runs on its own quota where it meets the preemptor's: a
+                    # candidate only if that branch starts borrowing (not "hopeless").
+                    blocked = True
+                    continue
+                level, branch = met
+                order = (level, st.bank.has_credit(other_name), -share(branch), -share(other))
+                groups.append((order, ranked, k, why))
+                for fr in frs:
+                    held[fr] = held.get(fr, 0) + pool.cum[fr][k]
             if st.in_cycle:
                 st.cache.no_cross[ckey] = (epoch, found_in, ends)
     any_cands = bool(own or groups)
@@ -208,7 +225,7 @@ def search(
             info=_no_victims(w, cq, need, node, any_cands),
             retry_at=retry,
             cross=cross,
-            hopeless=not any_cands,
+            hopeless=not (any_cands or blocked),
             reclaim_within=reclaim_within,
             borrows=would_borrow,
         )
@@ -221,8 +238,9 @@ def search(
     for c, why in _in_order(groups, own):
         if why != reasons.PREEMPTED_WITHIN_CQ:
             owner = st.tree.queues[c.cq]
-            if not _borrowing(st, owner, frs.intersection(c.usage)):
-                continue  # that queue is back within its own quota: nothing borrowed left to take
+            short = frs.intersection(c.usage)
+            if not _borrowing(st, owner, short) or reach.meet(owner, short) is None:
+                continue  # its branch is back within its own quota: nothing borrowed left to take
         st.apply(c, -1, mark=False)
         removed.append((c, why))
         if fits():

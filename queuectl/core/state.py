@@ -99,7 +99,8 @@ def victim_rank(c: Charge) -> Rank:
     2. then the most recently admitted (it has lost the least work);
     3. then the most recently created;
     4. then by key, so that the order is total and decisions are deterministic.
-    (Across queues, `preempt` puts other queues first, the largest fair share first.)
+    (Across queues, `preempt` puts other queues first, the nearest in the tree, then the
+    largest fair share first.)
     """
     return (c.priority, -c.admitted_at, -c.created, c.key)
 
@@ -262,13 +263,19 @@ class State:
 
     def note_new_work(self, node: QNode, charge: Charge) -> None:
         """For the next wake: new in-queue candidates (the lowest priority admitted) and what
-        the queue now takes beyond its own quota (its older work may be reclaimed)."""
+        the queue, or a cohort above it, now takes beyond its own quota (older work below it
+        may be reclaimed: a cohort going over its quota opens its borrowers to reclaim from the
+        rest of the tree, `reach`)."""
         low = self.wake.admitted_low.get(node.name)
         if low is None or charge.priority < low:
             self.wake.admitted_low[node.name] = charge.priority
         for fr in charge.usage:
-            if node.borrows(fr):
-                self.wake.borrowed.setdefault(node.root, set()).add(fr)
+            up: QNode | None = node
+            while up is not None and up.parent is not None:  # a root never borrows
+                if up.borrows(fr):
+                    self.wake.borrowed.setdefault(node.root, set()).add(fr)
+                    break
+                up = up.parent
 
     def root_of(self, cq: str) -> QNode | None:
         node = self.tree.queues.get(cq)

@@ -33,6 +33,10 @@ class PodSet:
     count_from: str = "replicas"
     """The field(s) `count` comes from, in words, for messages: 'parallelism, at most
     completions'."""
+    path: str = ""
+    """Where `template` sits in the job, as a user writes a field path
+    ('spec.template', 'spec.replicatedJobs[0].template.spec.template'): refusals of a frozen
+    field name it. Empty: messages say 'pod set NAME's template' instead."""
 
 
 @dataclass(frozen=True)
@@ -173,4 +177,36 @@ class ReadsInputs(Protocol):
     def problems(self, old: Obj | None, new: Obj) -> list[str]:
         """The kind's own refusals of a user's CREATE (old None) or UPDATE: an edited
         snapshot, a queue label where it queues nothing."""
+        ...
+
+
+# --- optional: fields outside the pod templates that decide what runs ------------------------
+@runtime_checkable
+class FreezesFields(Protocol):
+    """Beside `JobKind`, for a kind with fields outside its pod templates that decide what runs
+    or where (a TrainJob's runtimeRef): frozen while its Workload holds quota, like the pod
+    sets' counts, resources and placement (`jobs/frozen.py`)."""
+
+    def frozen_fields(self, job: Obj) -> Mapping[str, Any]:
+        """Field path, as a user writes it -> its value."""
+        ...
+
+
+# --- optional: a kind whose operator makes objects of registered kinds -----------------------
+@runtime_checkable
+class MakesChildren(Protocol):
+    """Beside `JobKind`, for a kind whose operator creates objects of other registered kinds
+    (a JobSet's Jobs, a RayJob's RayCluster and submitter Job, a TrainJob's JobSet). Such a
+    child is passed through by the webhooks as part of its owner's Workload only when the
+    owner it names exists with that uid and is queued (`registry.controlled_by`); and what
+    the child runs must stay what its owner says (`frozen.child_problems`)."""
+
+    children: tuple[Resource, ...]
+    """The resources of the objects this kind's operator creates."""
+
+    def child_pod_sets(self, job: Obj, child: Obj) -> list[tuple[PodSet, PodSet]] | None:
+        """Each pod set of `child` (as the child's own kind reads it, `path` in the child)
+        with the pod set of this job it is made from, as the operator renders it now: the
+        child must agree with it. None when this job makes no such child (another name, a
+        replicated job or worker group it does not have, an index past its replicas)."""
         ...

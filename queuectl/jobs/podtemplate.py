@@ -158,3 +158,18 @@ def priority_class(template: Mapping[str, Any]) -> str | None:
     """The template's spec.priorityClassName, or None."""
     pc = (template.get("spec") or {}).get("priorityClassName")
     return str(pc) if pc else None
+
+
+def apply_merge(obj: Any, patch: Any) -> Any:
+    """`patch` applied to `obj` as a JSON merge patch (RFC 7386: dicts merge key by key, null
+    deletes, anything else replaces): the job as the API server would hold it after a
+    `run_patch` or `restore_patch`, for comparing without writing."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(obj) if isinstance(obj, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply_merge(out.get(key), value)
+    return out

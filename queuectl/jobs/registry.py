@@ -9,13 +9,13 @@ Adding a kind is its package under queuectl/jobs/ and one line in `KINDS` below
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final
 
 from queuectl.api.resource import Resource
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
-from queuectl.jobs.kind import JobKind, ReadsInputs
+from queuectl.jobs.kind import JobKind, MakesChildren, ReadsInputs
 from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.jobs.ray import RayCluster, RayJob
 from queuectl.jobs.trainjob import TrainJob
@@ -70,19 +70,65 @@ class Registry(Mapping[str, JobKind]):
         return Registry([*self.kinds(), *more])
 
 
-def controlled_by(job: Mapping[str, Any], kinds: Mapping[str, JobKind]) -> JobKind | None:
+Find = Callable[[Resource, str, str], Mapping[str, Any] | None]
+"""(resource, namespace, name) -> the object, None when it does not exist (a cache read)."""
+MAX_OWNER_DEPTH: Final = 3
+"""A TrainJob's JobSet's Job is the deepest chain the registered kinds make."""
+
+
+def controlled_by(
+    job: Mapping[str, Any], kinds: Mapping[str, JobKind], find: Find | None = None
+) -> JobKind | None:
     """The registered kind whose object controls `job` (a JobSet's child Job, a TrainJob's
-    JobSet), if any. Such a job is never queued on its own: its owner is the one queued, and
-    queueing both (a default LocalQueue would) would hold the child suspended after its owner
-    was admitted, and count its pods twice."""
-    for ref in (job.get("metadata") or {}).get("ownerReferences") or ():
+    JobSet), if any (`owner`)."""
+    found = owner(job, kinds, find)
+    return None if found is None else found[0]
+
+
+def owner(
+    job: Mapping[str, Any], kinds: Mapping[str, JobKind], find: Find | None = None, depth: int = 0
+) -> tuple[JobKind, Mapping[str, Any] | None] | None:
+    """The registered kind whose object controls `job`, and that object. Such a job is never
+    queued on its own: its owner is the one queued, and queueing both (a default LocalQueue
+    would) would hold the child suspended after its owner was admitted, and count its pods
+    twice.
+
+    With `find` (the webhooks) the claim is verified, since anyone may write an
+    ownerReference: the owner exists with the uid the reference names, its kind makes objects
+    of this one's kind (`MakesChildren.children`), and it is queued (its queue label, or it is
+    itself such a child of a queued owner). Anything less is no owner: the object is judged
+    as any other of its kind. "Queued" rather than "has a Workload": a JobSet makes its Jobs
+    at once, before the controller has written the JobSet's Workload. Without `find` (the
+    controller) the claim is taken as written: the webhook has already judged it, and a
+    child refused there never runs."""
+    meta = job.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
         if not ref.get("controller"):
             continue
         found = kinds.get(str(ref.get("kind") or ""))
         group = str(ref.get("apiVersion") or "").rpartition("/")[0]
-        if found is not None and found.resource.group == group:
-            return found
+        if found is None or found.resource.group != group:
+            continue
+        if find is None:
+            return found, None
+        obj = find(found.resource, str(meta.get("namespace") or ""), str(ref.get("name") or ""))
+        if obj is None or not ref.get("uid"):
+            return None
+        if (obj.get("metadata") or {}).get("uid") != ref.get("uid"):
+            return None  # another object of that name: not the one the reference meant
+        if not _makes(found, job) or depth >= MAX_OWNER_DEPTH:
+            return None
+        if found.queue_name(dict(obj)) is None and owner(obj, kinds, find, depth + 1) is None:
+            return None  # an owner queuectl does not queue puts nothing of its under quota
+        return found, obj
     return None
+
+
+def _makes(kind: JobKind, child: Mapping[str, Any]) -> bool:
+    if not isinstance(kind, MakesChildren):
+        return False
+    group = str(child.get("apiVersion") or "").rpartition("/")[0]
+    return any(r.kind == child.get("kind") and r.group == group for r in kind.children)
 
 
 def input_resources(kinds: Iterable[JobKind]) -> tuple[Resource, ...]:

@@ -24,6 +24,9 @@ RACK_NODES = 8
 GROUP_FANOUT = 4
 CPU_PER_GPU = 16_000  # millicores
 MEMORY_PER_GPU = 256 * 2**30
+MAX_NODES = 100_000
+"""Nodes in one group of the short form: more than any cluster (each is built in memory)."""
+MAX_GPUS_PER_NODE = 1_024
 
 _GROUP = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*:\s*([A-Za-z0-9._-]+)\s*$")
 
@@ -47,8 +50,11 @@ def parse_nodes(spec: str, config: SimConfig) -> tuple[Node, ...]:
             raise SimInputError(
                 f"--nodes: no ResourceFlavor named {wanted!r} in the manifests (known: {known})"
             )
-        if count <= 0 or gpus <= 0:
-            raise SimInputError(f"--nodes: {part.strip()!r} needs at least 1 node and 1 GPU")
+        if not (0 < count <= MAX_NODES and 0 < gpus <= MAX_GPUS_PER_NODE):
+            raise SimInputError(
+                f"--nodes: {part.strip()!r} needs 1 to {MAX_NODES:,} nodes of 1 to "
+                f"{MAX_GPUS_PER_NODE:,} GPUs each"
+            )
         topo = config.topology(flavor.topology_name)
         levels = topo.levels if topo is not None else ()
         for i in range(count):

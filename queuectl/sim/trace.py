@@ -6,6 +6,11 @@ Kubernetes quantities, optional), `runtime` (seconds of work), and optionally `n
 `topology_required` / `topology_preferred` (a Topology level: its node label, or its last part
 such as `rack`), `checkpoint` (seconds between checkpoints; none: a preemption loses everything)
 and `max_exec` (maximumExecutionTimeSeconds).
+
+Every number is checked against `BOUNDS` before the job exists: finite, in range, and whole
+where it counts things (pods, GPUs; `2.0` reads as 2, `0.5` is refused). A value the engine
+cannot replay (`inf` would never finish, `1e400` pods cannot be built) is the trace's error,
+named by file, line and field, never a traceback or a summary with NaN in it.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -63,18 +69,78 @@ class Job:
         return {k: v for k, v in asdict(self).items() if v not in ("", None, 0.0) or k == "submit"}
 
 
-def _number(row: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> float:
+MAX_SECONDS = 10 * 365 * 86_400.0
+"""The longest span a trace time may give (ten years): beyond it a float clock loses the
+seconds a job runs, and no real trace comes close."""
+MAX_PODS = 100_000
+"""Pods of one job: more than any GPU cluster holds."""
+MAX_GPUS = 1_024
+"""GPUs per pod: more than any node holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What a numeric field may hold, and the words that say so in an error."""
+
+    low: float
+    high: float
+    integral: bool = False
+    above_low: bool = False
+    """The value must be more than `low`, not equal to it."""
+    allowed: str = ""
+
+    def admits(self, value: float) -> bool:
+        if not math.isfinite(value) or value > self.high:
+            return False
+        if value < self.low or (self.above_low and value == self.low):
+            return False
+        return not self.integral or value == int(value)
+
+
+_SECONDS_OR_NONE = f"seconds, 0 (none) to {MAX_SECONDS:,.0f}"
+BOUNDS: dict[str, Bounds] = {
+    "submit": Bounds(0.0, MAX_SECONDS, allowed=f"seconds from the start, 0 to {MAX_SECONDS:,.0f}"),
+    "runtime": Bounds(
+        0.0,
+        MAX_SECONDS,
+        above_low=True,
+        allowed=f"seconds, more than 0, at most {MAX_SECONDS:,.0f}",
+    ),
+    "pods": Bounds(
+        1, MAX_PODS, integral=True, allowed=f"a whole number of pods, 1 to {MAX_PODS:,}"
+    ),
+    "gpus": Bounds(
+        0, MAX_GPUS, integral=True, allowed=f"a whole number of GPUs per pod, 0 to {MAX_GPUS:,}"
+    ),
+    "checkpoint": Bounds(0.0, MAX_SECONDS, allowed=_SECONDS_OR_NONE),
+    "max_exec": Bounds(0.0, MAX_SECONDS, allowed=_SECONDS_OR_NONE),
+}
+"""Every numeric field of a trace row (cpu and memory are quantities, read by the controller's
+parser when the job becomes a Workload)."""
+
+
+def _number(row: Mapping[str, Any], key: str, where: str, *, default: float | None = None) -> float:
+    """The field as a number within its `BOUNDS`; `default` when absent (None: required).
+    JSON's NaN and Infinity, a CSV's `inf` or `1e400`, a fraction of a pod and a boolean are
+    refused with the file, the line, the field and what it may be."""
     value = row.get(key)
+    bounds = BOUNDS[key]
     if value in (None, ""):
-        if required:
-            raise SimInputError(f"{where}: '{key}' is missing; every job needs one")
-        return 0.0
+        if default is None:
+            raise SimInputError(
+                f"{where}: '{key}' is missing; every job needs one ({bounds.allowed})"
+            )
+        return default
     try:
+        if isinstance(value, bool):
+            raise TypeError
         out = float(value)
-    except (TypeError, ValueError):
-        raise SimInputError(f"{where}: '{key}' is {value!r}, not a number") from None
-    if out < 0 or out != out:
-        raise SimInputError(f"{where}: '{key}' is {value!r}; it must be 0 or more")
+    except (TypeError, ValueError, OverflowError):
+        raise SimInputError(
+            f"{where}: '{key}' is {value!r}, not a number; give {bounds.allowed}"
+        ) from None
+    if not bounds.admits(out):
+        raise SimInputError(f"{where}: '{key}' is {value!r}; give {bounds.allowed}")
     return out
 
 
@@ -87,25 +153,21 @@ def job_from_record(row: Mapping[str, Any], index: int, where: str) -> Job:
     for key in ("namespace", "queue"):
         if not str(row.get(key) or "").strip():
             raise SimInputError(f"{where}: '{key}' is missing; every job needs one")
-    pods = int(_number(row, "pods", where) or 1)
-    runtime = _number(row, "runtime", where, required=True)
-    if runtime <= 0:
-        raise SimInputError(f"{where}: 'runtime' must be more than 0 seconds")
-    max_exec = _number(row, "max_exec", where)
+    max_exec = _number(row, "max_exec", where, default=0.0)
     return Job(
         name=str(row.get("name") or f"job-{index:06d}"),
-        submit=_number(row, "submit", where, required=True),
+        submit=_number(row, "submit", where),
         namespace=str(row["namespace"]).strip(),
         queue=str(row["queue"]).strip(),
-        pods=pods,
-        gpus=int(_number(row, "gpus", where)),
-        runtime=runtime,
+        pods=int(_number(row, "pods", where, default=1)),
+        gpus=int(_number(row, "gpus", where, default=0)),
+        runtime=_number(row, "runtime", where),
         priority_class=str(row.get("priority_class") or ""),
         cpu=str(row.get("cpu") or ""),
         memory=str(row.get("memory") or ""),
         topology_required=str(row.get("topology_required") or ""),
         topology_preferred=str(row.get("topology_preferred") or ""),
-        checkpoint=_number(row, "checkpoint", where),
+        checkpoint=_number(row, "checkpoint", where, default=0.0),
         max_exec=max_exec or None,
     )
 

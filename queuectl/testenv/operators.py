@@ -16,9 +16,12 @@ import hashlib
 import json
 import os
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client as k8s
@@ -31,7 +34,7 @@ from queuectl.testenv.errors import BuildFailed, ComponentFailed, TestEnvError
 from queuectl.testenv.operatorargs import HOST, RunDir, kubebuilder_config
 from queuectl.testenv.operatorhooks import rewrite
 from queuectl.testenv.ports import free_ports
-from queuectl.testenv.readiness import http_probe, wait_ready
+from queuectl.testenv.readiness import Probe, http_probe, insecure_tls, wait_ready
 from queuectl.testenv.versions import pinned
 from queuectl.testenv.waiting import WaitTimeout, eventually
 
@@ -456,13 +459,15 @@ def start(plane: ControlPlane, name: str, progress: Progress | None = None) -> P
     if op.prepare is not None:
         op.prepare(plane)
     run = RunDir.create(plane.work_dir / "operators" / name, *free_ports(2))
+    hooks: list[str] = []
     if op.webhooks is not None:
         # Before the start: training-operator's rotator waits for its configuration to exist
         # before it reports ready; the others' hooks only see their own kinds and pods, which
         # nobody creates before start() returns.
         register_webhooks(plane, name, run)
+        hooks = webhook_urls(name, run)
     env = {**os.environ, "KUBECONFIG": plane.kubeconfig, "TMPDIR": str(run.tmp), **op.env}
-    ready = http_probe(f"http://{HOST}:{run.health_port}/readyz")
+    ready = _serving(http_probe(f"http://{HOST}:{run.health_port}/readyz"), hooks)
     if op.after_start is None:
         plane.start_process(process_name(name), op.argv(binary, run), ready=ready, env=env)
         return binary
@@ -472,8 +477,28 @@ def start(plane: ControlPlane, name: str, progress: Progress | None = None) -> P
     return binary
 
 
-def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
-    """Point the API server at the running operator's own webhooks (see operatorhooks)."""
+def _serving(ready: Probe, hooks: Sequence[str]) -> Probe:
+    """Ready once /readyz answers and every webhook path is served: a controller-runtime
+    operator (JobSet) reports ready before it registers its webhook handlers (after its certs
+    rotate in), and a create in that gap fails with "could not find the requested resource"."""
+    context = insecure_tls()
+
+    def served(url: str) -> bool:
+        request = urllib.request.Request(url, data=b"{}", method="POST")
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=2, context=context):
+                return True
+        except urllib.error.HTTPError as err:
+            return err.code != 404  # a bad review is answered: the handler is there
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    return lambda: ready() and all(served(url) for url in hooks)
+
+
+def _configs(name: str, run: RunDir) -> list[dict[str, Any]]:
+    """The operator's own webhook configurations, pointed at its port (operatorhooks)."""
     op = lookup(name)
     assert op.webhooks is not None
     docs = [
@@ -481,7 +506,7 @@ def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
         for path in sorted(module_dir(op).glob(op.webhooks))
         for doc in yaml.safe_load_all(path.read_text())
     ]
-    configs = rewrite(
+    return rewrite(
         docs,
         operator=name,
         port=run.webhook_port,
@@ -490,6 +515,18 @@ def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
         name=op.webhook_config_name,
         failure_policy=op.webhook_failure_policy,
     )
+
+
+def webhook_urls(name: str, run: RunDir) -> list[str]:
+    """Every URL the API server calls for the operator's webhooks."""
+    return sorted(
+        {str(hook["clientConfig"]["url"]) for c in _configs(name, run) for hook in c["webhooks"]}
+    )
+
+
+def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
+    """Point the API server at the running operator's own webhooks (see operatorhooks)."""
+    configs = _configs(name, run)
     manifest = {"apiVersion": "v1", "kind": "List", "items": configs}
     cluster.kubectl(
         "apply",

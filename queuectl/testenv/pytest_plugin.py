@@ -55,8 +55,16 @@ HELM_FIXTURES = {"helm": HELM_V3, "helm4": HELM_V4}
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if CLUSTER_FIXTURES.intersection(_fixtures(item)):
             item.add_marker(pytest.mark.cluster)
+
+
+def _fixtures(item: pytest.Item) -> set[str]:
+    """The fixtures a test uses: its argument names less those it is parametrized with (a
+    table's `namespace` column is a value, not the `namespace` fixture)."""
+    names = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    return names - set(callspec.params) if callspec is not None else names
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from queuectl.api import names
+from queuectl.api import names, owned
 from queuectl.jobs.registry import KINDS, Registry
 
 TIMEOUT_SECONDS = 5
@@ -27,11 +27,20 @@ QUEUECTL_RESOURCES = ["clusterqueues", "cohorts", "localqueues"]
 MUTATE_QUEUED_JOB = "queued-job.mutate.queuectl.io"
 MUTATE_DEFAULT_QUEUE_JOB = "default-queue-job.mutate.queuectl.io"
 VALIDATE_QUEUED_JOB = "queued-job.validate.queuectl.io"
+VALIDATE_OWNED_JOB = "owned-job.validate.queuectl.io"
+CONTROLLED = (
+    "(has({o}.metadata.ownerReferences) && "
+    "{o}.metadata.ownerReferences.exists(r, has(r.controller) && r.controller))"
+)
+"""CEL: the object `{o}` has a controller ownerReference."""
 VALIDATE_RESOURCES = "resources.validate.queuectl.io"
 VALIDATE_WORKLOADS = "workloads.validate.queuectl.io"
 MUTATE_QUEUED_POD = "queued-pod.mutate.queuectl.io"
 MUTATE_QUEUED_LWS = "queued-leaderworkerset.mutate.queuectl.io"
 VALIDATE_QUEUED_POD = "queued-pod.validate.queuectl.io"
+# Objects without the queue label that carry one of queuectl's own keys (webhooks/owned.py).
+VALIDATE_OWNED_KEYS_JOB = "owned-keys-job.validate.queuectl.io"
+VALIDATE_OWNED_KEYS_POD = "owned-keys-pod.validate.queuectl.io"
 LWS_RULES = [  # accepted while the LWS CRD is absent; matches nothing until it is installed
     {
         "apiGroups": ["leaderworkerset.x-k8s.io"],
@@ -107,6 +116,37 @@ def _queue_label(operator: str) -> dict[str, Any]:
     return {"matchExpressions": [{"key": names.LABEL_QUEUE_NAME, "operator": operator}]}
 
 
+def _carries_our_keys(pod: bool) -> str:
+    """CEL: the object, before or after the request, carries one of queuectl's labels or
+    annotations on its metadata (or, for a job kind, in a Job's pod template); for a pod, its
+    old object carries our scheduling gate. Only such objects are sent to the owned-keys
+    webhooks, so the rest of the cluster never waits on queuectl."""
+    parts = []
+    for var in ("object", "oldObject"):
+        metas = [f"{var}.metadata"]
+        if not pod:
+            metas.append(f"{var}.spec.template.metadata")
+        for field, keys in (
+            ("labels", owned.OWNED_LABELS),
+            ("annotations", owned.OWNED_ANNOTATIONS),
+        ):
+            listed = json.dumps(sorted(keys))
+            for meta in metas:
+                steps = meta.split(".")
+                guards = [f"has({'.'.join(steps[: i + 1])})" for i in range(1, len(steps))]
+                parts.append(
+                    f"({var} != null && {' && '.join(guards)} && has({meta}.{field}) && "
+                    f"{listed}.exists(k, k in {meta}.{field}))"
+                )
+    if pod:
+        gates = json.dumps(sorted(owned.OWNED_GATES))
+        parts.append(
+            "(oldObject != null && has(oldObject.spec.schedulingGates) && "
+            f"oldObject.spec.schedulingGates.exists(g, g.name in {gates}))"
+        )
+    return " || ".join(parts)
+
+
 def _job_rules(kinds: Registry, operations: list[str]) -> list[dict[str, Any]]:
     """One rule per registered kind. A rule for a resource whose CRD is not installed is
     accepted by the API server and matches nothing until the CRD arrives."""
@@ -178,6 +218,26 @@ def render_webhook_configurations(
         VALIDATE_QUEUED_JOB, names.WEBHOOK_PATH_VALIDATE_JOB, ["CREATE", "UPDATE"], fail=True
     )
     validate_job |= {"objectSelector": _queue_label("Exists")}
+    # A queued job's children carry no queue label (their owner is queued): judged against
+    # their owner (`jobs.validate_job`, children_only). Only objects some controller owns are
+    # sent (old or new: dropping the reference is judged too), so the rest of the cluster's
+    # Jobs never wait on queuectl; it fails open, like the unlabelled-Job mutation, and the
+    # controller's drift check and pod accounting stand behind it while it is down.
+    owned_job = job_hook(
+        VALIDATE_OWNED_JOB, names.WEBHOOK_PATH_VALIDATE_OWNED_JOB, ["CREATE", "UPDATE"], fail=False
+    )
+    owned_job |= {
+        "objectSelector": _queue_label("DoesNotExist"),
+        "matchConditions": [
+            {
+                "name": "controlled",
+                "expression": CONTROLLED.format(o="object")
+                + " || (oldObject != null && "
+                + CONTROLLED.format(o="oldObject")
+                + ")",
+            }
+        ],
+    }
     resources = _webhook(
         VALIDATE_RESOURCES,
         client.client_config(names.WEBHOOK_PATH_VALIDATE_QUEUECTL, ca_bundle),
@@ -232,9 +292,33 @@ def render_webhook_configurations(
         "objectSelector": _queue_label("Exists"),
         "reinvocationPolicy": "IfNeeded",
     }
-    workloads["matchConditions"] = [
-        {"name": "not-the-controller", "expression": f"request.userInfo.username != {user!r}"}
-    ]
+    not_the_controller = {
+        "name": "not-the-controller",
+        "expression": f"request.userInfo.username != {user!r}",
+    }
+    workloads["matchConditions"] = [not_the_controller]
+    # Our keys are ours on every object queuectl reads, labelled or not (the queued hooks
+    # above see the labelled ones); fail closed like them.
+    owned_hooks = []
+    for name, path, rules, pod in (
+        (
+            VALIDATE_OWNED_KEYS_JOB,
+            names.WEBHOOK_PATH_VALIDATE_JOB,
+            _job_rules(kinds, ["CREATE", "UPDATE"]),
+            False,
+        ),
+        (VALIDATE_OWNED_KEYS_POD, names.WEBHOOK_PATH_VALIDATE_POD, POD_RULES, True),
+    ):
+        hook = _webhook(name, client.client_config(path, ca_bundle), rules, fail=True)
+        hook |= {
+            "namespaceSelector": _namespace_selector(namespace),
+            "objectSelector": _queue_label("DoesNotExist"),
+            "matchConditions": [
+                not_the_controller,
+                {"name": "carries-our-keys", "expression": _carries_our_keys(pod)},
+            ],
+        }
+        owned_hooks.append(hook)
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -245,7 +329,7 @@ def render_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": validating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [validate_job, resources, workloads, pod_hooks[1]],
+        "webhooks": [validate_job, owned_job, resources, workloads, pod_hooks[1], *owned_hooks],
     }
     return mutating, validating
 

@@ -8,9 +8,11 @@ shell. The rules are in docs/design/webhooks.md; the short version:
   `default`, is created suspended and labelled with its LocalQueue and ClusterQueue;
 - validate: only the controller (by identity) or an admitted Workload may unsuspend a queued Job;
   the queue label cannot be removed, nor changed while the Job is admitted or running; nor can
-  the Job's shape (pods at once, requests) while it is; a WorkloadPriorityClass may be named only
-  in the namespaces its namespaceSelector selects; the labels and annotations the system owns are
-  the controller's alone; label values must be well formed.
+  the Job's shape (pods at once, requests) or placement while it is (`jobs/frozen.py`); a
+  child whose owner is verified (`registry.owner`) must agree with that owner on what it runs
+  and where; a WorkloadPriorityClass may be named only in the namespaces its namespaceSelector
+  selects; the keys the system owns (api/owned.py) are the controller's alone, on the job, in
+  its pod templates and on its children (webhooks/owned.py); label values must be well formed.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs import JobKind
-from queuectl.jobs.registry import KINDS, Registry, controlled_by
+from queuectl.jobs.frozen import placement_changes
+from queuectl.jobs.registry import KINDS, Registry
 from queuectl.jobs.shape import shape, shape_changes
-from queuectl.webhooks import inputs
+from queuectl.webhooks import inputs, owners
 from queuectl.webhooks.formats import (
     LABEL_CHECKS,
     podset_group_problems,
     priority_class_problem,
 )
 from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.owned import owned_key_problems
 from queuectl.webhooks.review import (
     JsonPatch,
     Request,
@@ -42,19 +46,12 @@ from queuectl.webhooks.review import (
 from queuectl.webhooks.selectors import selector_matches
 
 DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
-# Labels and annotations only the controller may add, change or remove after create.
-SYSTEM_LABELS = (names.LABEL_WORKLOAD,)
-SYSTEM_ANNOTATIONS = (names.ANNOTATION_PREEMPTION_DEADLINE,)
 
 
 def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
     """The registered kind the request is about, None for any other (never sent one)."""
     gvk = request.get("kind") or {}
-    kind = kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
-    job = request.get("object")
-    if kind is not None and isinstance(job, dict) and controlled_by(job, kinds) is not None:
-        return None  # part of its parent's Workload (a JobSet's Jobs, a RayJob's RayCluster)
-    return kind
+    return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
 
 
 def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -95,18 +92,28 @@ def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> Js
 
 async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> None:
     """What a job route awaits before its decision: a created job's input the cache lacks
-    (`inputs.read_missing`)."""
+    (`inputs.read_missing`), and the owners its ownerReferences name that the cache lacks
+    (`read_owners`)."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if request.get("operation") == "CREATE" and kind is not None and isinstance(job, dict):
+    if kind is None or not isinstance(job, dict):
+        return
+    old = request.get("oldObject")
+    if request.get("operation") == "CREATE":
         await inputs.read_missing(kind, job, lookup)
+    # A child resumed (or made running) right after its owner: the cache may not have seen
+    # the owner's resume yet, and the decision asks whether the owner still holds back.
+    starts = not kind.is_suspended(job) and (not isinstance(old, dict) or kind.is_suspended(old))
+    await owners.read_owners(job, lookup, kinds, fresh=starts)
+    if isinstance(old, dict):
+        await owners.read_owners(old, lookup, kinds)
 
 
 def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
     """Queue a job on create; keep its cluster-queue label in step when its queue changes."""
     job = request.get("object")
     kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict):
+    if kind is None or not isinstance(job, dict) or owners.owner_of(job, lookup, kinds) is not None:
         return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     what = kind.resource.kind
     ns = _namespace(request)
@@ -172,18 +179,12 @@ def _format_problems(new: Mapping[str, str], old: Mapping[str, str]) -> list[str
     return problems
 
 
-def _owned_changes(request: Request) -> list[str]:
-    """System-owned labels/annotations that this request adds, changes or removes."""
-    old, new = request.get("oldObject"), request.get("object")
-    changed = [
-        f"label {key}" for key in SYSTEM_LABELS if _labels(old).get(key) != _labels(new).get(key)
-    ]
-    changed += [
-        f"annotation {key}"
-        for key in SYSTEM_ANNOTATIONS
-        if _annotations(old).get(key) != _annotations(new).get(key)
-    ]
-    return changed
+def _owned_problems(request: Request, lookup: QueueLookup, kinds: Registry) -> list[str]:
+    """Our keys are ours (webhooks/owned.py), on the object and its pod templates: read through
+    the kind the object is, queued or a part of a queued job (a JobSet's Job)."""
+    gvk = request.get("kind") or {}
+    kind = kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
+    return owned_key_problems(request, lookup, kind, kinds)
 
 
 def validate_job(
@@ -191,20 +192,41 @@ def validate_job(
     lookup: QueueLookup,
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     kinds: Registry = KINDS,
+    children_only: bool = False,
 ) -> Response:
-    """Refuse changes to a queued job that would bypass the queue or corrupt its labels."""
+    """Refuse changes to a queued job that would bypass the queue or corrupt its labels, and
+    changes to a child that would make it run other than its owner says. `children_only`:
+    the route that sees unlabelled objects judges only children (their owners are queued, so
+    they carry no queue label of their own)."""
     job = request.get("object")
-    kind = kind_of(request, kinds)
-    if kind is None or not isinstance(job, dict):
-        return allow(request)  # not a kind we queue, or a part of a job that is queued whole
-    if user_name(request) in controller_users:
+    if user_name(request) in controller_users or not isinstance(job, dict):
         return allow(request)
+    problems = _owned_problems(request, lookup, kinds)
+    kind = kind_of(request, kinds)
+    if kind is None:  # not a kind we queue (never sent one)
+        if not problems:
+            return allow(request)
+        gvk, meta = request.get("kind") or {}, job.get("metadata") or {}
+        what = f"{gvk.get('kind')} {_namespace(request)}/{meta.get('name') or '<generated>'}"
+        return deny(request, f"{what}: " + "; ".join(problems))
     operation = request.get("operation")
+    parent = owners.owner_of(job, lookup, kinds)
+    old = request.get("oldObject") if operation == "UPDATE" else None
+    was = owners.owner_of(old, lookup, kinds)
+    if parent is not None or was is not None:
+        problems = owners.problems(request, kind, job, parent, was) + problems
+        if problems:
+            return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
+        return allow(request)  # a part of a job that is queued whole
+    if children_only:  # an object no verified owner stands behind: its own queue judges it
+        if problems:
+            return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
+        return allow(request)
     warnings: list[str] = []
     if operation == "CREATE":
-        problems = _create_problems(request, kind, job, lookup)
+        problems = _create_problems(request, kind, job, lookup) + problems
     elif operation == "UPDATE":
-        problems = _update_problems(request, kind, job, lookup)
+        problems = _update_problems(request, kind, job, lookup) + problems
         warnings = _resize_warnings(request, kind, job)
     else:
         return allow(request)
@@ -289,10 +311,6 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
             f"label {names.LABEL_CLUSTER_QUEUE}={given!r} does not match LocalQueue {queue!r}, "
             f"which feeds ClusterQueue {expected!r}; queuectl sets this label, so leave it out"
         )
-    problems += [
-        f"{what} is set by queuectl only; leave it out"
-        for what in _owned_changes({"object": job, "oldObject": None})
-    ]
     return problems
 
 
@@ -318,6 +336,13 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
             f"it cannot change {'; '.join(changes)} while it is admitted: the quota it holds "
             "was sized for its shape, and more pods than its queue admitted would run; wait "
             "until it finishes, or delete it and create it again with the new shape"
+        )
+    moved = placement_changes(kind, old, job) if old_queue is not None else []
+    if (admitted or running) and moved:
+        problems.append(
+            f"it cannot change {', '.join(moved)} while it is admitted: they decide which "
+            "nodes its pods run on, and its quota was admitted on one flavor's nodes; wait "
+            "until it finishes, or delete it and create it again with the new placement"
         )
 
     if old_queue is not None and new_queue is None:
@@ -346,9 +371,6 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
             f"label {names.LABEL_CLUSTER_QUEUE} is set by queuectl from the LocalQueue; "
             "leave it as it is"
         )
-    problems += [
-        f"{what} is managed by queuectl; leave it as it is" for what in _owned_changes(request)
-    ]
     problems += inputs.update_problems(kind, old, job)
 
     if (

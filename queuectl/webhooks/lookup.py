@@ -1,10 +1,11 @@
 """The narrow view of cluster state the admission decisions need.
 
 The controller implements `QueueLookup` from its informer cache; tests use `InMemoryLookup`.
-Every question is answered from memory and must not block. The one exception is `read_input`,
-awaited before a decision (never inside one): a runtime applied together with its TrainJob may
-not have reached the cache through the watch yet, and refusing the job for that would make the
-user apply it again.
+Every question is answered from memory and must not block. The exceptions are `read_input`
+and `read_owner`, awaited before a decision (never inside one): a runtime applied together with
+its TrainJob, or the JobSet whose operator creates its Jobs a moment after it, may not have
+reached the cache through the watch yet; refusing the job for the first, or taking the child
+for an object nobody owns for the second, would be wrong.
 """
 
 from __future__ import annotations
@@ -54,13 +55,25 @@ class QueueLookup(Protocol):
         ...
 
     def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
-        """An object a job kind reads its pod sets from (a TrainJob's runtime; `ReadsInputs`),
-        None when it does not exist or its resource is not served."""
+        """An object of a resource the cache holds: one a job kind reads its pod sets from (a
+        TrainJob's runtime; `ReadsInputs`), or a job of a registered kind (the verified owner
+        of a child or pod, webhooks/owned.py). None when it does not exist or its resource is
+        not held."""
         ...
 
     async def read_input(self, resource: Resource, namespace: str, name: str) -> None:
         """Make `input_object` see an object the cache has not received yet, when it exists:
         read it from the API server. Best effort: a failure leaves the answer to the cache."""
+        ...
+
+    def owner_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        """A job kind's object (the owner a child's ownerReference names), None when the
+        cache has no such object."""
+        ...
+
+    async def read_owner(self, resource: Resource, namespace: str, name: str) -> None:
+        """Make `owner_object` see the object as the API server has it now (one read), for
+        an owner the cache lacks or holds under another uid. Best effort, like `read_input`."""
         ...
 
 
@@ -77,6 +90,10 @@ class InMemoryLookup:
     priority_class_selectors: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     inputs: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
     """(plural, namespace or "", name) -> object."""
+    owners: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
+    """(plural, namespace, name) -> a job kind's object, as the cache holds it."""
+    api_server: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
+    """What `read_owner` finds that the cache (`owners`) has not received yet."""
 
     def local_queue(self, namespace: str, name: str) -> str | None:
         return self.local_queues.get((namespace, name))
@@ -104,3 +121,11 @@ class InMemoryLookup:
 
     async def read_input(self, resource: Resource, namespace: str, name: str) -> None:
         return None
+
+    def owner_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+        return self.owners.get((resource.plural, namespace, name))
+
+    async def read_owner(self, resource: Resource, namespace: str, name: str) -> None:
+        key = (resource.plural, namespace, name)
+        if key in self.api_server:
+            self.owners[key] = self.api_server[key]

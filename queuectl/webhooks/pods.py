@@ -4,9 +4,13 @@
   ClusterQueue label; the controller lifts the gate once the whole group is admitted.
 - validate: a queued pod must be created gated, with well-formed group labels; only the
   controller may lift the gate; the queue, group name and total count cannot change once the
-  pod exists (the group's Workload was sized from them); the system's labels are its own.
+  pod exists (the group's Workload was sized from them).
+- every pod sent (queued or not): the keys the system owns (api/owned.py) are the controller's
+  alone, but for a copy from the verified owner's template (webhooks/owned.py).
 
-A pod with a controller (a Job's, a JobSet's) is its owner's business and is passed through.
+A pod whose controller is a registered job kind (a Job's, a JobSet's Job's) is its owner's
+business; one whose controller is not (a ReplicaSet's) is queued as a plain pod, so its GPUs
+never run outside the queue.
 Pure functions of (request, lookup), like webhooks/jobs.py.
 """
 
@@ -18,6 +22,7 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.formats import podset_group_problems
 from queuectl.webhooks.jobs import (
     DEFAULT_CONTROLLER_USERS,
@@ -25,9 +30,9 @@ from queuectl.webhooks.jobs import (
     _label_patch,
     _labels,
     _namespace,
-    _owned_changes,
 )
 from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.owned import owned_key_problems
 from queuectl.webhooks.review import Request, Response, allow, deny, user_name
 
 _FIXED_LABELS = (names.LABEL_QUEUE_NAME, names.LABEL_POD_GROUP_NAME)
@@ -46,10 +51,10 @@ def _ref(request: Request, pod: Obj) -> str:
     return f"Pod {_namespace(request)}/{name}"
 
 
-def mutate_pod(request: Request, lookup: QueueLookup) -> Response:
-    """Gate a queued bare pod at create and label it with its ClusterQueue."""
+def mutate_pod(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
+    """Gate a queued pod at create and label it with its ClusterQueue."""
     pod = _pod(request)
-    if pod is None or request.get("operation") != "CREATE" or not pg.is_queued_pod(pod):
+    if pod is None or request.get("operation") != "CREATE" or not pg.is_queued_pod(pod, kinds):
         return allow(request)
     ns = _namespace(request)
     queue = _labels(pod)[names.LABEL_QUEUE_NAME]
@@ -114,19 +119,21 @@ def validate_pod(
     request: Request,
     lookup: QueueLookup,
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+    kinds: Registry = KINDS,
 ) -> Response:
-    """Refuse a queued pod that would start outside its queue, or a change to its group."""
+    """Refuse a queued pod that would start outside its queue, a change to its group, or a
+    write of the system's keys on any pod."""
     pod = _pod(request)
     if pod is None or user_name(request) in controller_users:
         return allow(request)
     old = request.get("oldObject") or {}
     operation = request.get("operation")
-    if operation == "CREATE" and pg.is_queued_pod(pod):
+    problems: list[str] = []
+    if operation == "CREATE" and (pg.is_queued_pod(pod, kinds) or pg.held_by_queue(pod, kinds)):
         problems = _create_problems(pod)
-    elif operation == "UPDATE" and pg.is_queued_pod(old):
+    elif operation == "UPDATE" and pg.is_queued_pod(old, kinds):
         problems = _update_problems(pod, old)
-    else:
-        return allow(request)
+    problems += owned_key_problems(request, lookup, None, kinds)
     if problems:
         return deny(request, f"{_ref(request, pod)}: " + "; ".join(problems))
     return allow(request)
@@ -144,10 +151,6 @@ def _create_problems(pod: Obj) -> list[str]:
             "can admit its group; the queuectl mutating webhook adds it, so check that "
             f"MutatingWebhookConfiguration {names.MUTATING_WEBHOOK_CONFIGURATION} exists"
         )
-    problems += [
-        f"{what} is set by queuectl only; leave it out"
-        for what in _owned_changes({"object": pod, "oldObject": None})
-    ]
     return problems
 
 
@@ -172,14 +175,4 @@ def _update_problems(pod: Obj, old: Obj) -> list[str]:
             f"annotation {count} cannot change on a queued pod; delete the group's pods and "
             "create them again with the new count"
         )
-    if pg.is_gated(old) and not pg.is_gated(pod):
-        problems.append(
-            f"the scheduling gate {pg.GATE} is lifted by queuectl once the pod's group is "
-            "admitted; see why it waits with `kubectl get workloads -n "
-            f"{(pod.get('metadata') or {}).get('namespace', '')}`"
-        )
-    problems += [
-        f"{what} is managed by queuectl; leave it as it is"
-        for what in _owned_changes({"object": pod, "oldObject": old})
-    ]
-    return problems
+    return problems  # lifting the gate is refused with every owned key (webhooks/owned.py)

@@ -2,10 +2,11 @@
 
 Hostile or broken input never reaches a decision: a body that is not a well-formed AdmissionReview
 v1 gets HTTP 400 with the reason, one over MAX_BODY_BYTES 413, one not fully sent within
-BODY_READ_TIMEOUT 408. A decision that raises is logged, counted and answered as its route's
-failure policy says (`OnError`), so an internal error in the fail-open route cannot refuse every
-Job in the cluster. The controller embeds it with `start_webhook_server` and shares its cache
-through the lookup.
+BODY_READ_TIMEOUT 408; a review whose object has a field of the wrong type where the route's
+decision reads it (`wellformed`: only a review sent by hand can) is denied naming the field.
+A decision that raises is logged, counted and answered as its route's failure policy says
+(`OnError`), so an internal error in the fail-open route cannot refuse every Job in the cluster.
+The controller embeds it with `start_webhook_server` and shares its cache through the lookup.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from aiohttp import web
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.jobs.registry import KINDS, Registry
+from queuectl.webhooks import wellformed
 from queuectl.webhooks.jobs import (
     DEFAULT_CONTROLLER_USERS,
     mutate_job,
@@ -29,6 +31,7 @@ from queuectl.webhooks.jobs import (
     validate_job,
 )
 from queuectl.webhooks.lookup import QueueLookup
+from queuectl.webhooks.owned import read_owner
 from queuectl.webhooks.pods import mutate_lws, mutate_pod, validate_pod
 from queuectl.webhooks.resources import validate_queuectl
 from queuectl.webhooks.review import (
@@ -88,6 +91,7 @@ def _handler(
     on_error: OnError,
     read_timeout: float,
     prepare: Prepare | None = None,
+    kinds: Registry = KINDS,
 ) -> Callable[[web.Request], Any]:
     async def handle(http: web.Request) -> web.Response:
         body = await _read_body(http, route, read_timeout)
@@ -97,6 +101,9 @@ def _handler(
             request = parse_review(body)
         except MalformedReview as exc:
             return _rejected(route, "malformed", 400, str(exc))
+        ill_typed = wellformed.problem(route, request, kinds)
+        if ill_typed is not None:
+            return web.json_response(review(deny(request, ill_typed, code=422)))
         try:
             if prepare is not None:
                 await prepare(request)
@@ -122,29 +129,31 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def make_app(
-    lookup: QueueLookup,
-    controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
-    read_timeout: float = BODY_READ_TIMEOUT,
-    kinds: Registry = KINDS,
-) -> web.Application:
-    """The routes, without TLS: what the unit tests drive through aiohttp's test client.
-
-    Each route's OnError matches its webhook's failurePolicy in `configs`: the unlabelled-Job
-    mutation sees every Job create in the cluster and fails open; the rest fail closed. The
-    job routes serve every kind in `kinds` (the AdmissionReview names which).
-    """
-    users = frozenset(controller_users)
-
-    async def prepare_job(request: Request) -> None:
-        await read_inputs(request, lookup, kinds)
-
-    job_routes = {
+JOB_ROUTES = frozenset(
+    {
         names.WEBHOOK_PATH_MUTATE_JOB,
         names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
         names.WEBHOOK_PATH_VALIDATE_JOB,
+        names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
     }
-    routes: list[tuple[str, Decision, OnError]] = [
+)
+"""The routes that serve every job kind (and await `read_inputs` before deciding)."""
+
+
+def decisions(
+    lookup: QueueLookup,
+    controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+    kinds: Registry = KINDS,
+) -> list[tuple[str, Decision, OnError]]:
+    """Each route with its decision and what a decision that raises answers.
+
+    Each route's OnError matches its webhook's failurePolicy in `configs`: the unlabelled-Job
+    mutation sees every Job create in the cluster and fails open, and so does the owned-job
+    validation (every controlled object's write); the rest fail closed. The
+    job routes serve every kind in `kinds` (the AdmissionReview names which).
+    """
+    users = frozenset(controller_users)
+    return [
         (names.WEBHOOK_PATH_MUTATE_JOB, lambda r: mutate_job(r, lookup, kinds), OnError.DENY),
         (
             names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
@@ -157,23 +166,48 @@ def make_app(
             OnError.DENY,
         ),
         (
+            names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
+            lambda r: validate_job(r, lookup, users, kinds, children_only=True),
+            OnError.ALLOW,
+        ),
+        (
             names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
             lambda r: validate_queuectl(r, lookup),
             OnError.DENY,
         ),
         (names.WEBHOOK_PATH_VALIDATE_WORKLOAD, lambda r: validate_workload(r, users), OnError.DENY),
-        (names.WEBHOOK_PATH_MUTATE_POD, lambda r: mutate_pod(r, lookup), OnError.DENY),
+        (names.WEBHOOK_PATH_MUTATE_POD, lambda r: mutate_pod(r, lookup, kinds), OnError.DENY),
         (names.WEBHOOK_PATH_MUTATE_LWS, mutate_lws, OnError.DENY),
         (
             names.WEBHOOK_PATH_VALIDATE_POD,
-            lambda r: validate_pod(r, lookup, users),
+            lambda r: validate_pod(r, lookup, users, kinds),
             OnError.DENY,
         ),
     ]
+
+
+def make_app(
+    lookup: QueueLookup,
+    controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
+    read_timeout: float = BODY_READ_TIMEOUT,
+    kinds: Registry = KINDS,
+) -> web.Application:
+    """The routes (`decisions`), without TLS: what the unit tests drive through aiohttp's
+    test client."""
+
+    async def prepare_job(request: Request) -> None:
+        await read_inputs(request, lookup, kinds)
+
+    async def prepare_pod(request: Request) -> None:
+        await read_owner(request, lookup, kinds)
+
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    for path, decide, on_error in routes:
-        prepare = prepare_job if path in job_routes else None
-        app.router.add_post(path, _handler(path, decide, on_error, read_timeout, prepare))
+    for path, decide, on_error in decisions(lookup, controller_users, kinds):
+        prepare = prepare_job if path in JOB_ROUTES else None
+        if path == names.WEBHOOK_PATH_VALIDATE_POD:
+            prepare = prepare_pod
+        handler = _handler(path, decide, on_error, read_timeout, prepare, kinds)
+        app.router.add_post(path, handler)
     app.router.add_get(names.WEBHOOK_PATH_HEALTHZ, _healthz)
     return app
 

@@ -205,6 +205,46 @@ async def test_unsuspending_an_unadmitted_job_is_refused_until_it_is_admitted(
     )
 
 
+async def test_a_pod_template_cannot_claim_its_gpus_are_served_by_another_device(
+    webhooks: Webhooks,
+) -> None:
+    """4 pods of 8 GPUs and 1 RDMA device, the template claiming the RDMA device stands in for
+    nvidia.com/gpu: the charge would read 1 GPU a pod. Refused on create and on update."""
+    ns, rdma = webhooks.namespace, "rdma/hca"
+    job = labelled_job("rdma", {names.LABEL_QUEUE_NAME: "gpu"})
+    job["spec"] |= {"parallelism": 4, "completions": 4}
+    per_pod = {names.GPU_RESOURCE: "8", rdma: "1"}
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": per_pod,
+        "limits": per_pod,
+    }
+    claim = {"metadata": {"annotations": {names.ANNOTATION_GPU_RESOURCE: rdma}}}
+    forged = {**job, "spec": {**job["spec"], "template": {**job["spec"]["template"], **claim}}}
+    with pytest.raises(ApiException) as refused:
+        await call(webhooks.batch.create_namespaced_job, ns, forged)
+    assert refused.value.status == 403
+    assert f"annotation {names.ANNOTATION_GPU_RESOURCE}" in str(refused.value.body)
+
+    await call(webhooks.batch.create_namespaced_job, ns, job)  # waiting in its queue
+    with pytest.raises(ApiException) as patched:
+        await call(webhooks.batch.patch_namespaced_job, "rdma", ns, {"spec": {"template": claim}})
+    assert patched.value.status == 403
+    assert f"annotation {names.ANNOTATION_GPU_RESOURCE}" in str(patched.value.body)
+
+    # Without the queue label the Job is sent too (the owned-keys webhook's CEL matchConditions):
+    # a key of ours in its template is refused, a Job without one is not intercepted.
+    unlabelled = labelled_job("rdma-unqueued", None)
+    unlabelled["spec"]["template"] |= claim
+    with pytest.raises(ApiException) as unqueued:
+        await call(webhooks.batch.create_namespaced_job, ns, unlabelled)
+    assert unqueued.value.status == 403
+    assert configs.VALIDATE_OWNED_KEYS_JOB in str(unqueued.value.body)
+    plain = await call(
+        webhooks.batch.create_namespaced_job, ns, labelled_job("plain", None), dry_run="All"
+    )
+    assert plain.metadata.name == "plain"
+
+
 async def test_a_local_queue_outside_the_cluster_queue_selector_is_refused(
     webhooks: Webhooks, k8s_client: k8s.ApiClient
 ) -> None:

@@ -40,7 +40,8 @@ class BatchJob:
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
         template = podtemplate.at_path(job, TEMPLATE) or {}
-        return [PodSet(POD_SET, pod_count(job), template, "parallelism, at most completions")]
+        count_from = "parallelism, at most completions"
+        return [PodSet(POD_SET, pod_count(job), template, count_from, ".".join(TEMPLATE))]
 
     def workload_name(self, job: Obj) -> str:
         meta = job["metadata"]

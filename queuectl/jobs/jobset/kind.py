@@ -27,6 +27,7 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
 from queuectl.jobs import podtemplate, workload
+from queuectl.jobs.batch import JOBS, BatchJob
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
 
 JOBSETS: Final = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", True, "JobSet")
@@ -93,11 +94,18 @@ def _replace_templates(job: Obj, templates: Mapping[str, Obj]) -> list[Obj]:
     return out
 
 
+def is_kind(obj: Obj, resource: Resource) -> bool:
+    """Whether `obj` (its apiVersion and kind) is of `resource`."""
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    return obj.get("kind") == resource.kind and group == resource.group
+
+
 class JobSet:
-    """The `JobKind` for JobSets."""
+    """The `JobKind` (and `MakesChildren`) for JobSets."""
 
     resource: Resource = JOBSETS
     suspend_field: str = "spec.suspend"
+    children: tuple[Resource, ...] = (JOBS,)
 
     def queue_name(self, job: Obj) -> str | None:
         return workload.queue_name(job)
@@ -112,8 +120,9 @@ class JobSet:
                 replicated_job_pods(rjob),
                 podtemplate.at_path(rjob, POD_TEMPLATE) or {},
                 "replicas x parallelism, at most completions",
+                f"spec.replicatedJobs[{i}].template.spec.template",
             )
-            for rjob in replicated_jobs(job)
+            for i, rjob in enumerate(replicated_jobs(job))
         ]
 
     def workload_name(self, job: Obj) -> str:
@@ -213,6 +222,30 @@ class JobSet:
 
     def suspend_ops(self, job: Obj) -> JsonPatch:
         return workload.suspend_ops_at(job, "suspend")
+
+    def child_pod_sets(self, job: Obj, child: Obj) -> list[tuple[PodSet, PodSet]] | None:
+        """A child Job `<jobset>-<replicated job>-<index>` (index below its replicas) runs
+        one Job's worth of its replicated job: min(parallelism, completions) pods."""
+        if not is_kind(child, JOBS):
+            return None
+        prefix = f"{(job.get('metadata') or {}).get('name')}-"
+        name = str((child.get("metadata") or {}).get("name") or "")
+        for i, rjob in enumerate(replicated_jobs(job)):
+            start = f"{prefix}{rjob.get('name')}-"
+            index, replicas = name[len(start) :], rjob.get("replicas")
+            if not (name.startswith(start) and index.isdigit()):
+                continue
+            if int(index) >= (1 if replicas is None else int(replicas)):
+                return None
+            parent = PodSet(
+                str(rjob.get("name") or ""),
+                replicated_job_pods({**rjob, "replicas": 1}),
+                podtemplate.at_path(rjob, POD_TEMPLATE) or {},
+                "parallelism, at most completions",
+                f"spec.replicatedJobs[{i}].template.spec.template",
+            )
+            return [(BatchJob().pod_sets(child)[0], parent)]
+        return None
 
     def _workload(self, job: Obj) -> str:
         """The Workload's name: the label the controller put on the JobSet, else its own."""

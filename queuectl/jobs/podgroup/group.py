@@ -1,7 +1,8 @@
 """Plain pod groups: bare pods queued as one gang, read from the pods themselves.
 
-A pod with the queue label and no controller is queued directly (a pod with a controller is
-its owner's business: a Job's, a JobSet's). Pods naming the same `queuectl.io/pod-group-name`
+A pod with the queue label whose controller is not a registered job kind (none, a
+ReplicaSet, a StatefulSet) is queued directly; a pod whose controller is one (a Job's) is its
+owner's business. Pods naming the same `queuectl.io/pod-group-name`
 in one namespace form a group of `queuectl.io/pod-group-total-count` pods; a pod without a
 group name is a group of one. Every queued pod is created with the scheduling gate
 `queuectl.io/admission`; the group's Workload appears once all its pods exist, one pod set
@@ -23,7 +24,8 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs import podtemplate
-from queuectl.jobs.kind import PodSet, PodSetPlacement
+from queuectl.jobs.kind import JobKind, PodSet, PodSetPlacement
+from queuectl.jobs.registry import KINDS, controlled_by
 from queuectl.jobs.workload import workload_name_for, workload_spec
 
 GATE: Final = names.SCHEDULING_GATE_ADMISSION
@@ -69,10 +71,6 @@ def _annotations(obj: Obj) -> Mapping[str, str]:
     return _meta(obj).get("annotations") or {}
 
 
-def has_controller(pod: Obj) -> bool:
-    return any(r.get("controller") for r in _meta(pod).get("ownerReferences") or ())
-
-
 def lws_group(pod: Obj) -> tuple[str, int] | None:
     """(group name, size) for a LeaderWorkerSet's pod: each replica (a leader and its workers,
     `size` pods sharing a group index) is one group, `<lws>-<index>`; None for other pods."""
@@ -88,13 +86,23 @@ def lws_group(pod: Obj) -> tuple[str, int] | None:
     return group, int(size)
 
 
-def is_queued_pod(pod: Obj) -> bool:
-    """A pod with the queue label that queuectl queues itself: a bare one (a plain pod group),
-    or a LeaderWorkerSet's (each replica a group). A pod with another controller (a Job's) is
-    its owner's business."""
-    if not _labels(pod).get(names.LABEL_QUEUE_NAME):
-        return False
-    return not has_controller(pod) or lws_group(pod) is not None
+def is_queued_pod(pod: Obj, kinds: Mapping[str, JobKind] = KINDS) -> bool:
+    """A pod with the queue label that queuectl queues itself: one whose controller is not a
+    registered job kind (a bare pod, a ReplicaSet's or a StatefulSet's: each a plain pod
+    group, of one unless it names a group), or a LeaderWorkerSet's (each replica a group).
+    A pod whose controller is a registered kind (a Job's) is its owner's business: the owner
+    is queued. Letting the others through ungated would run their GPUs outside any queue."""
+    if lws_group(pod) is not None:
+        return bool(_labels(pod).get(names.LABEL_QUEUE_NAME))
+    return held_by_queue(pod, kinds) and LWS_NAME not in _labels(pod)
+
+
+def held_by_queue(pod: Obj, kinds: Mapping[str, JobKind] = KINDS) -> bool:
+    """A pod with the queue label that no registered kind's object controls: it must be
+    created gated. The same as `is_queued_pod` but for a LeaderWorkerSet pod that LWS's own
+    webhook has not given its group index yet: queued once it has (the mutating webhook runs
+    again), and refused if it reaches the validating webhook without one."""
+    return bool(_labels(pod).get(names.LABEL_QUEUE_NAME)) and controlled_by(pod, kinds) is None
 
 
 def lws_ops(pod: Obj) -> list[dict[str, Any]]:
@@ -299,15 +307,83 @@ def ungate_patch(pod: Obj, placement: PodSetPlacement, workload: str) -> dict[st
     return {"metadata": meta, "spec": out_spec}
 
 
-def to_ungate(pods: Sequence[Obj], pod_sets: Sequence[Mapping[str, Any]]) -> list[Obj]:
+_RESIZABLE: Final = ("cpu", "memory")
+"""What a running pod's `resize` subresource may change in place (nothing else of its shape)."""
+
+
+def placed_shape(template: Mapping[str, Any], placement: PodSetPlacement) -> dict[str, Any]:
+    """The shape a pod of `template` has once `ungate_patch` placed it (a merge patch)."""
+    out = copy.deepcopy(dict(template))
+    spec = out.get("spec") or {}
+    out["spec"] = podtemplate.deep_merge(spec, podtemplate.inject(spec, placement))
+    return out
+
+
+def _resize_blind(template: Mapping[str, Any]) -> str:
+    """`pod_set_name` of the shape without the quantities an in-place resize can change."""
+    out = copy.deepcopy(dict(template))
+    for key in ("containers", "initContainers"):
+        for c in (out.get("spec") or {}).get(key) or ():
+            for part in ("requests", "limits"):
+                for res in _RESIZABLE:
+                    ((c.get("resources") or {}).get(part) or {}).pop(res, None)
+    return pod_set_name(out)
+
+
+class PodSetIndex:
+    """Which admitted pod set a started pod is, read from its spec alone: its shape as admitted
+    or as placed (the API server keeps both immutable but for an in-place resize of CPU and
+    memory, so a shape that matches only without those is matched that way when one pod set
+    alone fits). Never from the `queuectl.io/pod-set` annotation, which users may write."""
+
+    def __init__(
+        self, pod_sets: Sequence[Mapping[str, Any]], placements: Sequence[PodSetPlacement] = ()
+    ) -> None:
+        by_name = {p.name: p for p in placements}
+        self.exact: dict[str, str] = {}
+        blind: dict[str, set[str]] = {}
+        for ps in pod_sets:
+            name = str(ps.get("name"))
+            self.exact[name] = name  # a group's pod set is named by its shape
+            template = ps.get("template")
+            if not template:
+                continue
+            for t in (template, placed_shape(template, by_name.get(name, PodSetPlacement(name)))):
+                self.exact[pod_set_name(t)] = name
+                blind.setdefault(_resize_blind(t), set()).add(name)
+        self.blind = {k: next(iter(v)) for k, v in blind.items() if len(v) == 1}
+
+    def of(self, pod: Obj) -> str | None:
+        """The pod set of a started pod; None when its shape matches none (or several)."""
+        template = shape(pod)
+        return self.exact.get(pod_set_name(template)) or self.blind.get(_resize_blind(template))
+
+
+def to_ungate(
+    pods: Sequence[Obj],
+    pod_sets: Sequence[Mapping[str, Any]],
+    placements: Sequence[PodSetPlacement] = (),
+) -> list[Obj]:
     """The gated pods an admitted group may start: per pod set, as many as its admitted count
-    leaves room for beside the pods already started in it (oldest first). A pod added to a
-    running group beyond its count stays gated: more pods than its queue admitted never run."""
+    leaves room for beside the pods already started (oldest first), and never more in all
+    than the admission counts. A pod added to a running group beyond its count stays gated:
+    more pods than its queue admitted never run.
+
+    Every started pod (ungated, active) counts, whatever it says: by its shape against the
+    Workload's pod sets (`PodSetIndex`), and one whose shape matches no pod set takes room
+    from each pod set, as it could be any of them."""
+    index = PodSetIndex(pod_sets, placements)
     room = {str(ps.get("name")): int(ps.get("count", 1)) for ps in pod_sets}
+    total = sum(room.values())
+    unknown = 0
     for pod in pods:
         if active(pod) and not is_gated(pod):
-            started = _annotations(pod).get(names.ANNOTATION_POD_SET, "")
-            room[started] = room.get(started, 0) - 1
+            total -= 1
+            started = index.of(pod)
+            if started is None:
+                unknown += 1
+            else:
+                room[started] -= 1
     out = []
     waiting = [p for p in pods if active(p) and is_gated(p)]
     for pod in sorted(
@@ -318,8 +394,9 @@ def to_ungate(pods: Sequence[Obj], pod_sets: Sequence[Mapping[str, Any]]) -> lis
         ),
     ):
         name = pod_set_name(shape(pod))
-        if room.get(name, 0) > 0:
+        if total > 0 and room.get(name, 0) - unknown > 0:
             room[name] -= 1
+            total -= 1
             out.append(pod)
     return out
 

@@ -55,6 +55,7 @@ class PyTorchJob:
                 1 if specs[rtype].get("replicas") is None else int(specs[rtype]["replicas"]),
                 specs[rtype].get("template") or {},
                 f"pytorchReplicaSpecs.{rtype}.replicas",
+                ".".join(_template_path(rtype)),
             )
             for name, rtype in self._roles(job)
         ]

@@ -43,15 +43,15 @@ def worker_count(spec: Mapping[str, Any], group: Mapping[str, Any]) -> tuple[int
     return min(max(replicas, low), high) * hosts, "replicas x numOfHosts"
 
 
-def pod_sets(spec: Mapping[str, Any]) -> list[PodSet]:
-    """The head (one pod) and each worker group, in the spec's order, named by groupName."""
+def pod_sets(spec: Mapping[str, Any], at: str = "spec") -> list[PodSet]:
+    """The head (one pod) and each worker group, in the spec's order, named by groupName;
+    `at` is where the spec sits in the object (for the field paths refusals name)."""
     head = pt.at_path(spec, ("headGroupSpec", "template")) or {}
-    out = [PodSet(HEAD, 1, head, "one head")]
-    for group in spec.get("workerGroupSpecs") or ():
+    out = [PodSet(HEAD, 1, head, "one head", f"{at}.headGroupSpec.template")]
+    for i, group in enumerate(spec.get("workerGroupSpecs") or ()):
         count, source = worker_count(spec, group)
-        out.append(
-            PodSet(str(group.get("groupName") or ""), count, group.get("template") or {}, source)
-        )
+        name, template = str(group.get("groupName") or ""), group.get("template") or {}
+        out.append(PodSet(name, count, template, source, f"{at}.workerGroupSpecs[{i}].template"))
     return out
 
 

@@ -16,9 +16,12 @@ from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
+from queuectl.jobs.batch import JOBS, BatchJob
+from queuectl.jobs.frozen import pairs_by_name
+from queuectl.jobs.jobset.kind import is_kind
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
 from queuectl.jobs.ray import clusterspec
-from queuectl.jobs.ray.raycluster import GROUP
+from queuectl.jobs.ray.raycluster import GROUP, RAY_CLUSTERS
 
 RAY_JOBS: Final = Resource(GROUP, "v1", "rayjobs", True, "RayJob")
 CLUSTER: Final = ("spec", "rayClusterSpec")
@@ -55,10 +58,11 @@ def has_submitter(job: Obj) -> bool:
 
 
 class RayJob:
-    """The `JobKind` for RayJobs."""
+    """The `JobKind` (and `MakesChildren`) for RayJobs."""
 
     resource: Resource = RAY_JOBS
     suspend_field: str = "spec.suspend"
+    children: tuple[Resource, ...] = (RAY_CLUSTERS, JOBS)
 
     def _cluster(self, job: Obj) -> dict[str, Any]:
         found: dict[str, Any] = pt.at_path(job, CLUSTER) or {}
@@ -77,9 +81,12 @@ class RayJob:
         return bool((job.get("spec") or {}).get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
-        out = clusterspec.pod_sets(self._cluster(job))
+        out = clusterspec.pod_sets(self._cluster(job), ".".join(CLUSTER))
         if has_submitter(job):
-            out.append(PodSet(SUBMITTER, 1, self._submitter_template(job), "one submitter"))
+            template = self._submitter_template(job)
+            out.append(
+                PodSet(SUBMITTER, 1, template, "one submitter", ".".join(SUBMITTER_TEMPLATE))
+            )
         return out
 
     def workload_name(self, job: Obj) -> str:
@@ -148,3 +155,24 @@ class RayJob:
 
     def suspend_ops(self, job: Obj) -> JsonPatch:
         return wl.suspend_ops_at(job, "suspend")
+
+    def child_pod_sets(self, job: Obj, child: Obj) -> list[tuple[PodSet, PodSet]] | None:
+        """KubeRay makes the RayCluster from spec.rayClusterSpec (named in
+        status.rayClusterName once it has picked the name) and, in K8sJobMode, the submitter
+        Job, named as the RayJob, from the submitter template. In SidecarMode KubeRay adds
+        its submitter container to the head's template: the head is not compared there."""
+        name = (child.get("metadata") or {}).get("name")
+        mine = self.pod_sets(job)
+        if is_kind(child, RAY_CLUSTERS):
+            chosen = (job.get("status") or {}).get("rayClusterName")
+            if chosen and chosen != name:
+                return None
+            sidecar = (job.get("spec") or {}).get("submissionMode") == "SidecarMode"
+            skip = {SUBMITTER, clusterspec.HEAD} if sidecar else {SUBMITTER}
+            made = [
+                ps for ps in clusterspec.pod_sets(child.get("spec") or {}) if ps.name not in skip
+            ]
+            return pairs_by_name(made, [ps for ps in mine if ps.name not in skip])
+        if is_kind(child, JOBS) and has_submitter(job) and name == job["metadata"]["name"]:
+            return [(BatchJob().pod_sets(child)[0], mine[-1])]
+        return None

@@ -21,6 +21,8 @@ from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
+from queuectl.jobs.frozen import pairs_by_name
+from queuectl.jobs.jobset.kind import JOBSETS, JobSet, is_kind
 from queuectl.jobs.kind import Finished, InputRef, JsonPatch, PodSet, PodSetPlacement
 from queuectl.jobs.trainjob import overrides as ov
 from queuectl.jobs.trainjob import runtime as rt
@@ -50,11 +52,36 @@ def _active(job: Obj) -> int:
     return sum(int(s.get("active") or 0) for s in (job.get("status") or {}).get("jobsStatus") or ())
 
 
+def _pod_sets(job: Obj, overrides: Sequence[Obj]) -> list[PodSet]:
+    """The pod sets with `overrides` merged into the runtime's templates (the user's alone:
+    what the Workload records; every entry: what trainer writes into the JobSet)."""
+    snap = rt.recorded(job)
+    if snap is None:
+        return []  # never queued (the webhook refuses queueing it later)
+    ml = snap.get("mlPolicy")
+    trainer = pt.at_path(job, ("spec", "trainer")) or {}
+    out = []
+    for rjob in snap.get("replicatedJobs") or ():
+        name = str(rjob.get("name") or "")
+        template = rt.with_resources_per_node(rjob.get("template") or {}, rjob, ml, trainer)
+        out.append(
+            PodSet(
+                name,
+                rt.replicas(rjob) * rt.pod_count(rjob, ml, trainer),
+                ov.apply(template, overrides, name),
+                rt.count_from(rjob, ml),
+                f"spec.podTemplateOverrides (targetJobs {name})",
+            )
+        )
+    return out
+
+
 class TrainJob:
-    """The `JobKind` (and `ReadsInputs`) for TrainJobs."""
+    """The `JobKind` (and `ReadsInputs`, `FreezesFields`, `MakesChildren`) for TrainJobs."""
 
     resource: Resource = TRAIN_JOBS
     suspend_field: str = "spec.suspend"
+    children: tuple[Resource, ...] = (JOBSETS,)
     inputs: tuple[Resource, ...] = (rt.CLUSTER_RUNTIMES, rt.RUNTIMES)
 
     def queue_name(self, job: Obj) -> str | None:
@@ -66,25 +93,7 @@ class TrainJob:
         return bool((job.get("spec") or {}).get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
-        snap = rt.recorded(job)
-        if snap is None:
-            return []  # never queued (the webhook refuses queueing it later)
-        ml = snap.get("mlPolicy")
-        trainer = pt.at_path(job, ("spec", "trainer")) or {}
-        users = ov.users(job)
-        out = []
-        for rjob in snap.get("replicatedJobs") or ():
-            name = str(rjob.get("name") or "")
-            template = rt.with_resources_per_node(rjob.get("template") or {}, rjob, ml, trainer)
-            out.append(
-                PodSet(
-                    name,
-                    rt.replicas(rjob) * rt.pod_count(rjob, ml, trainer),
-                    ov.apply(template, users, name),
-                    rt.count_from(rjob, ml),
-                )
-            )
-        return out
+        return _pod_sets(job, ov.users(job))
 
     def workload_name(self, job: Obj) -> str:
         meta = job["metadata"]
@@ -147,6 +156,19 @@ class TrainJob:
 
     def suspend_ops(self, job: Obj) -> JsonPatch:
         return wl.suspend_ops_at(job, "suspend")
+
+    # --- FreezesFields and MakesChildren ------------------------------------------------------
+    def frozen_fields(self, job: Obj) -> dict[str, Any]:
+        return {"spec.runtimeRef": pt.at_path(job, ("spec", "runtimeRef"))}
+
+    def child_pod_sets(self, job: Obj, child: Obj) -> list[tuple[PodSet, PodSet]] | None:
+        """trainer makes one JobSet, named as the TrainJob, from the runtime with every
+        override merged in (the user's and queuectl's placement)."""
+        if not is_kind(child, JOBSETS) or (child.get("metadata") or {}).get("name") != (
+            job.get("metadata") or {}
+        ).get("name"):
+            return None
+        return pairs_by_name(JobSet().pod_sets(child), _pod_sets(job, ov.entries(job)))
 
     # --- ReadsInputs: the runtime, snapshotted on CREATE --------------------------------------
     def input_ref(self, job: Obj) -> InputRef:

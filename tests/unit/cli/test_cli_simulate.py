@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from queuectl.cli import simulate as cli_simulate
 from queuectl.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -16,7 +18,10 @@ NODES = "8x8:H100,4x8:A100"
 
 
 def simulate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
-    code = main(["simulate", *args])
+    try:
+        code = main(["simulate", *args])
+    except SystemExit as exit:  # a flag argparse refuses
+        code = int(exit.code or 0)
     out = capsys.readouterr()
     lines = out.out.strip().splitlines()
     return code, (json.loads(lines[-1]) if code == 0 else {}), out.err
@@ -112,7 +117,7 @@ def test_compare_shows_both_runs_and_what_differs(
         (["--nodes", NODES, "--trace", "/nonexistent.csv"], "no such file"),
         (
             ["--nodes", NODES, "--generate", "--preemption-patience", "-1"],
-            "--preemption-patience -1: give 0 or more seconds",
+            "argument --preemption-patience: -1: a number of seconds, 0 or more",
         ),
     ],
 )
@@ -130,3 +135,81 @@ def test_a_bad_trace_line_is_named(capsys: pytest.CaptureFixture[str], tmp_path:
     code, _, err = simulate(capsys, "-f", SAMPLES, "--nodes", NODES, "--trace", str(trace))
     assert code == 2
     assert "t.jsonl:1: 'runtime'" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", NODES, "--generate", "--jobs", "0"], "argument --jobs: 0: a whole number"),
+        (["--nodes", NODES, "--generate", "--jobs", "1e9"], "argument --jobs: 1e9"),
+        (["--nodes", NODES, "--generate", "--days", "nan"], "argument --days: nan: days"),
+        (["--nodes", NODES, "--generate", "--days", "inf"], "argument --days: inf: days"),
+        (["--nodes", NODES, "--generate", "--days", "-1"], "argument --days: -1: days"),
+        (["--nodes", NODES, "--generate", "--load", "0"], "argument --load: 0: a ratio"),
+        (["--nodes", NODES, "--generate", "--seed", "-1"], "argument --seed: -1"),
+        (["--nodes", NODES, "--generate", "--seed", "1.5"], "argument --seed: 1.5"),
+        (
+            ["--nodes", NODES, "--generate", "--node-failures", "nan"],
+            "argument --node-failures: nan: failures per node per day",
+        ),
+        (
+            ["--nodes", NODES, "--generate", "--node-failures", "-0.1"],
+            "argument --node-failures: -0.1",
+        ),
+        (["--nodes", NODES, "--generate", "--repair-hours", "0"], "argument --repair-hours: 0"),
+        (
+            ["--nodes", NODES, "--generate", "--preemption-patience", "inf"],
+            "argument --preemption-patience: inf: a number of seconds",
+        ),
+        (["--nodes", "100001x8:H100", "--generate"], "needs 1 to 100,000 nodes"),
+        (["--nodes", "8x99999999999999:H100", "--generate"], "of 1 to 1,024 GPUs each"),
+        (["--nodes", "0x8:H100", "--generate"], "needs 1 to 100,000 nodes"),
+    ],
+)
+def test_a_bad_number_on_the_command_line_is_named_with_what_is_allowed(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = simulate(capsys, "-q", "-f", SAMPLES, *args)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_a_bad_number_in_a_trace_is_exit_2_with_file_line_and_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    ok = '{"submit": 0, "namespace": "team-llm", "queue": "training", "runtime": 60, "gpus": 1}'
+    trace.write_text(ok + "\n" + ok.replace('"gpus": 1', '"name": "x", "pods": 1e400') + "\n")
+    code, _, err = simulate(capsys, "-q", "-f", SAMPLES, "--nodes", NODES, "--trace", str(trace))
+    assert code == 2
+    assert f"{trace}:2: 'pods' is inf; give a whole number of pods" in err
+
+
+def strict_json(line: str) -> object:
+    def refuse(name: str) -> object:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_the_summary_is_json_even_when_a_figure_cannot_be_computed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A figure that divides by nothing is null in the summary, never NaN or Infinity."""
+    real = cli_simulate.simulate
+
+    def with_holes(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        result.summary["fairness"]["jain_index"] = float("nan")
+        result.summary["sim"]["virtual_hours"] = float("inf")
+        return result
+
+    monkeypatch.setattr(cli_simulate, "simulate", with_holes)
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit,namespace,queue,pods,gpus,runtime\n0,team-llm,training,1,1,60\n")
+    assert main(["simulate", "-q", "-f", SAMPLES, "--nodes", NODES, "--trace", str(trace)]) == 0
+    summary = strict_json(capsys.readouterr().out.strip().splitlines()[-1])
+    assert isinstance(summary, dict)
+    assert summary["fairness"]["jain_index"] is None
+    assert summary["sim"]["virtual_hours"] is None

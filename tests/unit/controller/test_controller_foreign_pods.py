@@ -1,5 +1,6 @@
 """Pods outside queuectl take room on nodes: a notebook holding 8 GPUs on a node must keep a
-gang from being placed there."""
+gang from being placed there, and so must any running pod no admitted Workload stands behind,
+whatever labels it carries."""
 
 from __future__ import annotations
 
@@ -46,8 +47,23 @@ def placeholder() -> dict[str, Any]:
 JOBS = {
     "queued": {names.LABEL_QUEUE_NAME: "gpu"},
     "admitted": {names.LABEL_WORKLOAD: "job-admitted-1234"},
+    "released": {names.LABEL_WORKLOAD: "job-released-1234"},
     "plain": {"app": "etl"},
 }
+HELD = {"ns/job-admitted-1234", "ns/jobset-js-1234"}
+
+
+def labelled(obj: dict[str, Any], **labels: str) -> dict[str, Any]:
+    obj["metadata"]["labels"] = labels
+    return obj
+
+
+def replica_set_pod(name: str, **labels: str) -> dict[str, Any]:
+    obj = labelled(pod(name), **labels)
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "controller": True}
+    ]
+    return obj
 
 
 @pytest.mark.parametrize(
@@ -55,7 +71,23 @@ JOBS = {
     [
         ("a notebook pod on gpu-0", pod("nb"), True),
         ("a pod of a Job nobody queued", pod("etl-x", job="plain"), True),
-        ("a pod of a queued Job", pod("train-x", job="queued"), False),
+        ("a running pod of a queued Job no Workload admits", pod("train-x", job="queued"), True),
+        ("a pod of a Job whose Workload released its quota", pod("r-x", job="released"), True),
+        (
+            "a ReplicaSet's pod with a queue label",
+            replica_set_pod("web-x", **{names.LABEL_QUEUE_NAME: "gpu"}),
+            True,
+        ),
+        (
+            "a bare pod naming a Workload nobody created",
+            labelled(pod("bare"), **{names.LABEL_WORKLOAD: "made-up"}),
+            True,
+        ),
+        (
+            "a bare pod with a queue label, its gate lifted by hand",
+            labelled(pod("ungated"), **{names.LABEL_QUEUE_NAME: "gpu"}),
+            True,
+        ),
         ("a pod of an admitted Job", pod("train-y", job="admitted"), False),
         ("a pod of a Job the cache has not seen yet", pod("new-x", job="unseen"), False),
         ("a pod not bound to a node", pod("pending", node=None), False),
@@ -79,7 +111,7 @@ def test_which_pods_count_as_foreign(case: str, obj: dict[str, Any], counted: bo
         labels = JOBS.get(name) if res == k.JOBS else None
         return None if labels is None else {"metadata": {"name": name, "labels": labels}}
 
-    found = foreign_usage(obj, Owners(get, [k.JOBS]))
+    found = foreign_usage(obj, Owners(get, [k.JOBS]), HELD.__contains__)
     assert (found is not None) == counted, case
     if found is not None:
         assert found == ("gpu-0", {GPU: 8, "pods": 1})
@@ -101,3 +133,46 @@ def test_a_nodes_total_follows_its_foreign_pods_and_each_change_is_announced() -
     pods.apply("DELETED", pod("a", gpus=2))  # finished: it left the watch's selection
     assert foreign.used("gpu-0") == {}
     assert sorted(changed) == ["gpu-0"] * 4 + ["gpu-1"]  # each change names its node(s)
+
+
+def workload(name: str, held: bool, rv: str) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if held:
+        status = {
+            "admission": {"clusterQueue": "cq", "podSetAssignments": []},
+            "conditions": [{"type": names.COND_QUOTA_RESERVED, "status": "True"}],
+        }
+    return {
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
+        "status": status,
+    }
+
+
+def test_a_pod_is_ours_while_its_workload_holds_quota_whichever_arrives_first() -> None:
+    """At start the pod watch may fill before the Workload watch: the admitted job's pod is
+    foreign until its Workload is seen holding quota, and foreign again once it releases it."""
+    cache = Cache(None, (k.PODS, k.JOBS, k.WORKLOADS))  # type: ignore[arg-type]
+    changed: list[str] = []
+    foreign = ForeignPods(cache, changed.append)
+    cache.store(k.JOBS).apply(
+        "ADDED",
+        {
+            "metadata": {
+                "name": "admitted",
+                "namespace": "ns",
+                "resourceVersion": "1",
+                "labels": JOBS["admitted"],
+            }
+        },
+    )
+    cache.store(k.PODS).apply("ADDED", pod("train-0", job="admitted"))
+    assert foreign.used("gpu-0") == {GPU: 8, "pods": 1}
+    workloads = cache.store(k.WORKLOADS)
+    workloads.apply("ADDED", workload("job-admitted-1234", True, "1"))
+    assert foreign.used("gpu-0") == {}
+    workloads.apply("MODIFIED", workload("job-admitted-1234", False, "2"))
+    assert foreign.used("gpu-0") == {GPU: 8, "pods": 1}
+    workloads.apply("MODIFIED", workload("job-admitted-1234", True, "3"))
+    workloads.apply("DELETED", workload("job-admitted-1234", True, "3"))
+    assert foreign.used("gpu-0") == {GPU: 8, "pods": 1}
+    assert changed == ["gpu-0"] * 5

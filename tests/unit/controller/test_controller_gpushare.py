@@ -17,7 +17,7 @@ from queuectl.api import names
 from queuectl.controller import kube as k
 from queuectl.controller import placement
 from queuectl.controller.decisions import Decisions
-from queuectl.controller.drift import drift
+from queuectl.controller.drift import admitted_pod_sets, drift
 from queuectl.controller.kube import KubeError
 from queuectl.core import types as core
 from queuectl.jobs.batch import BatchJob
@@ -97,7 +97,9 @@ def test_the_renamed_job_still_has_the_shape_it_was_admitted_with() -> None:
     after = started(before, "h100-mig-3g")
     assert shape_changes(ADAPTER, before, after) == []
     workload = {"spec": ADAPTER.workload_spec(before)}
-    assert drift(ADAPTER.workload_spec(after), workload) == []
+    placed = placement.placements(admitted_to("h100-mig-3g"), FLAVORS)
+    injected = admitted_pod_sets(ADAPTER, after, workload, placed)  # as the reconciler asks
+    assert drift(ADAPTER.workload_spec(after), workload, injected) == []
 
 
 def test_a_requeued_job_gets_the_users_request_back() -> None:

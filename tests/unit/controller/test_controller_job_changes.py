@@ -172,3 +172,24 @@ async def test_a_running_job_relabelled_past_the_webhook_gains_no_priority() -> 
     assert w.workload()["spec"]["priorityClassName"] == "top"
     assert w.sched.workloads()[key].priority == 0  # not 1000
     assert convert.holds_quota(w.workload())
+
+
+async def test_a_running_job_moved_to_another_flavors_nodes_past_the_webhook_is_stopped() -> None:
+    """Admitted on the H100 flavor and started (its node affinity injected); with the webhook
+    down the user adds a toleration and a nodeSelector for other nodes. The shape is the same,
+    the placement is not what was admitted: evicted as any other change."""
+    w, key = await admitted_world()
+    started = merge(w.job(), {"status": {"active": 1, "startTime": "t"}})
+    assert started["spec"]["suspend"] is False  # placed and started by the controller
+    w.add(k.JOBS, started)
+    await w.rec.reconcile(key)
+    assert not convert.is_true(w.workload(), names.COND_EVICTED), "its own placement is no change"
+
+    moved = copy.deepcopy(w.job())
+    moved["spec"]["template"]["spec"]["nodeSelector"] = {names.LABEL_GPU_PRODUCT: "A100"}
+    w.add(k.JOBS, moved)
+    await w.rec.reconcile(key)
+    evicted = convert.condition(w.workload(), names.COND_EVICTED) or {}
+    assert evicted.get("reason") == names.REASON_EVICTED_JOB_CHANGED
+    assert "pod set 'main': nodeSelector not as admitted" in evicted["message"]
+    assert w.job()["spec"]["suspend"] is True

@@ -14,6 +14,7 @@ from queuectl.controller.cache import Cache
 from queuectl.controller.podgroup_steps import _finished
 from queuectl.controller.podgroups import group_of_workload, group_pods, incomplete
 from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs.registry import KINDS
 
 
 def pod(name: str, group: str | None = "g", phase: str = "Pending", ns: str = "ns") -> Obj:
@@ -106,3 +107,22 @@ def test_when_a_group_is_finished(
     pods = [pod(f"p{i}", phase=ph) for i, ph in enumerate(phases)]
     key = pg.GroupKey("ns", "p0" if single else "g", single)
     assert _finished(key, workload(count=1 if single else 2), pods) == finished
+
+
+def test_a_pod_of_a_kind_loaded_with_job_kind_is_its_owners_not_a_pod_group() -> None:
+    """The controller is given the kinds the webhooks are given: a Widget's queued pod is the
+    Widget's (counted in its Workload), never a pod group of its own beside it."""
+    from e2e.widget_kind import GROUP, Widget
+
+    kinds = KINDS.with_kinds(Widget())
+    owned = pod("w-0", group=None)
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "name": "w", "uid": "u", "controller": True}
+    ]
+    cache = Cache.for_kinds(None, kinds.values())  # type: ignore[arg-type]
+    cache.queued_pods.apply("ADDED", owned)
+    assert group_pods(cache, pg.GroupKey("ns", "w-0", True)) == []
+    plain = cache_with(owned)  # a controller that does not know Widgets: a group of one
+    assert [p["metadata"]["name"] for p in group_pods(plain, pg.GroupKey("ns", "w-0", True))] == [
+        "w-0"
+    ]

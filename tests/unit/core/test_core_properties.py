@@ -123,6 +123,8 @@ def test_parking_changes_no_decision_in_preemption_heavy_streams(first: int) -> 
         8307,  # a waiter's own queue admitted more after it waited: it would borrow now
         8823,  # protected work came of age: a waiter's victim search answers otherwise
         11532,  # a waiter's own queue admitted up to its borrowing limit: no victim set helps
+        1425,  # a cohort's borrowing already being taken back by one preemptor, counted again
+        198,  # a waiter's victim in another branch: that branch stopped borrowing
     ],
 )
 def test_parking_changes_no_decision_in_streams_that_once_broke_it(seed: int) -> None:

@@ -2,6 +2,8 @@
 
 Scenarios evaluate the configurations the way the API server does (rules, namespaceSelector,
 objectSelector matching the old or the new object) with the webhook package's selector matcher.
+The one CEL matchCondition that depends on the object, whether it carries one of queuectl's own
+keys, is given by the scenario (`ours`); the requests are a user's, never the controller's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ ROUTES = {
     names.WEBHOOK_PATH_MUTATE_JOB,
     names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
     names.WEBHOOK_PATH_VALIDATE_JOB,
+    names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
     names.WEBHOOK_PATH_VALIDATE_WORKLOAD,
     names.WEBHOOK_PATH_MUTATE_POD,
@@ -59,11 +62,20 @@ def called(
     namespace: str | None,
     new_labels: Mapping[str, str] | None,
     old_labels: Mapping[str, str] | None = None,
+    owned: bool = False,
+    ours: bool = False,
 ) -> set[Hit]:
-    """Which webhooks the API server calls for this request, with their failure policies."""
+    """Which webhooks the API server calls for this request, with their failure policies.
+    `owned`: the object has a controller ownerReference (the `controlled` matchCondition);
+    `ours`: it carries one of queuectl's keys (the `carries-our-keys` matchCondition)."""
     hits = set()
     for kind, hook in webhooks(objects):
         if not any(_rule_matches(rule, resource, op) for rule in hook["rules"]):
+            continue
+        conditions = {c["name"] for c in hook.get("matchConditions") or ()}
+        if "controlled" in conditions and not owned:
+            continue
+        if "carries-our-keys" in conditions and not ours:
             continue
         # namespaceSelector never skips cluster-scoped objects (namespace None).
         ns_labels = {"kubernetes.io/metadata.name": namespace} if namespace else None
@@ -85,10 +97,17 @@ MUTATE_IGNORE = (
     "Ignore",
 )
 VALIDATE_FAIL = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_JOB, "Fail")
+VALIDATE_OWNED = (
+    "ValidatingWebhookConfiguration",
+    names.WEBHOOK_PATH_VALIDATE_OWNED_JOB,
+    "Ignore",
+)
 VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_QUEUECTL, "Fail")
 VALIDATE_WORKLOAD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_WORKLOAD, "Fail")
 MUTATE_POD = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_POD, "Fail")
 VALIDATE_POD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_POD, "Fail")
+# The owned-keys webhooks share the routes (and so the Hit) of the queued ones.
+VALIDATE_KEYS_POD, VALIDATE_KEYS_JOB = VALIDATE_POD, VALIDATE_FAIL
 
 
 class Req(NamedTuple):
@@ -97,10 +116,17 @@ class Req(NamedTuple):
     namespace: str | None
     new: dict[str, str] | None
     old: dict[str, str] | None = None
+    owned: bool = False
+    ours: bool = False
 
 
 def job(op: str, namespace: str, new: dict[str, str], old: dict[str, str] | None = None) -> Req:
     return Req(JOB, op, namespace, new, old)
+
+
+def child_job(op: str, old: dict[str, str] | None = None) -> Req:
+    """An unlabelled Job some controller owns (a JobSet's, a CronJob's)."""
+    return Req(JOB, op, "team-a", {}, old, owned=True)
 
 
 def cluster_queue(op: str) -> Req:
@@ -124,6 +150,10 @@ SCENARIOS = [
                  id="unsuspending a queued Job is checked"),
     pytest.param(job("UPDATE", "team-a", {}, {}), set(),
                  id="an unqueued Job's updates are left alone"),
+    pytest.param(child_job("CREATE"), {MUTATE_IGNORE, VALIDATE_OWNED},
+                 id="a child Job is checked against its owner, best-effort"),
+    pytest.param(child_job("UPDATE", {}), {VALIDATE_OWNED},
+                 id="and so is every change of it"),
     pytest.param(job("CREATE", "kube-system", LABELLED), set(),
                  id="kube-system is never intercepted"),
     pytest.param(job("CREATE", SYSTEM_NS, LABELLED), set(),
@@ -145,6 +175,15 @@ SCENARIOS = [
                  id="every other pod never waits on queuectl"),
     pytest.param(Req(POD, "CREATE", "kube-system", LABELLED), set(),
                  id="nor does any pod in kube-system"),
+    pytest.param(Req(POD, "UPDATE", "team-a", {}, {}, ours=True), {VALIDATE_KEYS_POD},
+                 id="an unqueued pod carrying our keys is checked"),
+    pytest.param(Req(JOB, "CREATE", "team-a", {}, ours=True), {MUTATE_IGNORE, VALIDATE_KEYS_JOB},
+                 id="so is an unlabelled Job carrying them (a JobSet's child)"),
+    pytest.param(Req(JOB, "UPDATE", "team-a", {}, {}, owned=True, ours=True),
+                 {VALIDATE_OWNED, VALIDATE_KEYS_JOB},
+                 id="a child carrying our keys is checked against its owner and for the keys"),
+    pytest.param(Req(JOB, "UPDATE", "team-a", LABELLED, LABELLED, ours=True),
+                 {MUTATE_FAIL, VALIDATE_FAIL}, id="a queued one is checked once"),
 ]
 # fmt: on
 

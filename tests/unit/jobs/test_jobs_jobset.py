@@ -286,18 +286,33 @@ def test_registered_once_by_kind_and_group() -> None:
 
 
 # --- its child Jobs are never queued on their own ------------------------------------------------
+POD_TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+OWNER = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",
+    "metadata": {
+        "name": "driver",
+        "namespace": NS,
+        "uid": "uid-driver",
+        "labels": {names.LABEL_QUEUE_NAME: "lq"},
+    },
+    "spec": {
+        "replicatedJobs": [{"name": "workers", "template": {"spec": {"template": POD_TEMPLATE}}}]
+    },
+}
+
+
 def child_job(owner_kind: str, api_version: str) -> dict[str, Any]:
+    ref = {"apiVersion": api_version, "kind": owner_kind, "name": "driver", "controller": True}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": "driver-workers-workers-0",
+            "name": "driver-workers-0",
             "namespace": NS,
-            "ownerReferences": [
-                {"apiVersion": api_version, "kind": owner_kind, "name": "o", "controller": True}
-            ],
+            "ownerReferences": [{**ref, "uid": "uid-driver"}],
         },
-        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+        "spec": {"template": copy.deepcopy(POD_TEMPLATE)},
     }
 
 
@@ -311,7 +326,10 @@ def job_review(obj: dict[str, Any]) -> dict[str, Any]:
 def test_a_jobsets_child_job_is_not_queued_even_by_a_default_local_queue() -> None:
     """The JobSet is queued whole; queueing its child Jobs too would hold them suspended after
     the JobSet is admitted and count their pods twice."""
-    with_default = InMemoryLookup(local_queues={(NS, "default"): "cq-a", (NS, "lq"): "cq-a"})
+    with_default = InMemoryLookup(
+        local_queues={(NS, "default"): "cq-a", (NS, "lq"): "cq-a"},
+        owners={("jobsets", NS, "driver"): OWNER},
+    )
     child = child_job("JobSet", "jobset.x-k8s.io/v1alpha2")
     assert "patch" not in mutate_job(job_review(child), with_default)
     child["metadata"]["labels"] = {names.LABEL_QUEUE_NAME: "lq"}  # even labelled by hand

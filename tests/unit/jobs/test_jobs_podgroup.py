@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
@@ -131,7 +133,9 @@ def test_group_label_problems(
 def test_only_bare_queue_labelled_pods_are_queued_directly() -> None:
     assert pg.is_queued_pod(single())
     owned = single()
-    owned["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "controller": True}]
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "controller": True}
+    ]
     assert not pg.is_queued_pod(owned)  # its Job is queued, not its pods
     unlabelled = single()
     unlabelled["metadata"]["labels"] = {}
@@ -233,11 +237,153 @@ def test_admission_starts_every_gated_pod_of_a_complete_group() -> None:
 
 def test_a_pod_added_to_a_running_group_beyond_its_count_stays_gated() -> None:
     pods = sample()
-    sets = [{"name": ps.name, "count": ps.count} for ps in pg.pod_sets(pods)]
+    sets = [
+        {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pg.pod_sets(pods)
+    ]
+    placed = [PodSetPlacement(str(ps["name"]), {"x": "y"}) for ps in sets]  # as `started` did
     running = [started(p) for p in pods]
     extra = copy.deepcopy(pods[1])
     extra["metadata"]["name"] = "sweep-worker-9"
-    assert pg.to_ungate([*running, extra], sets) == []
+    assert pg.to_ungate([*running, extra], sets, placed) == []
     # a replacement for a worker that failed may start in its place
     running[2]["status"]["phase"] = "Failed"
-    assert pg.to_ungate([*running, extra], sets) == [extra]
+    assert pg.to_ungate([*running, extra], sets, placed) == [extra]
+
+
+# --- what started pods hold cannot be moved by their annotations ----------------------------
+PLACED = {"gpu": "h100"}
+
+
+def admitted_sets(pods: list[Obj]) -> list[Obj]:
+    """The Workload's pod sets as the controller wrote them: name, count, template."""
+    return [
+        {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pg.pod_sets(pods)
+    ]
+
+
+def placements(pods: list[Obj]) -> list[PodSetPlacement]:
+    return [PodSetPlacement(ps.name, PLACED) for ps in pg.pod_sets(pods)]
+
+
+def running_group(pods: list[Obj]) -> list[Obj]:
+    """Every pod of the group as admission left it: ungated and placed on an h100 node."""
+    out = []
+    for pod in pods:
+        patch = pg.ungate_patch(pod, pg.placement_for(pod, placements(pods)), "w")
+        run = copy.deepcopy(pod)
+        run["spec"].update({k: v for k, v in patch["spec"].items() if v is not None})
+        run["spec"].pop("schedulingGates")
+        run["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+        run["status"] = {"phase": "Running"}
+        out.append(run)
+    return out
+
+
+def _annotate(value: str | None) -> Any:
+    def edit(pod: Obj) -> None:
+        annotations = pod["metadata"].setdefault("annotations", {})
+        if value is None:
+            annotations.pop(names.ANNOTATION_POD_SET, None)
+        else:
+            annotations[names.ANNOTATION_POD_SET] = value
+
+    return edit
+
+
+def _fail(pod: Obj) -> None:
+    pod["status"]["phase"] = "Failed"
+
+
+def _resize_cpu(pod: Obj) -> None:  # the `resize` subresource changes CPU and memory in place
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "48"
+
+
+def _driver_pod_set(pod: Obj) -> None:
+    _annotate(pg.pod_set_name(pg.shape(sample()[0])))(pod)
+
+
+@pytest.mark.parametrize(
+    ("case", "edits", "extra_from", "starts"),
+    [
+        ("a worker moved to a bogus pod set", [(0, _annotate("ps-bogus"))], 1, False),
+        ("a worker's pod-set annotation removed", [(0, _annotate(None))], 1, False),
+        ("a worker claimed for the driver's pod set", [(0, _driver_pod_set)], 1, False),
+        (
+            "every worker moved to a bogus pod set",
+            [(i, _annotate("x")) for i in range(3)],
+            1,
+            False,
+        ),
+        ("a worker failed: its replacement starts", [(0, _fail)], 1, True),
+        ("a failed worker, moved first", [(0, _annotate("x")), (0, _fail)], 1, True),
+        ("a worker failed: a second driver does not start", [(0, _fail)], 0, False),
+        ("a worker resized in place, none failed", [(0, _resize_cpu)], 1, False),
+        ("a resized worker, another failed", [(0, _resize_cpu), (1, _fail)], 1, True),
+        ("a resized worker, a second driver", [(0, _resize_cpu), (1, _fail)], 0, False),
+    ],
+)
+def test_started_pods_count_by_what_they_are_not_what_they_say(
+    case: str, edits: list[tuple[int, Any]], extra_from: int, starts: bool
+) -> None:
+    """A driver and three workers admitted and running; a user edits the running workers (the
+    `queuectl.io/pod-set` annotation is theirs to write), then adds one more gated pod shaped
+    like the driver (0) or a worker (1). It starts only where a worker really left."""
+    pods = sample()
+    running = running_group(pods)
+    for worker, edit in edits:
+        edit(running[1 + worker])
+    extra = copy.deepcopy(pods[extra_from])
+    extra["metadata"]["name"] = "sweep-extra"
+    got = pg.to_ungate([*running, extra], admitted_sets(pods), placements(pods))
+    assert got == ([extra] if starts else []), case
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # which sample pod it is shaped like
+            st.booleans(),  # started
+            st.sampled_from(["keep", "drop", "bogus", "driver", "failed"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_whatever_started_pods_say_no_pod_set_ever_runs_more_than_admitted(
+    pods_spec: list[tuple[int, bool, str]],
+) -> None:
+    """The sample group admitted; any mix of its pods' copies, started or gated, with their
+    pod-set annotations kept, dropped or forged, some failed: no pod is started that takes its
+    true shape, or the group, past the admitted count."""
+    base = sample()
+    sets = admitted_sets(base)
+    placed = placements(base)
+    started_pods = {p["metadata"]["name"]: p for p in running_group(base)}
+    pods: list[Obj] = []
+    for i, (shape_of, started, edit) in enumerate(pods_spec):
+        source = started_pods[base[shape_of]["metadata"]["name"]] if started else base[shape_of]
+        pod = copy.deepcopy(source)
+        pod["metadata"]["name"] = f"p-{i}"
+        if edit == "drop":
+            _annotate(None)(pod)
+        elif edit == "bogus":
+            _annotate("ps-bogus")(pod)
+        elif edit == "driver":
+            _driver_pod_set(pod)
+        elif edit == "failed":
+            pod["status"]["phase"] = "Failed"
+        pods.append(pod)
+    ungated = {id(p) for p in pg.to_ungate(pods, sets, placed)}
+    running: dict[str, int] = {}
+    for pod, (shape_of, started, _) in zip(pods, pods_spec, strict=True):
+        if pg.active(pod) and (started or id(pod) in ungated):
+            name = pg.pod_set_name(pg.shape(base[shape_of]))
+            running[name] = running.get(name, 0) + 1
+    admitted = {str(ps["name"]): int(ps["count"]) for ps in sets}
+    newly = [pg.pod_set_name(pg.shape(p)) for p in pods if id(p) in ungated]
+    # It never starts a pod beyond the admission (pods already running beyond it are the
+    # enforcement loop's to stop).
+    assert all(running[name] <= admitted[name] for name in newly), (running, newly)
+    if newly:
+        assert sum(running.values()) <= sum(admitted.values()), running

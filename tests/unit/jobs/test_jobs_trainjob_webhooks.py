@@ -130,3 +130,28 @@ def test_scaling_up_num_nodes_while_admitted_is_refused() -> None:
         "the pods it runs at once (trainer.numNodes, else the runtime's mlPolicy.numNodes) "
         "from 4 to 8 while it is admitted" in message
     ), message
+
+
+def test_an_admitted_trainjobs_runtime_and_placement_overrides_are_frozen() -> None:
+    """Admitted means frozen for a TrainJob too: its runtime (`FreezesFields`) and the
+    nodeSelector its own overrides give the trainer's nodes; waiting, both may change."""
+    job = created()
+    job["spec"]["suspend"] = False
+    admitted = InMemoryLookup(
+        local_queues=LOOKUP.local_queues, inputs=LOOKUP.inputs, admitted_jobs={(NS, "pretrain")}
+    )
+    other = copy.deepcopy(job)
+    other["spec"]["runtimeRef"]["name"] = "mpi-distributed"
+    answer = validate_job(review(other, job), admitted)
+    assert answer["allowed"] is False and "spec.runtimeRef" in answer["status"]["message"]
+    moved = copy.deepcopy(job)
+    moved["spec"]["podTemplateOverrides"][0]["spec"]["nodeSelector"] = {"gpu": "h100"}
+    answer = validate_job(review(moved, job), admitted)
+    assert answer["allowed"] is False
+    assert (
+        "spec.podTemplateOverrides (targetJobs node).spec.nodeSelector"
+        in (answer["status"]["message"])
+    )
+    waiting, was = copy.deepcopy(moved), copy.deepcopy(job)
+    waiting["spec"]["suspend"] = was["spec"]["suspend"] = True
+    assert validate_job(review(waiting, was), LOOKUP)["allowed"] is True

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
 import yaml
 
-from queuectl.api import names
+from queuectl.api import names, owned
 from queuectl.webhooks import configs
 from queuectl.webhooks.configs import ServiceClient, UrlClient, render_webhook_configurations
 
@@ -53,6 +54,21 @@ def test_queued_jobs_fail_closed_and_unlabelled_jobs_fail_open() -> None:
         "cohorts",
         "localqueues",
     ]
+
+
+def test_unlabelled_children_are_validated_failing_open() -> None:
+    """A queued job's children carry no queue label: a webhook of their own judges them
+    against their owner, sent only objects some controller owns (before or after the write),
+    so the cluster's other Jobs never wait on queuectl."""
+    _, validating = render_webhook_configurations(ServiceClient(), CA)
+    owned = by_name(validating)[configs.VALIDATE_OWNED_JOB]
+    assert owned["failurePolicy"] == "Ignore"
+    assert owned["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert owned["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+    assert owned["clientConfig"]["service"]["path"] == names.WEBHOOK_PATH_VALIDATE_OWNED_JOB
+    (condition,) = owned["matchConditions"]
+    assert "object.metadata.ownerReferences" in condition["expression"]
+    assert "oldObject.metadata.ownerReferences" in condition["expression"]
 
 
 def test_system_namespaces_are_excluded_from_job_webhooks() -> None:
@@ -115,3 +131,24 @@ def test_installed_in_another_namespace_the_configurations_follow_it() -> None:
     assert hooks[configs.VALIDATE_WORKLOADS]["matchConditions"][0]["expression"] == (
         "request.userInfo.username != 'system:serviceaccount:batch-system:queuectl-controller'"
     )
+
+
+def test_objects_carrying_our_keys_are_sent_without_the_queue_label() -> None:
+    """Our keys are ours on every object queuectl reads: an unlabelled child Job or pod that
+    carries one is validated too, and only such objects (matchConditions), never the
+    controller's own writes."""
+    _, validating = render_webhook_configurations(UrlClient("https://127.0.0.1:9443"))
+    hooks = {h["name"]: h for h in validating["webhooks"]}
+    for name, path, kind in (
+        (configs.VALIDATE_OWNED_KEYS_JOB, names.WEBHOOK_PATH_VALIDATE_JOB, "jobs"),
+        (configs.VALIDATE_OWNED_KEYS_POD, names.WEBHOOK_PATH_VALIDATE_POD, "pods"),
+    ):
+        hook = hooks[name]
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["clientConfig"]["url"].endswith(path)
+        assert any(kind in r["resources"] for r in hook["rules"])
+        assert hook["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+        conditions = {c["name"]: c["expression"] for c in hook["matchConditions"]}
+        assert names.CONTROLLER_USERNAME in conditions["not-the-controller"]
+        for key in owned.OWNED_LABELS | owned.OWNED_ANNOTATIONS:
+            assert json.dumps(key) in conditions["carries-our-keys"]

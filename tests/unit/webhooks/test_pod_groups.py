@@ -31,7 +31,9 @@ def pod(
     if count is not None:
         meta["annotations"] = {COUNT: count}
     if owner:
-        meta["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": "u", "controller": True}]
+        meta["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}
+        ]
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
     if gated:
         spec["schedulingGates"] = [{"name": pg.GATE}]

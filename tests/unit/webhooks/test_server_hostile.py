@@ -19,6 +19,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from webhook_cases import job, request
 
+from bench.chaos import hostile
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.webhooks.certmanager import write_files
@@ -117,6 +118,8 @@ async def test_many_hostile_reviews_never_get_a_500(lookup: InMemoryLookup) -> N
     bodies = []
     inner = ["object.metadata.name", "object.metadata.labels"]
     inner += ["object.spec.parallelism", "object.spec.template", "object.spec.template.metadata"]
+    inner += ["object.spec.completions", "object.spec.template.spec",
+              "object.spec.template.spec.containers"]  # fmt: skip
     for field in [*fields, *inner]:
         for value in odd:
             review = json.loads(good_body())
@@ -137,3 +140,27 @@ async def test_many_hostile_reviews_never_get_a_500(lookup: InMemoryLookup) -> N
                 answer = await response.json()
                 if response.status == 200:
                     assert answer["response"].get("status", {}).get("code") != 500, body
+
+
+async def test_the_chaos_barrages_bodies_get_a_reason_never_an_internal_error(
+    lookup: InMemoryLookup,
+) -> None:
+    """The bodies `python -m bench chaos` fires at a replica, on every route it fires them at:
+    the ones with a field of the wrong type where a decision reads it are denied naming it."""
+    typed = {"parallelism-abc-update", "containers-string", "gates-string",
+             "resource-group-string"}  # fmt: skip
+    denied: dict[str, set[str]] = {}
+    async with TestClient(TestServer(make_app(lookup))) as client:
+        for what, body in hostile.bodies():
+            if what == "too-large":
+                continue
+            for route in hostile.PATHS:
+                response = await client.post(route, data=body)
+                assert response.status in (200, 400), (what, route)
+                if response.status != 200:
+                    continue
+                status = (await response.json())["response"].get("status") or {}
+                assert status.get("code", 200) < 500, (what, route, status)
+                if "was not sent by it" in status.get("message", ""):
+                    denied.setdefault(what, set()).add(route)
+    assert typed <= set(denied), f"not denied by type: {typed - set(denied)}"

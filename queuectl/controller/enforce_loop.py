@@ -1,0 +1,266 @@
+"""The enforcement loop: what runs is the truth. From the pods the controller already watches
+(bound and unfinished, cache.py), it keeps each Workload's pods (`podowners.claim`: the
+workload label on the pod or its uid-checked controllers) and compares them with the admission
+(`enforce.excess`); pods beyond it stop the Workload.
+
+- A job kind's Workload is evicted with reason PodsExceedAdmission, as for any eviction: the
+  job is suspended, its pods go, the Workload is requeued.
+- A plain pod group's excess pods are deleted (a bare pod cannot be suspended; Kueue does the
+  same): the group keeps running with what was admitted.
+Either way a Warning Event names the pods and `queuectl_pods_exceed_admission_total` counts it.
+
+A pod event checks at once whether its Workload now runs more pods or GPUs than admitted, or
+the pod sits on another flavor's node (cheap: running totals per Workload), so a pod that the
+Job controller releases or deletes a moment later is caught all the same; the whole comparison
+(per pod set, per GPU flavor) runs for the Workloads whose pods changed, at most every
+`interval_s`. A walk that stops at an owner the cache has not seen yet leaves the pod out
+until its next event or the next full pass (`resync_s`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from queuectl import convert, metrics
+from queuectl.api import names
+from queuectl.controller import kube as k
+from queuectl.controller import placement
+from queuectl.controller.cache import Cache
+from queuectl.controller.drain import should_evict
+from queuectl.controller.enforce import (
+    FLAVOR,
+    Excess,
+    admitted_devices,
+    counts,
+    describe,
+    excess,
+    gpu_names,
+)
+from queuectl.controller.enforce import pod_gpus as gpus_of
+from queuectl.controller.events import EventRecorder
+from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.podgroups import group_of_workload
+from queuectl.controller.podowners import claim
+from queuectl.controller.reconcile import Reconciler
+from queuectl.controller.watcher import Key, key_of
+from queuectl.controller.workload_writes import split_key
+from queuectl.jobs.podgroup import group as pg
+
+log = logging.getLogger(__name__)
+
+EnqueueAction = Callable[[str, Callable[[], Awaitable[None]]], None]
+"""enqueue(workload key, action): run `action` under that Workload's work-queue key."""
+
+
+@dataclass(frozen=True)
+class EnforceOptions:
+    enabled: bool = True
+    interval_s: float = 1.0
+    """How often the Workloads whose pods changed are compared whole."""
+    resync_s: float = 60.0
+    """How often every pod is mapped to its Workload again (owners seen after their pods)."""
+    acting_s: float = 60.0
+    """How long a Workload whose action is queued is left alone (an action another one on
+    its key kept from running is tried again after this)."""
+
+
+class Enforcer:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: Cache,
+        reconciler: Reconciler,
+        events: EventRecorder,
+        enqueue: EnqueueAction,
+        options: EnforceOptions = EnforceOptions(),
+        leading: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.rec = reconciler
+        self.events = events
+        self.enqueue = enqueue
+        self.options = options
+        self.leading = leading
+        self.clock = clock
+        self.owners = cache.pod_owners()
+        self._pods: dict[str, dict[Key, tuple[Obj, int]]] = {}
+        """Workload key -> its counted pods, each with its GPUs."""
+        self._gpus: dict[str, int] = {}
+        self._of: dict[Key, str] = {}
+        self._dirty: set[str] = set()
+        self._acting: dict[str, float] = {}
+        """Workload key -> when its action was queued."""
+        self.wake = asyncio.Event()
+        if options.enabled:
+            cache.store(k.PODS).listeners.append(self._on_pod)
+
+    # --- the index ------------------------------------------------------------------------
+    def pods_of(self, wl_key: str) -> list[Obj]:
+        return [pod for pod, _ in (self._pods.get(wl_key) or {}).values()]
+
+    def _on_pod(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        key = key_of(obj)
+        self._drop(key)
+        if kind == "DELETED" or not counts(obj):
+            return
+        found = claim(obj, self.owners)
+        if found.unresolved or found.workload is None:
+            return
+        wl_key = found.workload
+        gpus = gpus_of(obj, gpu_names(self.cache.store(k.RESOURCE_FLAVORS).values()))
+        self._of[key] = wl_key
+        self._pods.setdefault(wl_key, {})[key] = (obj, gpus)
+        self._gpus[wl_key] = self._gpus.get(wl_key, 0) + gpus
+        self._dirty.add(wl_key)
+        self.wake.set()
+        self._trip(wl_key, obj)
+
+    def _drop(self, key: Key) -> None:
+        wl_key = self._of.pop(key, None)
+        if wl_key is None:
+            return
+        pods = self._pods[wl_key]
+        _, gpus = pods.pop(key)
+        self._gpus[wl_key] -= gpus
+        if not pods:
+            del self._pods[wl_key], self._gpus[wl_key]
+
+    def reindex(self) -> None:
+        """Map every watched pod to its Workload again."""
+        self._pods.clear()
+        self._gpus.clear()
+        self._of.clear()
+        for pod in self.cache.store(k.PODS).values():
+            self._on_pod("ADDED", pod, None)
+
+    # --- the checks -----------------------------------------------------------------------
+    def _trip(self, wl_key: str, pod: Obj) -> None:
+        """On a pod's event: its Workload's pod and GPU totals against the admission, and this
+        pod's node; any excess is judged whole at once."""
+        wl = self._workload(wl_key)
+        if wl is None:
+            return
+        assignments = ((wl.get("status") or {}).get("admission") or {}).get(
+            "podSetAssignments"
+        ) or ()
+        admitted_pods = sum(int(a.get("count", 0)) for a in assignments)
+        flavors = self._flavors()
+        admitted_gpus = sum(admitted_devices(wl, flavors).values())
+        here = excess(wl, [pod], self._nodes([pod]), flavors)
+        if (
+            len(self._pods.get(wl_key) or ()) > admitted_pods
+            or self._gpus.get(wl_key, 0) > admitted_gpus
+            or any(e.kind == FLAVOR for e in here)
+        ):
+            self.check(wl_key)
+
+    def _workload(self, wl_key: str) -> Obj | None:
+        """The Workload to judge: holds quota, not evicted, no action of ours queued; None
+        while this replica does not lead (the first pass after it does judges them all)."""
+        since = self._acting.get(wl_key)
+        if since is not None and self.clock() - since < self.options.acting_s:
+            return None
+        if not self.leading():
+            return None
+        ns, name = split_key(wl_key)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
+        return wl if should_evict(wl) else None
+
+    def _flavors(self) -> dict[str, Obj]:
+        return {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
+
+    def _nodes(self, pods: list[Obj]) -> dict[str, Obj]:
+        out = {}
+        for pod in pods:
+            name = str((pod.get("spec") or {}).get("nodeName") or "")
+            if (node := self.cache.get(k.NODES, name)) is not None:
+                out[name] = node
+        return out
+
+    def check(self, wl_key: str) -> list[Excess]:
+        """Compare the Workload's pods with its admission; act on any excess."""
+        wl = self._workload(wl_key)
+        pods = self.pods_of(wl_key)
+        if wl is None or not pods:
+            return []
+        flavors = self._flavors()
+        pod_set_of = None
+        if group_of_workload(wl) is not None:
+            admission = convert.admission_from_status((wl.get("status") or {})["admission"])
+            index = pg.PodSetIndex(
+                (wl.get("spec") or {}).get("podSets") or [],
+                placement.placements(admission, flavors),
+            )
+            pod_set_of = index.of
+        found = excess(wl, pods, self._nodes(pods), flavors, pod_set_of)
+        if found:
+            self._acting[wl_key] = self.clock()
+            self.enqueue(wl_key, self._action(wl_key, found))
+        return found
+
+    async def run(self, wait_leading: Callable[[], Awaitable[None]]) -> None:
+        if not self.options.enabled:
+            return
+        await wait_leading()
+        self.reindex()  # the caches are synced now: owners seen after their pods resolve
+        since_resync = 0.0
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.options.resync_s)
+            await asyncio.sleep(self.options.interval_s)
+            self.wake.clear()
+            await wait_leading()
+            since_resync += self.options.interval_s
+            if since_resync >= self.options.resync_s:
+                since_resync = 0.0
+                self.reindex()
+            dirty, self._dirty = self._dirty, set()
+            for wl_key in sorted(dirty):
+                self.check(wl_key)
+
+    # --- acting -----------------------------------------------------------------------------
+    def _action(self, wl_key: str, found: list[Excess]) -> Callable[[], Awaitable[None]]:
+        async def act() -> None:
+            try:
+                await self._act(wl_key, found)
+            finally:
+                self._acting.pop(wl_key, None)
+
+        return act
+
+    async def _act(self, wl_key: str, found: list[Excess]) -> None:
+        ns, name = split_key(wl_key)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
+        if not should_evict(wl):
+            return
+        assert wl is not None
+        queue = str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+        said = describe(found)
+        group = group_of_workload(wl) is not None
+        note = f"Pods exceed the admission: {said}; " + (
+            "the excess pods are deleted" if group else "stopped and requeued"
+        )
+        log.warning("workload %s: %s", wl_key, note)
+        for kind in sorted({e.kind for e in found}):
+            metrics.CONTROLLER_PODS_EXCEED_ADMISSION.labels(queue, kind).inc()
+        self.events.emit(wl, "Warning", names.EVENT_PODS_EXCEED_ADMISSION, "Enforce", note)
+        if group:
+            await self._delete(ns, sorted({p for e in found for p in e.pods}))
+            return
+        # queuectl_evicted_workloads_total counts it too, from the Workload's event (observe.py).
+        await self.rec.evict(wl, names.REASON_EVICTED_PODS_EXCEED_ADMISSION, note)
+
+    async def _delete(self, namespace: str, pods: list[str]) -> None:
+        for pod in pods:
+            try:
+                await self.kube.delete(k.PODS, pod, namespace)
+            except KubeError as err:
+                if not err.not_found:
+                    raise
