@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "webhooks": ("bench.webhook_flood", "hostile AdmissionReviews over TLS: 400s, 408s, never 500"),
     "simulate": ("bench.simulate_bench", "queuectl simulate: 7 days, 100,000 jobs, 1,024 GPUs"),
     "chaos": ("bench.chaos.cli", "the fault suite: faults and hostile input under a Job stream"),
+    "bypass": ("bench.bypass.cli", "the bypass fuzzer: every generated mutation, as a plain user"),
     "memory": (
         "bench.memory_bench",
         "controller memory at 1,000 queues, 50,000 Workloads, no cluster",

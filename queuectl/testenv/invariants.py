@@ -8,7 +8,12 @@ returns them, it names every broken invariant:
 - `pods-over-quota`: the GPUs that a ClusterQueue's active pods request exceed the same bound
   summed over its flavors (what actually runs, whatever the Workloads say);
 - `pods-over-admission`: a Job runs more pods than its Workload admitted (none when not admitted);
-- `two-admitted-workloads`: one Job owns two admitted Workloads.
+- `two-admitted-workloads`: one Job owns two admitted Workloads;
+- per namespace named in `Snapshot.gpu_namespaces`, whatever kind made the pods (a JobSet's
+  child Jobs, a RayCluster, bare pods, a pod nobody queued): `gpus-over-admission`, the GPUs its
+  active pods hold on a flavor's nodes exceed what its Workloads were admitted on that flavor;
+  `gpu-pods-over-admission`, more GPU pods run than its Workloads admitted; `gpus-off-flavor`, a
+  GPU pod runs on a node that no flavor admitted in the namespace matches.
 
 `History` follows the Workloads across snapshots: a Workload admitted again without an eviction
 in between is a double admission, and it records when each Workload was first seen admitted (so
@@ -34,6 +39,18 @@ from kubernetes.client.exceptions import ApiException
 
 from queuectl.api import names
 from queuectl.api.quantity import canonical
+from queuectl.testenv.podgpus import (
+    Violation,
+    active,
+    admission_usage,
+    admitted_pods_of,
+    holds_quota,
+    key_of,
+    namespace_gpus,
+    pod_gpus,
+    spec_of,
+    status_of,
+)
 
 Obj = dict[str, Any]
 UNLIMITED = 10**18
@@ -47,33 +64,10 @@ class Snapshot:
     workloads: Sequence[Obj]
     jobs: Sequence[Obj]
     pods: Sequence[Obj]
-
-
-@dataclass(frozen=True)
-class Violation:
-    kind: str
-    subject: str
-    detail: str
-
-
-def _spec(obj: Obj) -> Obj:
-    return obj.get("spec") or {}
-
-
-def _status(obj: Obj) -> Obj:
-    return obj.get("status") or {}
-
-
-def _true(obj: Obj, type_: str) -> bool:
-    return any(
-        c.get("type") == type_ and c.get("status") == "True"
-        for c in _status(obj).get("conditions") or []
-    )
-
-
-def _key(obj: Obj) -> str:
-    meta = obj["metadata"]
-    return f"{meta.get('namespace', '')}/{meta['name']}".lstrip("/")
+    nodes: Sequence[Obj] = ()
+    flavors: Sequence[Obj] = ()  # ResourceFlavors: a node's flavor is the one its labels match
+    gpu_namespaces: Sequence[str] = ()
+    """Namespaces whose every GPU pod must be covered by an admission there (`namespace_gpus`)."""
 
 
 def quota_limits(cluster_queues: Sequence[Obj]) -> dict[str, dict[tuple[str, str], int]]:
@@ -86,7 +80,7 @@ def quota_limits(cluster_queues: Sequence[Obj]) -> dict[str, dict[tuple[str, str
     nominal: dict[str, dict[tuple[str, str], tuple[int, int, int]]] = {}
     for cq in cluster_queues:
         own: dict[tuple[str, str], tuple[int, int, int]] = {}
-        for group in _spec(cq).get("resourceGroups") or []:
+        for group in spec_of(cq).get("resourceGroups") or []:
             for fl in group.get("flavors") or []:
                 for res in fl.get("resources") or []:
                     name = res["name"]
@@ -99,7 +93,7 @@ def quota_limits(cluster_queues: Sequence[Obj]) -> dict[str, dict[tuple[str, str
                         nom if lend is None else canonical(name, lend),
                     )
         nominal[cq["metadata"]["name"]] = own
-    cohort_of = {cq["metadata"]["name"]: _spec(cq).get("cohortName") for cq in cluster_queues}
+    cohort_of = {cq["metadata"]["name"]: spec_of(cq).get("cohortName") for cq in cluster_queues}
     limits: dict[str, dict[tuple[str, str], int]] = {}
     for name, own in nominal.items():
         limits[name] = {}
@@ -114,41 +108,6 @@ def quota_limits(cluster_queues: Sequence[Obj]) -> dict[str, dict[tuple[str, str
             )
             limits[name][fr] = nom + min(borrow_limit, lent)
     return limits
-
-
-def _admission_usage(wl: Obj) -> Counter[tuple[str, str]]:
-    used: Counter[tuple[str, str]] = Counter()
-    for psa in (_status(wl).get("admission") or {}).get("podSetAssignments") or []:
-        flavors = psa.get("flavors") or {}
-        for res, qty in (psa.get("resourceUsage") or {}).items():
-            used[(str(flavors.get(res, "")), res)] += canonical(res, qty)
-    return used
-
-
-def _admitted_pods(wl: Obj) -> int:
-    admission = _status(wl).get("admission") or {}
-    return sum(int(psa.get("count") or 0) for psa in admission.get("podSetAssignments") or [])
-
-
-def _holds_quota(wl: Obj) -> bool:
-    return bool(_status(wl).get("admission")) and not _true(wl, names.COND_FINISHED)
-
-
-def _active(pod: Obj) -> bool:
-    """A pod that holds its node's resources: bound, not terminal, not being deleted."""
-    return (
-        bool(_spec(pod).get("nodeName"))
-        and _status(pod).get("phase") not in ("Succeeded", "Failed")
-        and not pod["metadata"].get("deletionTimestamp")
-    )
-
-
-def _pod_gpus(pod: Obj) -> int:
-    total = 0
-    for c in _spec(pod).get("containers") or []:
-        requests = (c.get("resources") or {}).get("requests") or {}
-        total += canonical(names.GPU_RESOURCE, requests.get(names.GPU_RESOURCE, 0))
-    return total
 
 
 def _owner_job(obj: Obj) -> str | None:
@@ -166,8 +125,8 @@ def check(snap: Snapshot) -> list[Violation]:
     usage: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
     admitted_by_job: dict[str, list[Obj]] = defaultdict(list)
     for wl in snap.workloads:
-        if _holds_quota(wl):
-            usage[str(_status(wl)["admission"].get("clusterQueue", ""))] += _admission_usage(wl)
+        if holds_quota(wl):
+            usage[str(status_of(wl)["admission"].get("clusterQueue", ""))] += admission_usage(wl)
             job = _owner_job(wl)
             if job:
                 admitted_by_job[job].append(wl)
@@ -183,26 +142,34 @@ def check(snap: Snapshot) -> list[Violation]:
             wl_names = ", ".join(sorted(w["metadata"]["name"] for w in wls))
             found.append(Violation("two-admitted-workloads", job, wl_names))
 
-    cq_of_lq = {_key(lq): str(_spec(lq).get("clusterQueue", "")) for lq in snap.local_queues}
+    cq_of_lq = {key_of(lq): str(spec_of(lq).get("clusterQueue", "")) for lq in snap.local_queues}
     queue_of_job = {
-        _key(j): (j["metadata"].get("labels") or {}).get(names.LABEL_QUEUE_NAME) for j in snap.jobs
+        key_of(j): (j["metadata"].get("labels") or {}).get(names.LABEL_QUEUE_NAME)
+        for j in snap.jobs
     }
     admitted_pods: Counter[str] = Counter()
     for wl in snap.workloads:
         job = _owner_job(wl)
         if job:
-            admitted_pods[job] += _admitted_pods(wl)
+            admitted_pods[job] += admitted_pods_of(wl)
     active_pods: Counter[str] = Counter()
     gpus_by_cq: Counter[str] = Counter()
+    # A Job some other object controls (a JobSet's, a RayJob's submitter) is not queued on its
+    # own: its pods are its owner's, counted per namespace (`namespace_gpus`), not here.
+    children = {
+        key_of(j)
+        for j in snap.jobs
+        if any(r.get("controller") for r in j["metadata"].get("ownerReferences") or [])
+    }
     for pod in snap.pods:
         job = _owner_job(pod)
-        if job is None or not _active(pod):
+        if job is None or job in children or not active(pod):
             continue
         active_pods[job] += 1
         queue = queue_of_job.get(job)
         namespace = job.split("/")[0]
         if queue:
-            gpus_by_cq[cq_of_lq.get(f"{namespace}/{queue}", "")] += _pod_gpus(pod)
+            gpus_by_cq[cq_of_lq.get(f"{namespace}/{queue}", "")] += pod_gpus(pod)
     for job, running in sorted(active_pods.items()):
         if running > admitted_pods[job]:
             found.append(
@@ -218,6 +185,10 @@ def check(snap: Snapshot) -> list[Violation]:
         bound = sum(v for (_, res), v in limits.get(cq, {}).items() if res == names.GPU_RESOURCE)
         if gpus > bound:
             found.append(Violation("pods-over-quota", cq, f"{gpus} GPUs active > {bound} allowed"))
+    for namespace in snap.gpu_namespaces:
+        found += namespace_gpus(
+            namespace, snap.workloads, snap.pods, nodes=snap.nodes, flavors=snap.flavors
+        )
     return found
 
 
@@ -233,7 +204,7 @@ class History:
     def observe(self, workloads: Iterable[Obj], at: float) -> None:
         for wl in workloads:
             uid = str(wl["metadata"]["uid"])
-            for c in _status(wl).get("conditions") or []:
+            for c in status_of(wl).get("conditions") or []:
                 stamp = str(c.get("lastTransitionTime", ""))
                 if c.get("type") == names.COND_QUOTA_RESERVED and c.get("status") == "True":
                     self.admissions[uid].add(stamp)
@@ -241,7 +212,7 @@ class History:
                 elif c.get("type") == names.COND_EVICTED and c.get("status") == "True":
                     self.evictions[uid].add(stamp)
             if len(self.admissions[uid]) > len(self.evictions[uid]) + 1:
-                self.double_admitted.add(_key(wl))
+                self.double_admitted.add(key_of(wl))
 
     def first_admission_after(self, since: float) -> float | None:
         """When the first Workload not admitted before `since` was seen admitted."""
@@ -255,12 +226,14 @@ def request_json(
     path: str,
     body: Any = None,
     content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> Obj:
-    """One JSON call over `api`'s connection pool; a non-2xx answer raises ApiException."""
+    """One JSON call over `api`'s connection pool; a non-2xx answer raises ApiException.
+    `headers` adds to the request's (Impersonate-User, to act as a plain user)."""
     response: Any = api.rest_client.request(  # type: ignore[no-untyped-call]
         method,
         f"{api.configuration.host}{path}",
-        headers={"Accept": "application/json", "Content-Type": content_type},
+        headers={"Accept": "application/json", "Content-Type": content_type, **(headers or {})},
         body=body,
         _request_timeout=30,
     )
@@ -274,16 +247,32 @@ def request_json(
 
 
 class Sampler:
-    """Snapshots `namespaces` every `interval` seconds in a thread; keeps what they showed."""
+    """Snapshots `namespaces` every `interval` seconds in a thread; keeps what they showed.
+
+    With `gpus_by_namespace`, it also reads nodes and ResourceFlavors and holds every GPU pod
+    of those namespaces to what was admitted there, per flavor (`namespace_gpus`). `watch` swaps
+    the namespaces while it runs; `seen_since` names what was seen after a moment.
+    """
+
+    LOG_LIMIT = 20_000
 
     def __init__(
-        self, api: k8s.ApiClient, namespaces: Sequence[str], interval: float = 0.2
+        self,
+        api: k8s.ApiClient,
+        namespaces: Sequence[str],
+        interval: float = 0.2,
+        *,
+        gpus_by_namespace: bool = False,
     ) -> None:
         self.api = api
         self.namespaces = list(namespaces)
         self.interval = interval
+        self.gpus_by_namespace = gpus_by_namespace
         self.history = History()
         self.violations: dict[tuple[str, str], Violation] = {}
+        self.log: list[tuple[float, Violation]] = []
+        self.last_sample_at = 0.0
+        self._lock = threading.Lock()
         self.samples = 0
         self.errors = 0
         self._stop = threading.Event()
@@ -295,26 +284,46 @@ class Sampler:
         jobs: list[Obj] = []
         wls: list[Obj] = []
         lqs: list[Obj] = []
-        for ns in self.namespaces:  # pods first: see the module docstring
+        namespaces = list(self.namespaces)
+        for ns in namespaces:  # pods first: see the module docstring
             pods += self._list(f"/api/v1/namespaces/{ns}/pods")
-        for ns in self.namespaces:
+        for ns in namespaces:
             jobs += self._list(f"/apis/batch/v1/namespaces/{ns}/jobs")
             wls += self._list(f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/workloads")
             lqs += self._list(f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/localqueues")
         cqs = self._list(f"/apis/{GROUP}/{VERSION}/clusterqueues")
-        return Snapshot(cqs, lqs, wls, jobs, pods)
+        if not self.gpus_by_namespace:
+            return Snapshot(cqs, lqs, wls, jobs, pods)
+        nodes = self._list("/api/v1/nodes")
+        flavors = self._list(f"/apis/{GROUP}/{VERSION}/resourceflavors")
+        return Snapshot(cqs, lqs, wls, jobs, pods, nodes, flavors, namespaces)
+
+    def watch(self, namespaces: Sequence[str]) -> None:
+        """From the next sample on, these namespaces instead."""
+        self.namespaces = list(namespaces)
+
+    def seen_since(self, since: float) -> list[Violation]:
+        """Each violation seen in a sample that started at or after `since`, once."""
+        with self._lock:
+            found = {(v.kind, v.subject): v for at, v in self.log if at >= since}
+        return list(found.values())
 
     def _list(self, path: str) -> list[Obj]:
         items: list[Obj] = request_json(self.api, "GET", path)["items"]
         return items
 
     def sample(self) -> list[Violation]:
+        started = time.monotonic()
         snap = self.snapshot()
         self.history.observe(snap.workloads, time.monotonic())
         found = check(snap)
-        for v in found:
-            self.violations.setdefault((v.kind, v.subject), v)
-        self.samples += 1
+        with self._lock:
+            for v in found:
+                self.violations.setdefault((v.kind, v.subject), v)
+                if len(self.log) < self.LOG_LIMIT:
+                    self.log.append((started, v))
+            self.samples += 1
+            self.last_sample_at = started
         return found
 
     def _run(self) -> None:

@@ -175,3 +175,92 @@ def test_history_says_when_admissions_resumed() -> None:
     assert history.first_admission_after(1.5) is None
     history.observe([wl("w1", "a"), wl("w2", "b")], at=5.0)
     assert history.first_admission_after(1.5) == 5.0
+
+
+# --- every GPU pod of a namespace, whoever made it, against what was admitted there --------
+def node(name: str, product: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {names.LABEL_GPU_PRODUCT: product}}}
+
+
+FLAVORS = [
+    {"metadata": {"name": "h100"}, "spec": {"nodeLabels": {names.LABEL_GPU_PRODUCT: "H100"}}},
+    {"metadata": {"name": "a100"}, "spec": {"nodeLabels": {names.LABEL_GPU_PRODUCT: "A100"}}},
+]
+NODES = [node("n1", "H100"), node("n2", "A100")]
+
+
+def unowned_pod(name: str, gpus: int = 8, on: str = "n1") -> dict[str, Any]:
+    """A pod no Job owns: a JobSet's grandchild, a RayCluster's worker, a bare pod."""
+    p = pod(name, "x", gpus=gpus)
+    p["metadata"]["ownerReferences"] = [{"kind": "RayCluster", "name": "rc"}]
+    p["spec"]["nodeName"] = on
+    return p
+
+
+def ns_snap(workloads: list[Any], pods: list[Any]) -> Snapshot:
+    return Snapshot([cq("cq", 16)], [lq("lq", "cq")], workloads, [], pods, NODES, FLAVORS, [NS])
+
+
+@pytest.mark.parametrize(
+    ("name", "snapshot", "kinds"),
+    [
+        (
+            "a RayCluster's two workers within its admission",
+            ns_snap([wl("wa", "rc", pods=2)], [unowned_pod("w1"), unowned_pod("w2")]),
+            [],
+        ),
+        (
+            "a child scaled past its parent's admission",
+            ns_snap([wl("wa", "rc", pods=1)], [unowned_pod("w1"), unowned_pod("w2")]),
+            ["gpu-pods-over-admission", "gpus-over-admission"],
+        ),
+        (
+            "a pod moved to the other flavor's nodes",
+            ns_snap([wl("wa", "rc", pods=1)], [unowned_pod("w1", on="n2")]),
+            ["gpus-off-flavor"],
+        ),
+        (
+            "a bare GPU pod nobody admitted",
+            ns_snap([], [unowned_pod("bare")]),
+            ["gpu-pods-over-admission", "gpus-off-flavor"],
+        ),
+        (
+            "a pod that grew a GPU container",
+            ns_snap([wl("wa", "rc", pods=1, gpus=4)], [unowned_pod("w1", gpus=12)]),
+            ["gpus-over-admission"],
+        ),
+        (
+            "CPU-only pods hold no GPUs",
+            ns_snap([], [unowned_pod("head", gpus=0)]),
+            [],
+        ),
+    ],
+)
+def test_gpus_are_held_to_the_namespaces_admissions_per_flavor(
+    name: str, snapshot: Snapshot, kinds: list[str]
+) -> None:
+    assert sorted(v.kind for v in check(snapshot)) == kinds, name
+
+
+def test_a_pod_holds_its_containers_and_sidecars_or_its_largest_init_container() -> None:
+    p = unowned_pod("w1", gpus=4)
+    p["spec"]["initContainers"] = [
+        {"resources": {"limits": {names.GPU_RESOURCE: "8"}}},
+        {"resources": {"requests": {names.GPU_RESOURCE: "2"}}},
+    ]
+    found = check(ns_snap([wl("wa", "rc", pods=1, gpus=4)], [p]))
+    assert [v.detail for v in found] == ["8 GPUs active on h100, 4 admitted"]
+    p["spec"]["initContainers"][1]["restartPolicy"] = "Always"  # a sidecar: runs beside them
+    found = check(ns_snap([wl("wa", "rc", pods=1, gpus=4)], [p]))
+    assert [v.detail for v in found] == ["8 GPUs active on h100, 4 admitted"]
+    p["spec"]["initContainers"][0]["resources"]["limits"][names.GPU_RESOURCE] = "1"
+    found = check(ns_snap([wl("wa", "rc", pods=1, gpus=4)], [p]))
+    assert [v.detail for v in found] == ["6 GPUs active on h100, 4 admitted"]
+
+
+def test_a_child_jobs_pods_belong_to_its_owner_not_to_a_workload_of_its_own() -> None:
+    """A JobSet's child Job has no Workload: the JobSet's admission stands behind its pods."""
+    child = job("js-workers-0")
+    child["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "js", "controller": True}]
+    found = check(snap([], [pod("p1", "js-workers-0")], [child]))
+    assert [v.kind for v in found] == []
