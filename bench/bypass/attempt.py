@@ -255,6 +255,11 @@ def _recreate_a_pod(user: UserRest, rest: Rest, world: World) -> bool:
     return True
 
 
+SETTLE_S = 2.0
+"""How long a fresh window of samples must show nothing over the admission for an excess that
+was seen to count as gone (10 samples at the sampler's 200 ms)."""
+
+
 def attempt(
     rest: Rest, user: UserRest, pool: Pool, world: World, sampler: Sampler, m: Mutation, t: Timing
 ) -> Outcome:
@@ -277,11 +282,16 @@ def attempt(
         _watch(rest, world.namespace, t, time.monotonic())
         seen = sampler.seen_since(started)
         evicted = evicted_since(workloads(rest, world.namespace), since_iso)
+    gone = False
     if seen and not evicted:
         deadline = time.monotonic() + t.evict_wait_s
         while not evicted and time.monotonic() < deadline:
             time.sleep(0.5)
             evicted = evicted_since(workloads(rest, world.namespace), since_iso)
+        if not evicted:  # is anything still over, in samples taken from now on?
+            fresh = time.monotonic()
+            time.sleep(SETTLE_S)
+            gone = not sampler.seen_since(fresh)
     lost = not still_admitted(
         workloads(rest, world.namespace), world.admitted_workload["metadata"]["uid"]
     )
@@ -290,6 +300,8 @@ def attempt(
     if evicted:
         out.result = "evicted"
         out.detail = then + ", ".join(evicted) + (f" (after {excess})" if excess else "")
+    elif seen and gone:
+        out.result, out.detail = "transient", then + excess + " (gone without an eviction)"
     elif seen:
         out.result, out.detail = "violation", then + excess
     elif lost and _finished(workloads(rest, world.namespace), world):

@@ -22,7 +22,11 @@ from bench.bypass.world import Pool, UserRest, World, create_world, delete_world
 from bench.chaos.world import Rest
 from queuectl.testenv.invariants import Sampler
 
-RESULTS = ("refused", "evicted", "harmless", "violation")
+RESULTS = ("refused", "evicted", "transient", "harmless", "violation")
+"""`transient`: pods ran beyond the admission for a moment and were gone again within the
+eviction wait without an eviction (an owner's controller deleting a pod it does not want, the
+enforcement loop deleting a pod group's excess pods, an operator's old pods terminating while
+it remakes them); `violation`: the excess was still there when the wait ran out."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ def table(reports: list[KindReport]) -> str:
         ]
         for r in reports
     ]
-    total = ["total", *(str(sum(int(row[i]) for row in rows)) for i in range(1, 8)), "", ""]
+    counted = range(1, len(head) - 1)  # generated .. worlds
+    total = ["total", *(str(sum(int(row[i]) for row in rows)) for i in counted), ""]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in [*rows, total[: len(head)]]]
     return "\n".join(lines)

@@ -174,6 +174,11 @@ def active(pod: Obj) -> bool:
     return phase not in ("Succeeded", "Failed") and not _meta(pod).get("deletionTimestamp")
 
 
+def holds_node(pod: Obj) -> bool:
+    """Still runs (or may) and so holds what it asked for: not finished, deleted or not."""
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
 def is_gated(pod: Obj) -> bool:
     gates = (pod.get("spec") or {}).get("schedulingGates") or ()
     return any(g.get("name") == GATE for g in gates)
@@ -369,15 +374,17 @@ def to_ungate(
     than the admission counts. A pod added to a running group beyond its count stays gated:
     more pods than its queue admitted never run.
 
-    Every started pod (ungated, active) counts, whatever it says: by its shape against the
-    Workload's pod sets (`PodSetIndex`), and one whose shape matches no pod set takes room
-    from each pod set, as it could be any of them."""
+    Every started pod (ungated, not finished) counts, whatever it says: by its shape against
+    the Workload's pod sets (`PodSetIndex`), and one whose shape matches no pod set takes room
+    from each pod set, as it could be any of them. A started pod being deleted counts until
+    it is gone: it holds its GPUs through its grace period (an operator that remakes a group,
+    as LeaderWorkerSet does after a template change, would otherwise run both at once)."""
     index = PodSetIndex(pod_sets, placements)
     room = {str(ps.get("name")): int(ps.get("count", 1)) for ps in pod_sets}
     total = sum(room.values())
     unknown = 0
     for pod in pods:
-        if active(pod) and not is_gated(pod):
+        if holds_node(pod) and not is_gated(pod):
             total -= 1
             started = index.of(pod)
             if started is None:

@@ -134,10 +134,14 @@ def test_a_bounded_sample_touches_every_category_and_role() -> None:
 
 def test_the_report_counts_each_outcome_per_kind_and_lists_the_violations() -> None:
     done = KindReport("Job", generated=4, worlds=2)
-    for result in ("refused", "refused", "harmless", "violation"):
+    for result in ("refused", "refused", "transient", "harmless", "violation"):
         done.outcomes.append(Outcome("Job", "field", "child:Job", "/spec/parallelism", result, "x"))
     text = markdown([done, KindReport("JobSet", error="world not built: timed out")], "h")
-    assert "| Job | 4 | 4 | 2 | 0 | 1 | 1 | 2 |" in text
-    assert "| JobSet | 0 | 0 | 0 | 0 | 0 | 0 | 0 | world not built: timed out |" in text
-    assert "| total | 4 | 4 | 2 | 0 | 1 | 1 | 2 |" in text
+    assert (
+        "| kind | generated | tried | refused | evicted | transient | harmless | violation |"
+        in text
+    )
+    assert "| Job | 4 | 5 | 2 | 0 | 1 | 1 | 1 | 2 |" in text
+    assert "| JobSet | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | world not built: timed out |" in text
+    assert "| total | 4 | 5 | 2 | 0 | 1 | 1 | 1 | 2 |" in text
     assert "- Job · field · child:Job: /spec/parallelism — x" in text

@@ -294,6 +294,15 @@ def _fail(pod: Obj) -> None:
     pod["status"]["phase"] = "Failed"
 
 
+def _delete(pod: Obj) -> None:  # deleted, still running out its grace period
+    pod["metadata"]["deletionTimestamp"] = "2026-11-27T08:00:00Z"
+
+
+def _deleted_and_failed(pod: Obj) -> None:
+    _delete(pod)
+    _fail(pod)
+
+
 def _resize_cpu(pod: Obj) -> None:  # the `resize` subresource changes CPU and memory in place
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "48"
 
@@ -320,6 +329,15 @@ def _driver_pod_set(pod: Obj) -> None:
         ("a worker resized in place, none failed", [(0, _resize_cpu)], 1, False),
         ("a resized worker, another failed", [(0, _resize_cpu), (1, _fail)], 1, True),
         ("a resized worker, a second driver", [(0, _resize_cpu), (1, _fail)], 0, False),
+        # An operator remaking the group (LWS after a template change) deletes the old pods:
+        # until they are gone they still hold their GPUs, so the new ones wait.
+        ("a worker being deleted: its replacement waits", [(0, _delete)], 1, False),
+        (
+            "a deleted worker that has stopped: its replacement starts",
+            [(0, _deleted_and_failed)],
+            1,
+            True,
+        ),
     ],
 )
 def test_started_pods_count_by_what_they_are_not_what_they_say(
