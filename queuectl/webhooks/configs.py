@@ -42,6 +42,19 @@ VALIDATE_QUEUED_POD = "queued-pod.validate.queuectl.io"
 # Objects without the queue label that carry one of queuectl's own keys (webhooks/owned.py).
 VALIDATE_OWNED_KEYS_JOB = "owned-keys-job.validate.queuectl.io"
 VALIDATE_OWNED_KEYS_POD = "owned-keys-pod.validate.queuectl.io"
+# Unlabelled pods created claiming a Job whose selector labels they lack (webhooks/owners.py).
+VALIDATE_JOB_POD = "job-pod.validate.queuectl.io"
+CLAIMS_A_JOB_UNSELECTED = (
+    "request.operation == 'CREATE' && has(object.metadata.ownerReferences) && "
+    "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && "
+    "r.apiVersion == 'batch/v1' && r.kind == 'Job' && !(has(object.metadata.labels) && "
+    "'batch.kubernetes.io/controller-uid' in object.metadata.labels && "
+    "object.metadata.labels['batch.kubernetes.io/controller-uid'] == r.uid))"
+)
+"""CEL: a pod created naming a Job as its controller without that Job's `controller-uid`
+label. The Job controller labels every pod it makes so (unless the Job sets `manualSelector`),
+so only forged claims and manual selectors' pods are sent, and the cluster's Job pods never wait
+on queuectl."""
 LWS_RULES = [  # accepted while the LWS CRD is absent; matches nothing until it is installed
     {
         "apiGroups": ["leaderworkerset.x-k8s.io"],
@@ -333,6 +346,23 @@ def render_webhook_configurations(
             ],
         }
         owned_hooks.append(hook)
+    # A pod claiming a queued Job that its selector does not match would be released by the
+    # Job controller and run outside the queue; fail closed like the hooks above (only such
+    # claims, and pods of Jobs with a manual selector, are sent).
+    job_pod = _webhook(
+        VALIDATE_JOB_POD,
+        client.client_config(names.WEBHOOK_PATH_VALIDATE_POD, ca_bundle),
+        POD_RULES,
+        fail=True,
+    )
+    job_pod |= {
+        "namespaceSelector": _namespace_selector(namespace),
+        "objectSelector": _queue_label("DoesNotExist"),
+        "matchConditions": [
+            not_the_controller,
+            {"name": "claims-a-job-unselected", "expression": CLAIMS_A_JOB_UNSELECTED},
+        ],
+    }
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -351,6 +381,7 @@ def render_webhook_configurations(
             workloads,
             pod_hooks[1],
             *owned_hooks,
+            job_pod,
         ],
     }
     return mutating, validating

@@ -6,14 +6,16 @@ may not start while its owner waits, and may not leave its owner.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import child_problems
 from queuectl.jobs.registry import KINDS, MAX_OWNER_DEPTH, Registry, owner
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import Request
+from queuectl.webhooks.selectors import selector_matches
 
 Owner = tuple[JobKind, Obj]
 
@@ -95,3 +97,35 @@ def problems(
 def _old_obj(request: Request) -> Obj:
     old = request.get("oldObject")
     return old if isinstance(old, dict) else {}
+
+
+JOB: Final = ("batch", "Job")
+"""The kind whose controller releases the pods it claims but does not select."""
+
+
+def released_pod_problems(pod: Obj, lookup: QueueLookup, kinds: Registry = KINDS) -> list[str]:
+    """A pod created claiming a queued Job as its controller that the Job's selector does not
+    match. The Job controller releases such a pod (it removes the ownerReference) and it runs
+    on as a bare pod of nobody's queue, so it is refused at create. Pods the Job controller
+    makes carry the selector's labels; a reference to another uid names no Job (the garbage
+    collector deletes the pod), and a Job nobody queued is not ours."""
+    meta = pod.get("metadata") or {}
+    ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+    group = str((ref or {}).get("apiVersion") or "").rpartition("/")[0]
+    kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
+    if ref is None or kind is None or (kind.resource.group, kind.resource.kind) != JOB:
+        return []
+    found = lookup.owner_object(kind.resource, str(meta.get("namespace") or ""), str(ref["name"]))
+    if found is None or (found.get("metadata") or {}).get("uid") != ref.get("uid"):
+        return []
+    if kind.queue_name(found) is None and owner(found, kinds, lookup.owner_object) is None:
+        return []
+    selector = (found.get("spec") or {}).get("selector")
+    if selector is None or selector_matches(selector, meta.get("labels") or {}):
+        return []
+    return [
+        f"it claims Job {ref['name']!r} as its controller but lacks the labels that Job's "
+        "selector matches: the Job controller would release it, and it would run outside the "
+        "queue that admitted the Job. Let the Job create its pods; to queue a pod of your own, "
+        f"create it without the ownerReference and with the label {names.LABEL_QUEUE_NAME}"
+    ]

@@ -10,7 +10,8 @@
 
 A pod whose controller is a registered job kind (a Job's, a JobSet's Job's) is its owner's
 business; one whose controller is not (a ReplicaSet's) is queued as a plain pod, so its GPUs
-never run outside the queue.
+never run outside the queue. A pod created claiming a queued Job that the Job's selector does
+not match is refused (`owners.released_pod_problems`): the Job controller would release it.
 Pure functions of (request, lookup), like webhooks/jobs.py.
 """
 
@@ -33,6 +34,7 @@ from queuectl.webhooks.jobs import (
 )
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.owned import owned_key_problems
+from queuectl.webhooks.owners import released_pod_problems
 from queuectl.webhooks.review import Request, Response, allow, deny, user_name
 
 _FIXED_LABELS = (names.LABEL_QUEUE_NAME, names.LABEL_POD_GROUP_NAME)
@@ -133,6 +135,8 @@ def validate_pod(
         problems = _create_problems(pod)
     elif operation == "UPDATE" and pg.is_queued_pod(old, kinds):
         problems = _update_problems(pod, old)
+    if operation == "CREATE":
+        problems += released_pod_problems(pod, lookup, kinds)
     problems += owned_key_problems(request, lookup, None, kinds)
     if problems:
         return deny(request, f"{_ref(request, pod)}: " + "; ".join(problems))

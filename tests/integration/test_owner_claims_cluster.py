@@ -50,3 +50,36 @@ def test_a_job_claiming_a_jobset_that_does_not_exist_is_queued_like_any_other(
     unsuspend = ["patch", "job", "forged", "-n", namespace, "--type=merge"]
     done = control_plane.kubectl(*unsuspend, "-p", json.dumps(claim), check=False)
     assert done.returncode != 0 and "cannot be unsuspended by hand" in done.stderr
+
+
+def test_a_bare_gpu_pod_claiming_a_queued_job_it_is_not_selected_by_is_refused(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    """The Job controller would release it (drop its ownerReference), and it would run 8 GPUs
+    outside the queue; the Job's own pods (its selector's labels) are never sent to us."""
+    one_queue(control_plane, namespace, 8)
+    apply(control_plane, gpu_job("train", namespace, "lq", pods=1, gpus=8))
+    job = get(control_plane, "job", "train", namespace)
+    uid = job["metadata"]["uid"]
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "claims-train",
+            "namespace": namespace,
+            "ownerReferences": [{**ref, "controller": True}],
+        },
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {names.GPU_RESOURCE: "8"}}}
+            ]
+        },
+    }
+    dry = ["create", "--dry-run=server", "-o", "json", "-f", "-"]
+    refused = control_plane.kubectl(*dry, input=json.dumps(pod), check=False)
+    assert refused.returncode != 0, "a forged claim on a queued Job was accepted"
+    assert "Job 'train'" in refused.stderr and "selector" in refused.stderr
+    pod["metadata"]["labels"] = job["spec"]["selector"]["matchLabels"]
+    kept = control_plane.kubectl(*dry, input=json.dumps(pod), check=False)
+    assert kept.returncode == 0, kept.stderr  # as the Job controller makes them
