@@ -271,3 +271,24 @@ def test_a_single_pod_is_a_group_of_one(
     assert wl["metadata"]["ownerReferences"][0]["name"] == "solo"
     control_plane.kubectl("delete", "pod", "solo", "-n", namespace)
     wait_for("its Workload gone with it", lambda: not items(control_plane, WL, namespace))
+
+
+def test_a_groups_workload_deleted_while_it_runs_takes_the_pods_with_its_quota(
+    control_plane: Cluster, namespace: str, gpu_nodes: StandardFleet, controller: ControllerProcess
+) -> None:
+    """Deleting a running group's Workload frees its quota (a LeaderWorkerSet remade after a
+    template change does the same); the pods that admission ungated may not run on beside the
+    group that takes the quota next: the enforcement loop deletes them."""
+    one_queue(control_plane, namespace, 8)
+    apply(control_plane, *(group_pod(f"sweep-{i}", namespace, "sweep", 2, gpus=4) for i in (0, 1)))
+    wait_admitted(control_plane, namespace, "sweep")
+    wait_for("sweep running", lambda: len(running(control_plane, namespace, "sweep")) == 2)
+    apply(control_plane, group_pod("next-0", namespace, "next", 1, gpus=4))
+    wl = group_workload(control_plane, namespace, "sweep")
+    assert wl is not None
+    control_plane.kubectl("delete", WL, wl["metadata"]["name"], "-n", namespace)
+    wait_for("sweep's pods deleted", lambda: not running(control_plane, namespace, "sweep"))
+    wait_admitted(control_plane, namespace, "next")
+    wait_for("next running", lambda: len(running(control_plane, namespace, "next")) == 1)
+    assert not running(control_plane, namespace, "sweep")
+    assert 'reason="unadmitted"' in controller.metrics()

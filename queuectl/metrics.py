@@ -358,7 +358,7 @@ CONTROLLER_DRAINED_NODES = Gauge(
 CONTROLLER_PODS_EXCEED_ADMISSION = Counter(
     "queuectl_pods_exceed_admission_total",
     "Workloads whose running pods were found beyond their admission and stopped, by ClusterQueue "
-    "and how (pods, podSet, gpus, flavor).",
+    "and how (pods, podSet, gpus, flavor; unadmitted: a pod group ran with no quota behind it).",
     ["cluster_queue", "reason"],
     registry=CONTROLLER_REGISTRY,
 )

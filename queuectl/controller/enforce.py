@@ -10,7 +10,9 @@ bound where, what they request, the nodes' labels), never a pod's own annotation
   where a pod's pod set can be told from its spec: plain pod groups);
 - gpus: the pods ask for more GPUs (nvidia.com/gpu, plus any flavor's stand-in device) than
   the admission's resourceUsage, in all and per GPU flavor;
-- flavor: a pod runs on a node that carries none of its admitted flavors' nodeLabels.
+- flavor: a pod runs on a node that carries none of its admitted flavors' nodeLabels;
+- unadmitted: a plain pod group's pods run while no admission stands behind them (its Workload
+  is gone, or was made again under the same name and waits), `without_quota`.
 
 Only pods that hold a node count: bound, not finished, not being deleted. Pods being replaced
 (a failed one and its successor, a JobSet restarting) are fine while the count is within the
@@ -33,7 +35,8 @@ PODS: Final = "pods"
 POD_SET: Final = "podSet"
 GPUS: Final = "gpus"
 FLAVOR: Final = "flavor"
-KINDS: Final = (PODS, POD_SET, GPUS, FLAVOR)
+UNADMITTED: Final = "unadmitted"
+KINDS: Final = (PODS, POD_SET, GPUS, FLAVOR, UNADMITTED)
 """Each excess's kind, also the metric's `reason` label."""
 
 
@@ -283,6 +286,20 @@ def _placement(
                 )
             )
     return found
+
+
+def without_quota(workload: Obj | None, pods: Iterable[Obj], group: bool) -> Excess | None:
+    """A plain pod group's pods that hold a node while its Workload holds no quota (deleted, or
+    made again under the same name and waiting): they were ungated by an admission that is no
+    more, and a bare pod has no suspend and no operator that stops it. Job kinds' pods are not
+    judged here: the reconciler suspends a job whose Workload is not admitted."""
+    if not group or (workload is not None and convert.holds_quota(workload)):
+        return None
+    live = sorted(str(_meta(p).get("name")) for p in pods if counts(p))
+    if not live:
+        return None
+    why = "is gone" if workload is None else "holds no quota"
+    return Excess(UNADMITTED, tuple(live), f"{len(live)} pods run while their Workload {why}")
 
 
 def describe(found: Sequence[Excess], limit: int = 10) -> str:

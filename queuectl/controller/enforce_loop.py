@@ -6,7 +6,9 @@ workload label on the pod or its uid-checked controllers) and compares them with
 - A job kind's Workload is evicted with reason PodsExceedAdmission, as for any eviction: the
   job is suspended, its pods go, the Workload is requeued.
 - A plain pod group's excess pods are deleted (a bare pod cannot be suspended; Kueue does the
-  same): the group keeps running with what was admitted.
+  same): the group keeps running with what was admitted. So are a group's pods that run while
+  its Workload holds no quota (`enforce.without_quota`: deleted, or made again under the same
+  name and waiting), checked on their pods' events and on the Workload's.
 Either way a Warning Event names the pods and `queuectl_pods_exceed_admission_total` counts it.
 
 A pod event checks at once whether its Workload now runs more pods or GPUs than admitted, or
@@ -40,6 +42,7 @@ from queuectl.controller.enforce import (
     describe,
     excess,
     gpu_names,
+    without_quota,
 )
 from queuectl.controller.enforce import pod_gpus as gpus_of
 from queuectl.controller.events import EventRecorder
@@ -100,6 +103,7 @@ class Enforcer:
         self.wake = asyncio.Event()
         if options.enabled:
             cache.store(k.PODS).listeners.append(self._on_pod)
+            cache.store(k.WORKLOADS).listeners.append(self._on_workload)
 
     # --- the index ------------------------------------------------------------------------
     def pods_of(self, wl_key: str) -> list[Obj]:
@@ -121,6 +125,13 @@ class Enforcer:
         self._dirty.add(wl_key)
         self.wake.set()
         self._trip(wl_key, obj)
+
+    def _on_workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        """A Workload that lets go of its quota (or goes) while its group's pods still run."""
+        meta = obj.get("metadata") or {}
+        wl_key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+        if wl_key in self._pods and (kind == "DELETED" or not convert.holds_quota(obj)):
+            self.check(wl_key)
 
     def _drop(self, key: Key) -> None:
         wl_key = self._of.pop(key, None)
@@ -144,6 +155,9 @@ class Enforcer:
     def _trip(self, wl_key: str, pod: Obj) -> None:
         """On a pod's event: its Workload's pod and GPU totals against the admission, and this
         pod's node; any excess is judged whole at once."""
+        if self._unadmitted(wl_key) is not None:
+            self.check(wl_key)
+            return
         wl = self._workload(wl_key)
         if wl is None:
             return
@@ -184,8 +198,28 @@ class Enforcer:
                 out[name] = node
         return out
 
+    def _unadmitted(self, wl_key: str) -> Excess | None:
+        """A plain pod group's pods that run with no admission behind them (`without_quota`)."""
+        since = self._acting.get(wl_key)
+        if since is not None and self.clock() - since < self.options.acting_s:
+            return None
+        if not self.leading():
+            return None
+        ns, name = split_key(wl_key)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
+        pods = self.pods_of(wl_key)
+        if wl is not None:
+            group = group_of_workload(wl) is not None
+        else:  # gone: the pods say whether they were a group's (queued by queuectl itself)
+            group = bool(pods) and all(pg.is_queued_pod(p, self.cache.kinds) for p in pods)
+        return without_quota(wl, pods, group)
+
     def check(self, wl_key: str) -> list[Excess]:
         """Compare the Workload's pods with its admission; act on any excess."""
+        if (orphans := self._unadmitted(wl_key)) is not None:
+            self._acting[wl_key] = self.clock()
+            self.enqueue(wl_key, self._delete_unadmitted(wl_key, orphans))
+            return [orphans]
         wl = self._workload(wl_key)
         pods = self.pods_of(wl_key)
         if wl is None or not pods:
@@ -257,6 +291,27 @@ class Enforcer:
         # queuectl_evicted_workloads_total counts it too, from the Workload's event (observe.py).
         await self.rec.evict(wl, names.REASON_EVICTED_PODS_EXCEED_ADMISSION, note)
 
+    def _delete_unadmitted(self, wl_key: str, found: Excess) -> Callable[[], Awaitable[None]]:
+        async def act() -> None:
+            try:
+                ns, name = split_key(wl_key)
+                wl = self.cache.get(k.WORKLOADS, name, ns)
+                if wl is not None and convert.holds_quota(wl):
+                    return  # admitted again meanwhile: the pods are its own
+                note = f"Pods run without an admission: {describe([found])}; they are deleted"
+                log.warning("workload %s: %s", wl_key, note)
+                queue = _cluster_queue(self.pods_of(wl_key))
+                metrics.CONTROLLER_PODS_EXCEED_ADMISSION.labels(queue, found.kind).inc()
+                if wl is not None:
+                    self.events.emit(
+                        wl, "Warning", names.EVENT_PODS_EXCEED_ADMISSION, "Enforce", note
+                    )
+                await self._delete(ns, list(found.pods))
+            finally:
+                self._acting.pop(wl_key, None)
+
+        return act
+
     async def _delete(self, namespace: str, pods: list[str]) -> None:
         for pod in pods:
             try:
@@ -264,3 +319,13 @@ class Enforcer:
             except KubeError as err:
                 if not err.not_found:
                     raise
+
+
+def _cluster_queue(pods: list[Obj]) -> str:
+    """The ClusterQueue a group's pods were queued to (the label our webhook set), for the
+    metric when their Workload is gone."""
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if queue := labels.get(names.LABEL_CLUSTER_QUEUE):
+            return str(queue)
+    return ""

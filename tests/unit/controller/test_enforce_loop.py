@@ -165,3 +165,89 @@ def test_a_standby_replica_judges_nothing_until_it_leads() -> None:
     assert len(actions) == 1
     run(actions[0])
     assert rec.deleted == ["w-11"]
+
+
+def group_pod(name: str) -> dict[str, Any]:
+    """A pod of group `sweep`, queued and gated by queuectl, ungated by its admission."""
+    labels = {
+        names.LABEL_QUEUE_NAME: "lq",
+        names.LABEL_POD_GROUP_NAME: "sweep",
+        names.LABEL_WORKLOAD: "podgroup-sweep-1",
+        names.LABEL_CLUSTER_QUEUE: "cq",
+    }
+    return pod(name, job=None, **labels)
+
+
+def waiting(wl: dict[str, Any]) -> dict[str, Any]:
+    """The same Workload, made again under its name: no admission, waiting."""
+    out = {**wl, "metadata": {**wl["metadata"], "resourceVersion": "2"}}
+    out["status"] = {}
+    return out
+
+
+def test_a_groups_pods_running_when_its_workload_is_deleted_are_deleted() -> None:
+    """An LWS remade after a template change, or a user deleting the Workload: the quota goes
+    with the Workload, and the pods that admission ungated must not run on without it."""
+    cache, rec, actions, _ = setup()
+    group = {names.LABEL_POD_GROUP_NAME: "sweep"}
+    wl = admitted("podgroup-sweep-1", 2, group)
+    cache.store(k.WORKLOADS).apply("ADDED", wl)
+    for name in ("w-0", "w-1"):
+        cache.store(k.PODS).apply("ADDED", group_pod(name))
+    assert actions == []
+    cache.store(k.WORKLOADS).apply("DELETED", wl)
+    assert len(actions) == 1
+    run(actions[0])
+    assert rec.deleted == ["w-0", "w-1"] and rec.evicted == []
+
+
+def test_a_groups_workload_made_again_and_waiting_leaves_no_pod_running() -> None:
+    cache, rec, actions, _ = setup()
+    group = {names.LABEL_POD_GROUP_NAME: "sweep"}
+    wl = admitted("podgroup-sweep-1", 2, group)
+    cache.store(k.WORKLOADS).apply("ADDED", wl)
+    cache.store(k.PODS).apply("ADDED", group_pod("w-0"))
+    cache.store(k.WORKLOADS).apply("MODIFIED", waiting(wl))
+    assert len(actions) == 1
+    run(actions[0])
+    assert rec.deleted == ["w-0"]
+    ((type_, event, note),) = rec.events
+    assert (type_, event) == ("Warning", names.EVENT_PODS_EXCEED_ADMISSION)
+    assert "holds no quota" in note and "w-0" in note
+
+
+def test_a_pod_ungated_by_a_workload_that_is_gone_is_deleted_on_its_first_event() -> None:
+    cache, rec, actions, _ = setup()
+    cache.store(k.PODS).apply("ADDED", group_pod("w-0"))
+    assert len(actions) == 1
+    run(actions[0])
+    assert rec.deleted == ["w-0"]
+
+
+def test_a_jobs_pods_are_left_to_the_reconciler_when_its_workload_holds_no_quota() -> None:
+    """A Job can be suspended: the reconciler does it; the enforcement loop deletes nothing."""
+    cache, rec, actions, _ = setup()
+    job = {"name": "train", "namespace": "ns", "uid": "j1", "resourceVersion": "1"}
+    job["labels"] = {names.LABEL_WORKLOAD: "job-train-1"}  # type: ignore[assignment]
+    cache.store(k.JOBS).apply("ADDED", {"metadata": job})
+    wl = admitted("job-train-1", 1)
+    cache.store(k.WORKLOADS).apply("ADDED", wl)
+    cache.store(k.PODS).apply("ADDED", pod("train-a"))
+    cache.store(k.WORKLOADS).apply("MODIFIED", waiting(wl))
+    cache.store(k.WORKLOADS).apply("DELETED", wl)
+    assert actions == [] and rec.deleted == []
+
+
+def test_an_evicted_group_whose_pods_are_going_is_not_judged_again() -> None:
+    """Eviction keeps the quota until the pods are gone; pods being deleted hold no claim."""
+    cache, _, actions, _ = setup()
+    group = {names.LABEL_POD_GROUP_NAME: "sweep"}
+    wl = admitted("podgroup-sweep-1", 1, group)
+    cache.store(k.WORKLOADS).apply("ADDED", wl)
+    going = group_pod("w-0")
+    cache.store(k.PODS).apply("ADDED", going)
+    going = {**going, "metadata": {**going["metadata"], "resourceVersion": "2"}}
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    cache.store(k.PODS).apply("MODIFIED", going)
+    cache.store(k.WORKLOADS).apply("MODIFIED", waiting(wl))
+    assert actions == []
