@@ -303,8 +303,8 @@ CONTROLLER_API_ERRORS = Counter(
     registry=CONTROLLER_REGISTRY,
 )
 
-# --- fleet figures (issue 5): defined by the CLI/dashboard engineer, values computed by
-# queuectl.core.fleet and set by the controller (docs/design/cli.md lists the wiring) ---
+# --- fleet figures: what the CLI and dashboards show, computed by queuectl.core.fleet and
+# set by the controller (docs/design/cli.md lists the wiring) ---
 CONTROLLER_FINISHED = Counter(
     "queuectl_finished_workloads_total",
     "Workloads that finished, by ClusterQueue and reason (Succeeded, Failed).",
@@ -341,7 +341,7 @@ CONTROLLER_UNHEALTHY_GPUS = Gauge(
     "GPUs the node agents report unhealthy (healthy-count label, or the unhealthy taint).",
     registry=CONTROLLER_REGISTRY,
 )
-# --- auto-drain (issue 7; docs/design/controller.md "Auto-drain") ---
+# --- auto-drain (docs/design/controller.md "Auto-drain and GPU health") ---
 CONTROLLER_NODES_DRAINED = Counter(
     "queuectl_nodes_drained_total",
     "Nodes cordoned and drained because a GPU went unhealthy, by the agent's reason "
@@ -362,7 +362,7 @@ CONTROLLER_PODS_EXCEED_ADMISSION = Counter(
     ["cluster_queue", "reason"],
     registry=CONTROLLER_REGISTRY,
 )
-# --- admission webhooks (issue 12; docs/design/webhooks.md "Hostile input and internal errors") ---
+# --- admission webhooks (docs/design/webhooks.md "Hostile input and internal errors") ---
 WEBHOOK_REJECTED_REQUESTS = Counter(
     "queuectl_webhook_rejected_requests_total",
     "Webhook requests answered with an HTTP error before any decision, by route and reason "

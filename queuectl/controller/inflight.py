@@ -1,6 +1,6 @@
 """Decisions in flight: admissions, preemptions and evictions decided but not yet written.
 
-Why the cycle waits for them (issue 11): the core counts a workload's quota as used from the
+Why the cycle waits for them: the core counts a workload's quota as used from the
 moment it decides to admit it, but the workload only starts when the admission reaches the API
 server, and it only gives the quota back once its finish comes back through a watch. When the
 core decides faster than the API server takes writes, the decisions queue up in the controller;

@@ -1,4 +1,4 @@
-"""The controller's fleet metrics and Workload transition counters (issue 5).
+"""The controller's fleet metrics and Workload transition counters (cli.md, "Fleet figures").
 
 Two inputs, both read-only:
 - after a scheduling cycle (and on a timer, for quiet spells) the core's state gives GPU

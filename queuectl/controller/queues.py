@@ -170,7 +170,7 @@ def local_queue_statuses(
 COUNTS_REFRESH_S: Final = 10.0
 """How stale a queue's counts may get in its status. Under a backlog they change with every
 admission, and writing them each round cost the API server about one request in thirteen per
-admission (issue 11); users read them with `kubectl get`, and the live figures are the gauges."""
+admission; users read them with `kubectl get`, and the live figures are the gauges."""
 
 COUNTS: Final = frozenset(
     {

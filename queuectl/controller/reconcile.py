@@ -7,7 +7,8 @@ unsuspended). Because every step is decided from API state, a restarted controll
 exactly where the previous one stopped.
 
 This module holds the Workload's own steps; the job side (creating and adopting Workloads) is
-`adoption.py`, pending reasons `pending.py`, and the shared writes `workload_writes.py`.
+`adoption.py`, the pod-group side `podgroup_steps.py`, pending reasons `pending.py`, and the
+shared writes `workload_writes.py`.
 """
 
 from __future__ import annotations

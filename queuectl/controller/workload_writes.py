@@ -1,9 +1,10 @@
 """What every reconcile step shares: its collaborators and the writes that keep the cache current.
 
 `Reconciler` is assembled from step groups (`adoption.JobWorkloads`, `pending.PendingReasons`,
-`reconcile.Reconciler` itself) that all read the same collaborators; they are declared here once
-and set by `Reconciler.__init__`. The two writes here update the cache with what the API server
-answered, so the next decision never reads a version older than our own write.
+`podgroup_steps.PodGroupSteps`, `reconcile.Reconciler` itself) that all read the same
+collaborators; they are declared here once and set by `Reconciler.__init__`. The two writes here
+update the cache with what the API server answered, so the next decision never reads a version
+older than our own write.
 """
 
 from __future__ import annotations

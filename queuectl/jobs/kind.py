@@ -1,7 +1,8 @@
 """The one interface every job kind implements: what the controller and the webhooks ask of it.
 
-A kind (batch Job, JobSet, a PyTorchJob ...) is a package under queuectl/jobs/ holding one class
-that satisfies `JobKind`, registered once in queuectl/jobs/registry.py. The controller's
+A kind (batch Job, JobSet, a PyTorchJob ...) is one class that satisfies `JobKind`, registered
+once in queuectl/jobs/registry.py; each operator's kinds share one package under queuectl/jobs/
+(one package per operator, one class per kind: ray/ holds RayJob and RayCluster). The controller's
 reconcile loop and the admission webhooks speak only this interface, so adding a kind never
 changes either (docs/design/jobs.md).
 
