@@ -53,18 +53,7 @@ def sampler(pool: Pool, k8s_client: k8s.ApiClient) -> Iterator[Sampler]:
     found.stop()
 
 
-LWS_REMAKE = pytest.mark.xfail(
-    strict=False,
-    reason="known open gap: a LeaderWorkerSet whose template changes is remade by LWS, and its "
-    "old pod can still run beside the new group's admitted one (docs/design/jobs.md, "
-    "'LeaderWorkerSet template changes'); timing-dependent, so not strict",
-)
-
-
-@pytest.mark.parametrize(
-    "kind",
-    [pytest.param(k, marks=LWS_REMAKE) if k == "LeaderWorkerSet" else k for k in CASES],
-)
+@pytest.mark.parametrize("kind", list(CASES))
 def test_no_sampled_mutation_runs_more_gpus_than_admitted(
     kind: str, pool: Pool, sampler: Sampler, k8s_client: k8s.ApiClient
 ) -> None:
