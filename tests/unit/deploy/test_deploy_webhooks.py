@@ -66,10 +66,13 @@ def called(
     old_labels: Mapping[str, str] | None = None,
     owned: bool = False,
     ours: bool = False,
+    claims: bool = False,
 ) -> set[Hit]:
     """Which webhooks the API server calls for this request, with their failure policies.
     `owned`: the object has a controller ownerReference (the `controlled` matchCondition);
-    `ours`: it carries one of queuectl's keys (the `carries-our-keys` matchCondition)."""
+    `ours`: it carries one of queuectl's keys (the `carries-our-keys` matchCondition);
+    `claims`: a pod created naming a Job as controller without that Job's uid label (the
+    `claims-a-job-unselected` matchCondition: a forged claim, or a manual selector's pod)."""
     hits = set()
     for kind, hook in webhooks(objects):
         if not any(_rule_matches(rule, resource, op) for rule in hook["rules"]):
@@ -78,6 +81,8 @@ def called(
         if "controlled" in conditions and not owned:
             continue
         if "carries-our-keys" in conditions and not ours:
+            continue
+        if "claims-a-job-unselected" in conditions and not claims:
             continue
         # namespaceSelector never skips cluster-scoped objects (namespace None).
         ns_labels = {"kubernetes.io/metadata.name": namespace} if namespace else None
@@ -122,6 +127,7 @@ class Req(NamedTuple):
     old: dict[str, str] | None = None
     owned: bool = False
     ours: bool = False
+    claims: bool = False
 
 
 def job(op: str, namespace: str, new: dict[str, str], old: dict[str, str] | None = None) -> Req:
@@ -177,6 +183,10 @@ SCENARIOS = [
                  id="removing a pod's queue label is checked"),
     pytest.param(Req(POD, "CREATE", "team-a", {"app": "web"}), set(),
                  id="every other pod never waits on queuectl"),
+    pytest.param(Req(POD, "CREATE", "team-a", {}, owned=True, claims=True), {VALIDATE_POD},
+                 id="a pod claiming a Job whose uid label it lacks is checked, failing closed"),
+    pytest.param(Req(POD, "CREATE", "team-a", {"app": "web"}, owned=True), set(),
+                 id="the pods the Job controller makes never wait on queuectl"),
     pytest.param(Req(POD, "CREATE", "kube-system", LABELLED), set(),
                  id="nor does any pod in kube-system"),
     pytest.param(Req(POD, "UPDATE", "team-a", {}, {}, ours=True), {VALIDATE_KEYS_POD},
