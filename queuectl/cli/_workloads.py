@@ -8,6 +8,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 
 Obj = Mapping[str, Any]
 
@@ -15,7 +16,7 @@ STATUSES = ("pending", "admitted", "finished")
 
 
 def key(wl: Obj) -> str:
-    return convert.workload_key(wl)
+    return WorkloadView(wl).key
 
 
 def namespace(wl: Obj) -> str:
@@ -40,9 +41,9 @@ def priority_class(wl: Obj) -> str:
 
 def status(wl: Obj) -> str:
     """pending | admitted | finished: what `--status` filters on."""
-    if convert.is_true(wl, names.COND_FINISHED):
+    if WorkloadView(wl).is_true(names.COND_FINISHED):
         return "finished"
-    if convert.holds_quota(wl):
+    if WorkloadView(wl).holds_quota:
         return "admitted"
     return "pending"
 
@@ -51,12 +52,14 @@ def state(wl: Obj) -> str:
     """The word a table shows: Pending, Inactive, Reserved, Admitted, Preempting, Finished."""
     st = status(wl)
     if st == "finished":
-        cond = convert.condition(wl, names.COND_FINISHED) or {}
+        cond = WorkloadView(wl).condition(names.COND_FINISHED) or {}
         return f"Finished ({cond.get('reason')})" if cond.get("reason") else "Finished"
     if st == "admitted":
-        if convert.is_true(wl, names.COND_PREEMPTED) or convert.is_true(wl, names.COND_EVICTED):
+        if WorkloadView(wl).is_true(names.COND_PREEMPTED) or WorkloadView(wl).is_true(
+            names.COND_EVICTED
+        ):
             return "Evicting"
-        return "Admitted" if convert.is_true(wl, names.COND_ADMITTED) else "Reserved"
+        return "Admitted" if WorkloadView(wl).is_true(names.COND_ADMITTED) else "Reserved"
     if (wl.get("spec") or {}).get("active", True) is False:
         return "Inactive"
     return "Pending"
@@ -68,9 +71,9 @@ def created(wl: Obj) -> float | None:
 
 def admitted_at(wl: Obj) -> float | None:
     """When its current quota reservation started."""
-    if not convert.holds_quota(wl):
+    if not WorkloadView(wl).holds_quota:
         return None
-    cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+    cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED) or {}
     return convert.parse_time(cond.get("lastTransitionTime"))
 
 
@@ -96,7 +99,7 @@ class PodSetView:
 
 
 def podsets(wl: Obj) -> list[PodSetView]:
-    admission = (wl.get("status") or {}).get("admission") if convert.holds_quota(wl) else None
+    admission = (wl.get("status") or {}).get("admission") if WorkloadView(wl).holds_quota else None
     assigned: dict[str, Mapping[str, Any]] = {
         str(a.get("name")): a for a in ((admission or {}).get("podSetAssignments") or ())
     }
@@ -155,7 +158,7 @@ def flavors(wl: Obj) -> str:
 
 def condition_message(wl: Obj) -> tuple[str, str] | None:
     """(reason, message) of the QuotaReserved condition the controller wrote, if any."""
-    cond = convert.condition(wl, names.COND_QUOTA_RESERVED)
+    cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED)
     if cond is None:
         return None
     return str(cond.get("reason") or ""), str(cond.get("message") or "")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queuectl import convert
+from queuectl.api.views import WorkloadView
 from queuectl.cli import _kube as kube
 from queuectl.cli import _sections as sec
 from queuectl.cli import _workloads as wlv
@@ -320,7 +321,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         ("State", term.paint(wlv.state(obj), "green" if st == "admitted" else "yellow")),
         ("Created", f"{duration(snap.now - (wlv.created(obj) or snap.now))} ago"),
     ]
-    if st == "admitted" and not convert.is_admitted(obj):
+    if st == "admitted" and not WorkloadView(obj).is_admitted:
         since = wlv.admitted_at(obj)
         waited = duration(snap.now - since) if since is not None else "-"
         pairs.append(("Reserved", f"{waited} ago; its admission checks decide (below)"))

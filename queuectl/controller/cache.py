@@ -12,10 +12,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from queuectl import convert
 from queuectl.api import names
 from queuectl.api.corev1 import LabelSelector
 from queuectl.api.resource import Resource
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.podowners import Owners
@@ -149,8 +149,8 @@ class Cache:
         wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
         return (
             wl is not None
-            and convert.is_admitted(wl)  # quota reserved is not enough: checks must pass
-            and not convert.is_true(wl, names.COND_EVICTED)
+            and WorkloadView(wl).is_admitted  # quota reserved is not enough: checks must pass
+            and not WorkloadView(wl).is_true(names.COND_EVICTED)
         )
 
     def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from queuectl import convert, metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import podowners
 from queuectl.controller.cache import Cache
@@ -132,8 +133,8 @@ def should_evict(wl: Obj | None) -> bool:
     """Admitted, not finished, not already being evicted."""
     return (
         wl is not None
-        and convert.holds_quota(wl)
-        and not convert.is_true(wl, names.COND_EVICTED)
+        and WorkloadView(wl).holds_quota
+        and not WorkloadView(wl).is_true(names.COND_EVICTED)
         and not wl["metadata"].get("deletionTimestamp")
     )
 
@@ -292,7 +293,7 @@ class Drainer:
     async def workloads_on(self, node_name: str) -> set[str]:
         """Admitted Workloads with a pod bound to the node or a topology assignment naming it."""
         keys = {
-            convert.workload_key(wl)
+            WorkloadView(wl).key
             for wl in self.cache.store(k.WORKLOADS).values()
             if should_evict(wl) and node_name in assigned_nodes(wl)
         }
@@ -323,7 +324,7 @@ class Drainer:
             )
             await self.rec.evict(wl, names.REASON_EVICTED_NODE_FAILURES, message)
             after = self.cache.get(k.WORKLOADS, name, ns) or {}
-            cond = convert.condition(after, names.COND_EVICTED) or {}
+            cond = WorkloadView(after).condition(names.COND_EVICTED) or {}
             moved = after.get("metadata", {}).get("resourceVersion") != wl["metadata"].get(
                 "resourceVersion"
             )

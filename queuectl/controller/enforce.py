@@ -30,6 +30,7 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.quantity import canonical
 from queuectl.api.resource import Obj
+from queuectl.api.views import WorkloadView
 
 PODS: Final = "pods"
 POD_SET: Final = "podSet"
@@ -293,7 +294,7 @@ def without_quota(workload: Obj | None, pods: Iterable[Obj], group: bool) -> Exc
     made again under the same name and waiting): they were ungated by an admission that is no
     more, and a bare pod has no suspend and no operator that stops it. Job kinds' pods are not
     judged here: the reconciler suspends a job whose Workload is not admitted."""
-    if not group or (workload is not None and convert.holds_quota(workload)):
+    if not group or (workload is not None and WorkloadView(workload).holds_quota):
         return None
     live = sorted(str(_meta(p).get("name")) for p in pods if counts(p))
     if not live:

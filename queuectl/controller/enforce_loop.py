@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from queuectl import convert, metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import placement
 from queuectl.controller.cache import Cache
@@ -130,7 +131,7 @@ class Enforcer:
         """A Workload that lets go of its quota (or goes) while its group's pods still run."""
         meta = obj.get("metadata") or {}
         wl_key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-        if wl_key in self._pods and (kind == "DELETED" or not convert.holds_quota(obj)):
+        if wl_key in self._pods and (kind == "DELETED" or not WorkloadView(obj).holds_quota):
             self.check(wl_key)
 
     def _drop(self, key: Key) -> None:
@@ -296,7 +297,7 @@ class Enforcer:
             try:
                 ns, name = split_key(wl_key)
                 wl = self.cache.get(k.WORKLOADS, name, ns)
-                if wl is not None and convert.holds_quota(wl):
+                if wl is not None and WorkloadView(wl).holds_quota:
                     return  # admitted again meanwhile: the pods are its own
                 note = f"Pods run without an admission: {describe([found])}; they are deleted"
                 log.warning("workload %s: %s", wl_key, note)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks, podgroups
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
@@ -62,9 +63,9 @@ def _core_view(wl: Obj) -> tuple[Any, ...]:
         st.get("admission"),
         st.get("requeueState"),
         st.get("accumulatedPastExecutionTimeSeconds"),
-        convert.holds_quota(wl),
-        convert.is_true(wl, names.COND_ADMITTED),  # the execution clock starts (checks passed)
-        convert.is_true(wl, names.COND_FINISHED),
+        WorkloadView(wl).holds_quota,
+        WorkloadView(wl).is_true(names.COND_ADMITTED),  # the execution clock starts (checks passed)
+        WorkloadView(wl).is_true(names.COND_FINISHED),
     )
 
 
@@ -206,13 +207,13 @@ class Feed:
         return cq, None
 
     def feed_workload(self, wl: Obj) -> None:
-        key = convert.workload_key(wl)
-        if convert.is_true(wl, names.COND_FINISHED) or (wl.get("metadata") or {}).get(
+        key = WorkloadView(wl).key
+        if WorkloadView(wl).is_true(names.COND_FINISHED) or (wl.get("metadata") or {}).get(
             "deletionTimestamp"
         ):
             self.forget(key)
             return
-        holding = convert.holds_quota(wl)
+        holding = WorkloadView(wl).holds_quota
         cq, withheld = self.resolve(wl)
         if withheld and not holding:
             self.withheld[key] = withheld
@@ -253,7 +254,7 @@ class Feed:
             self.fed.discard(key)
 
     def _workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        key = convert.workload_key(obj)
+        key = WorkloadView(obj).key
         if kind == "DELETED":
             self.forget(key)
         elif old is not None and _core_view(obj) == _core_view(old):
@@ -267,7 +268,7 @@ class Feed:
     def refeed_group(self, wl: Obj) -> None:
         """A pod group's pods came or went: withhold its Workload or offer it again, and wake
         the cycle when that changed (no Workload event says so: only its pods moved)."""
-        key = convert.workload_key(wl)
+        key = WorkloadView(wl).key
         before = key in self.withheld, key in self.fed
         self.feed_workload(wl)
         if (key in self.withheld, key in self.fed) != before:
@@ -277,7 +278,7 @@ class Feed:
         for wl in self.cache.store(k.WORKLOADS).values():
             if predicate(wl):
                 self.feed_workload(wl)
-                self.on_workload(convert.workload_key(wl))
+                self.on_workload(WorkloadView(wl).key)
         self.on_change()
 
     def refeed_all(self) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
@@ -54,7 +55,7 @@ def holds_in(cache: Cache) -> Holds:
     def holds(key: str) -> bool:
         ns, _, name = key.partition("/")
         wl = cache.get(k.WORKLOADS, name, ns) if k.WORKLOADS.plural in cache.stores else None
-        return wl is not None and convert.holds_quota(wl)
+        return wl is not None and WorkloadView(wl).holds_quota
 
     return holds
 
@@ -87,11 +88,11 @@ class ForeignPods:
         self._set(key, new)
 
     def _workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        held = kind != "DELETED" and convert.holds_quota(obj)
-        if old is not None and kind != "ADDED" and convert.holds_quota(old) == held:
+        held = kind != "DELETED" and WorkloadView(obj).holds_quota
+        if old is not None and kind != "ADDED" and WorkloadView(old).holds_quota == held:
             return
         pods = self.cache.store(k.PODS)
-        for key in sorted(self._claims.get(convert.workload_key(obj), ())):
+        for key in sorted(self._claims.get(WorkloadView(obj).key, ())):
             pod = pods.get(*key)
             if pod is not None:
                 self._set(key, foreign_usage(pod, self.owners, self.holds))

@@ -22,6 +22,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import placement, settle, status
 from queuectl.controller.feed import local_queue_stop
@@ -58,7 +59,7 @@ class PodGroupSteps(WorkloadWrites):
         wl_key = f"{key.namespace}/{wl_name}"
         wl = self.cache.get(k.WORKLOADS, wl_name, key.namespace)
         if wl is not None:
-            if not convert.holds_quota(wl):  # its pods came or went: withheld or offered again
+            if not WorkloadView(wl).holds_quota:  # its pods came or went: withheld or offered again
                 self.feed.refeed_group(wl)
             return wl_key
         if not pg.readiness(key, pods).ready:
@@ -124,14 +125,14 @@ class PodGroupSteps(WorkloadWrites):
                 self._count("finished")
                 self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", message)
             return True
-        holding = convert.holds_quota(wl)
-        if not pods and not holding and not convert.condition(wl, names.COND_REQUEUED):
+        holding = WorkloadView(wl).holds_quota
+        if not pods and not holding and not WorkloadView(wl).condition(names.COND_REQUEUED):
             await self._delete_workload(key, wl)  # abandoned before it ever ran
             return True
         if not holding:
             await self.sync_pending(key, wl, now)
             return True
-        if convert.is_true(wl, names.COND_EVICTED):
+        if WorkloadView(wl).is_true(names.COND_EVICTED):
             await self._stop_group(key, wl, pods, now)
             return True
         if not pods:  # every pod deleted by hand while admitted: the job is gone, so is its quota
@@ -140,7 +141,7 @@ class PodGroupSteps(WorkloadWrites):
         deadline = convert.parse_time(
             ((wl.get("status") or {}).get("preemption") or {}).get("deadline")
         )
-        if convert.is_true(wl, names.COND_PREEMPTED) and deadline is not None:
+        if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
             stamp = convert.format_time(deadline)
             for pod in pods:
                 if (
@@ -158,7 +159,7 @@ class PodGroupSteps(WorkloadWrites):
             if now < deadline:
                 self.at(deadline, key)
                 return True
-            cond = convert.condition(wl, names.COND_PREEMPTED) or {}
+            cond = WorkloadView(wl).condition(names.COND_PREEMPTED) or {}
             await self.evict(
                 wl,
                 names.REASON_EVICTED_PREEMPTION,
@@ -196,7 +197,7 @@ class PodGroupSteps(WorkloadWrites):
             return  # each pod's deletion event brings us back
         written = await settle.write_requeued(self, wl, now)
         if written is not None:
-            self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
+            self.sched.requeue_workload(key, front=WorkloadView(written).requeued_for_node_failure)
             self.feed.refeed_group(written)  # withheld until replacement pods exist
             self._count("requeued")
             self.events.emit(

@@ -23,6 +23,7 @@ from typing import Final
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks
 from queuectl.controller import kube as k
 from queuectl.controller import provision_objects as objs
@@ -89,7 +90,7 @@ class ProvisionCheck:
         )
 
     async def decide(self, check: Obj, wl: Obj) -> Decision:
-        if not convert.holds_quota(wl):
+        if not WorkloadView(wl).holds_quota:
             return None
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
         klass = objs.request_class((check.get("spec") or {}).get("parameters"))
@@ -112,7 +113,7 @@ class ProvisionCheck:
         return not unplaced(nodes, used, objs.shapes(wl, flavors))
 
     async def _by_placeholders(self, wl: Obj, flavors: Mapping[str, Obj]) -> Decision:
-        key, meta, now = convert.workload_key(wl), wl["metadata"], self.clock()
+        key, meta, now = WorkloadView(wl).key, wl["metadata"], self.clock()
         asked = self.asked.get(key)
         bound = objs.bound_placeholders(
             list(self.cache.store(k.PODS).values()), meta["namespace"], meta["name"]
@@ -160,7 +161,7 @@ class ProvisionCheck:
     async def _by_request(
         self, check: Obj, wl: Obj, klass: str, flavors: Mapping[str, Obj]
     ) -> Decision:
-        key, meta = convert.workload_key(wl), wl["metadata"]
+        key, meta = WorkloadView(wl).key, wl["metadata"]
         templates, request = objs.provisioning_objects(
             wl, check["metadata"]["name"], klass, flavors
         )
@@ -211,7 +212,7 @@ class ProvisionCheck:
 
     # --- bookkeeping and cleanup ----------------------------------------------------------
     def _deadline(self, wl: Obj) -> float:
-        cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+        cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED) or {}
         since = convert.parse_time(cond.get("lastTransitionTime")) or self.clock()
         return since + PROVISION_TIMEOUT_S
 
@@ -265,7 +266,7 @@ class ProvisionCheck:
 
     def _waiting_on_us(self, wl: Obj | None) -> bool:
         """Whether the Workload still waits for one of our checks (its requests stay)."""
-        if wl is None or not convert.holds_quota(wl):
+        if wl is None or not WorkloadView(wl).holds_quota:
             return False
         for entry in checks.entries(wl):
             obj = self.cache.get(k.ADMISSION_CHECKS, str(entry["name"]))
@@ -275,9 +276,11 @@ class ProvisionCheck:
         return False
 
     def _provisioned(self, wl: Obj) -> bool:
-        asked = self.asked.get(convert.workload_key(wl))
+        asked = self.asked.get(WorkloadView(wl).key)
         return (
-            asked is not None and asked.provisioned and not convert.is_true(wl, names.COND_FINISHED)
+            asked is not None
+            and asked.provisioned
+            and not WorkloadView(wl).is_true(names.COND_FINISHED)
         )
 
     async def tidy(self, key: str, wl: Obj | None) -> None:
@@ -303,7 +306,7 @@ class ProvisionCheck:
                     await self._delete(k.PODS, str(meta["name"]), ns)
 
     def _on_workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        key = convert.workload_key(obj)
+        key = WorkloadView(obj).key
         if key in self.asked and (kind == "DELETED" or not self._waiting_on_us(obj)):
             self.at(self.clock(), key)  # its reconcile withdraws (tidy)
 

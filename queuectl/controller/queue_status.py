@@ -13,6 +13,7 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import queues
 from queuectl.controller.cache import Cache
@@ -127,9 +128,9 @@ class QueueStatusWriter:
         pending: dict[tuple[str, str], int] = {}
         admitted: dict[str, int] = {}
         for wl in self.cache.store(k.WORKLOADS).values():
-            if convert.is_true(wl, names.COND_FINISHED):
+            if WorkloadView(wl).is_true(names.COND_FINISHED):
                 continue
-            if convert.holds_quota(wl):
+            if WorkloadView(wl).holds_quota:
                 cq = wl["status"]["admission"].get("clusterQueue", "")
                 admitted[cq] = admitted.get(cq, 0) + 1
                 continue

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import status
 from queuectl.controller.feed import Feed
 from queuectl.controller.kube import Obj
@@ -49,7 +50,7 @@ def waiting_for_checks(workloads: Iterable[Obj]) -> dict[str, int]:
     """ClusterQueue -> workloads holding quota there that their admission checks still hold."""
     out: dict[str, int] = defaultdict(int)
     for wl in workloads:
-        if convert.holds_quota(wl) and not convert.is_admitted(wl):
+        if WorkloadView(wl).holds_quota and not WorkloadView(wl).is_admitted:
             out[str(wl["status"]["admission"].get("clusterQueue", ""))] += 1
     return out
 
@@ -124,12 +125,12 @@ def local_queue_statuses(
     reserving: dict[tuple[str, str], int] = defaultdict(int)
     usage: dict[tuple[str, str], dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for wl in workloads:
-        if convert.is_true(wl, names.COND_FINISHED):
+        if WorkloadView(wl).is_true(names.COND_FINISHED):
             continue
         lq_key = (wl["metadata"].get("namespace", ""), (wl.get("spec") or {}).get("queueName", ""))
-        if convert.holds_quota(wl):
+        if WorkloadView(wl).holds_quota:
             reserving[lq_key] += 1
-            admitted[lq_key] += 1 if convert.is_admitted(wl) else 0
+            admitted[lq_key] += 1 if WorkloadView(wl).is_admitted else 0
             adm = convert.admission_from_status(wl["status"]["admission"])
             for ps in adm.podsets:
                 for res, total in ps.usage.items():

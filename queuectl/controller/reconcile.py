@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 
 from queuectl import convert, metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks, placement, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.adoption import JobWorkloads
@@ -88,7 +89,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             return
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return
-        if convert.is_true(wl, names.COND_FINISHED):
+        if WorkloadView(wl).is_true(names.COND_FINISHED):
             self.feed.forget(key)
             return
         if await self.reconcile_group_workload(key, wl, self.clock()):
@@ -105,7 +106,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 self._count("finished")
                 self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", fin.message)
             return
-        if convert.holds_quota(wl):
+        if WorkloadView(wl).holds_quota:
             await self._holding(key, wl, adapter, job, now)
         else:
             await self._waiting(key, wl, adapter, job, now)
@@ -114,11 +115,11 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
         st = wl.get("status") or {}
-        if convert.is_true(wl, names.COND_EVICTED):
+        if WorkloadView(wl).is_true(names.COND_EVICTED):
             await self._drain(key, wl, adapter, job, now)
             return
         deadline = convert.parse_time((st.get("preemption") or {}).get("deadline"))
-        if convert.is_true(wl, names.COND_PREEMPTED) and deadline is not None:
+        if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
             if adapter is not None and job is not None:
                 annotations = job["metadata"].get("annotations") or {}
                 stamp = convert.format_time(deadline)
@@ -135,7 +136,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             if now < deadline:
                 self.at(deadline, key)
                 return
-            cond = convert.condition(wl, names.COND_PREEMPTED) or {}
+            cond = WorkloadView(wl).condition(names.COND_PREEMPTED) or {}
             await self.evict(
                 wl,
                 names.REASON_EVICTED_PREEMPTION,
@@ -217,12 +218,12 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         wl = await self.builtin_checks.decide(wl) or wl  # checks queuectl itself decides
         v = checks.of(wl)
         if v == "admitted":
-            if convert.is_true(wl, names.COND_ADMITTED):
+            if WorkloadView(wl).is_true(names.COND_ADMITTED):
                 return wl
             patch = status.checks_passed(wl, now)
             written = await self.write_status(wl, patch) if patch is not None else None
             if written is not None:
-                reserved = convert.condition(written, names.COND_QUOTA_RESERVED) or {}
+                reserved = WorkloadView(written).condition(names.COND_QUOTA_RESERVED) or {}
                 since = convert.parse_time(reserved.get("lastTransitionTime"))
                 if since is not None:
                     queue = ((written.get("status") or {}).get("admission") or {}).get(
@@ -286,14 +287,14 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         if written is not None:
             # Evicted because its Job changed: the core must not admit the stale shape again
             # before the Workload follows the Job (that write refeeds it, clearing the hold).
-            why = (convert.condition(written, names.COND_REQUEUED) or {}).get("reason")
+            why = (WorkloadView(written).condition(names.COND_REQUEUED) or {}).get("reason")
             stale = why == names.REASON_EVICTED_JOB_CHANGED
             not_before = now + JOB_CHANGED_HOLD_S if stale else 0.0
             if why == names.REASON_EVICTED_CHECK_RETRY:  # backs off before it reserves again
                 requeue = (written.get("status") or {}).get("requeueState") or {}
                 not_before = convert.parse_time(requeue.get("requeueAt")) or now
             self.sched.requeue_workload(
-                key, not_before=not_before, front=convert.requeued_for_node_failure(written)
+                key, not_before=not_before, front=WorkloadView(written).requeued_for_node_failure
             )
             self._count("requeued")
             self.events.emit(
@@ -356,7 +357,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             wl,
             lambda w: (
                 None
-                if convert.is_true(w, names.COND_EVICTED)
+                if WorkloadView(w).is_true(names.COND_EVICTED)
                 else status.evicted(w, reason, message, self.clock())
             ),
         )
@@ -364,4 +365,4 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             return
         self._count("evicted")
         self.events.emit(written, "Warning", names.EVENT_EVICTED, "Evict", message)
-        await self.reconcile(convert.workload_key(written))
+        await self.reconcile(WorkloadView(written).key)

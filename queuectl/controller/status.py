@@ -13,6 +13,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks
 from queuectl.core import backoff_seconds
 from queuectl.core import types as core
@@ -184,7 +185,7 @@ def requeued(
     count it now reaches) and its checks start again from Pending; after a Rejected one it is
     inactive and the check states stay as the checks left them, for `describe`."""
     conds = _conditions(wl)
-    evicted_cond = convert.condition({"status": {"conditions": conds}}, names.COND_EVICTED)
+    evicted_cond = WorkloadView({"status": {"conditions": conds}}).condition(names.COND_EVICTED)
     why = (evicted_cond or {}).get("reason") or names.REASON_EVICTED_PREEMPTION
     evicted_message = (evicted_cond or {}).get("message") or "an admission check rejected it"
     extra: dict[str, Any] = {}
@@ -243,7 +244,7 @@ def admitted_seconds(wl: Obj, now: float) -> float:
     """Admitted time so far: past admissions plus the current one."""
     status = wl.get("status") or {}
     past = float(status.get("accumulatedPastExecutionTimeSeconds") or 0)
-    cond = convert.condition(wl, names.COND_ADMITTED)
+    cond = WorkloadView(wl).condition(names.COND_ADMITTED)
     if cond and cond.get("status") == "True":
         since = convert.parse_time(cond.get("lastTransitionTime"))
         if since is not None:
