@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from queuectl import convert
+from queuectl.api import resource as rest
 from queuectl.api.views import WorkloadView
-from queuectl.cli import _kube as kube
 from queuectl.cli import _sections as sec
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
@@ -60,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
             job_kind = by_name(args.kind)
             args.kind, args.name = "workload", workload_of_job(api, args.name, ns, job_kind)
         kind = {
-            "clusterqueue": kube.CLUSTER_QUEUE,
-            "localqueue": kube.LOCAL_QUEUE,
-            "cohort": kube.COHORT,
-            "workload": kube.WORKLOAD,
+            "clusterqueue": rest.CLUSTER_QUEUES,
+            "localqueue": rest.LOCAL_QUEUES,
+            "cohort": rest.COHORTS,
+            "workload": rest.WORKLOADS,
         }[args.kind]
         if args.kind != "cohort":  # a cohort may exist only as a name that queues use
             api.get(kind, args.name, ns or None)  # clear "not found" / "denied" first
@@ -111,7 +111,7 @@ def _cohort_path(snap: Snapshot, cohort_name: str | None) -> str:
 
 
 def cluster_queue(snap: Snapshot, name: str, term: Term) -> str:
-    obj = snap.get(kube.CLUSTER_QUEUE, name)
+    obj = snap.get(rest.CLUSTER_QUEUES, name)
     spec = snap.sched.cluster_queues().get(name)
     if obj is None or spec is None:
         raise CliError(f'ClusterQueue "{name}" not found')
@@ -195,7 +195,7 @@ def _bank(obj: wlv.Obj, bank: GpuTimeBank | None) -> list[tuple[str, str]]:
 
 # --- LocalQueue -------------------------------------------------------------------------------
 def local_queue(snap: Snapshot, name: str, ns: str, term: Term) -> str:
-    obj = snap.get(kube.LOCAL_QUEUE, name, ns)
+    obj = snap.get(rest.LOCAL_QUEUES, name, ns)
     if obj is None:
         raise CliError(f'LocalQueue "{name}" not found in namespace {ns}')
     spec = obj.get("spec") or {}
@@ -299,7 +299,7 @@ def cohort(snap: Snapshot, name: str, term: Term) -> str:
 
 # --- Workload ---------------------------------------------------------------------------------
 def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
-    obj = snap.get(kube.WORKLOAD, name, ns)
+    obj = snap.get(rest.WORKLOADS, name, ns)
     if obj is None:
         raise CliError(f'Workload "{name}" not found in namespace {ns}')
     key = wlv.key(obj)
