@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from queuectl.api import names
-from queuectl.api.corev1 import LabelSelector
 from queuectl.api.resource import Resource
+from queuectl.api.selectors import namespace_selected
 from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, KubeError, Obj
@@ -202,28 +202,21 @@ class Cache:
 
     # --- scheduling questions -------------------------------------------------------------
     def namespace_selected(self, cluster_queue: str, namespace: str) -> bool:
-        """Whether the ClusterQueue's namespaceSelector selects the namespace (nil: none)."""
+        """Whether the ClusterQueue's namespaceSelector selects the namespace (nil: none; an
+        unseen namespace is known by its name label alone, `namespace_selected`)."""
         exists, selector = self.cluster_queue_selector(cluster_queue)
         if not exists:
             return True  # the core reports ClusterQueueNotFound itself
-        if selector is None:
-            return False
-        labels = self.namespace_labels(namespace)
-        if labels is None:
-            return False
-        return LabelSelector.model_validate(selector).matches(dict(labels))
+        return namespace_selected(selector, namespace, self.namespace_labels(namespace))
 
     def priority_class_allowed(self, name: str, namespace: str) -> bool:
         """Whether Jobs in `namespace` may use WorkloadPriorityClass name: it has no
-        namespaceSelector, or its selector selects the namespace (an unknown namespace is seen
-        with just its automatic name label)."""
+        namespaceSelector, or its selector selects the namespace (`namespace_selected`: an
+        unseen namespace is known by its name label alone)."""
         selector = self.priority_class_selector(name)
         if selector is None:
             return True
-        labels = self.namespace_labels(namespace)
-        if labels is None:
-            labels = {names.LABEL_NAMESPACE_NAME: namespace}
-        return LabelSelector.model_validate(selector).matches(dict(labels))
+        return namespace_selected(selector, namespace, self.namespace_labels(namespace))
 
     def priority_class_value(self, name: str) -> tuple[int, float, float] | None:
         """(value, grace seconds, minimum runtime seconds) of a WorkloadPriorityClass."""

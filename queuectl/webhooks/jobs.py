@@ -22,6 +22,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.selectors import namespace_selected
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import placement_changes
 from queuectl.jobs.registry import KINDS, Registry
@@ -43,7 +44,6 @@ from queuectl.webhooks.review import (
     escape_pointer,
     user_name,
 )
-from queuectl.webhooks.selectors import selector_matches
 
 DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
 
@@ -247,8 +247,7 @@ def _priority_class_problems(
     if selector is None:
         return []
     ns = _namespace(request)
-    labels = lookup.namespace_labels(ns) or {names.LABEL_NAMESPACE_NAME: ns}
-    if selector_matches(selector, labels):
+    if namespace_selected(selector, ns, lookup.namespace_labels(ns)):
         return []
     return [
         f"WorkloadPriorityClass {wanted!r} may not be used in namespace {ns!r}: its "

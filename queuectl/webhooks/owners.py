@@ -10,12 +10,12 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.selectors import selector_matches
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import child_problems
 from queuectl.jobs.registry import KINDS, MAX_OWNER_DEPTH, Registry, owner
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import Request
-from queuectl.webhooks.selectors import selector_matches
 
 Owner = tuple[JobKind, Obj]
 

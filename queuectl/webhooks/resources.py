@@ -12,11 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from queuectl.api import names
+from queuectl.api.selectors import namespace_labels, namespace_selected
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import Request, Response, allow, deny
-from queuectl.webhooks.selectors import selector_matches
-
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def validate_queuectl(request: Request, lookup: QueueLookup) -> Response:
@@ -159,18 +157,23 @@ def local_queue_problems(
             f"ClusterQueue {cq_name!r} does not exist yet; this LocalQueue stays inactive until "
             f"it exists and its namespaceSelector selects namespace {namespace!r}"
         ]
-    # A namespace the cache has not seen yet still carries its automatic name label.
-    labels = lookup.namespace_labels(namespace) or {NAMESPACE_NAME_LABEL: namespace}
-    if selector_matches(selector, labels):
+    seen = lookup.namespace_labels(namespace)
+    if namespace_selected(selector, namespace, seen):
         return [], []
+    labels = namespace_labels(namespace, seen)
     if selector is None:
         why = "its spec.namespaceSelector is unset, which selects no namespace"
         fix = "set it to {} (every namespace) or to a selector that matches this namespace"
     else:
         why = (
             f"its spec.namespaceSelector {json.dumps(selector, sort_keys=True)} "
-            f"does not match the namespace's labels {json.dumps(dict(labels), sort_keys=True)}"
+            f"does not match the namespace's labels {json.dumps(labels, sort_keys=True)}"
         )
+        if seen is None:
+            why += (
+                " (the namespace is not in the webhook's cache yet, so only its name label is "
+                "known; if it was just created, try again in a moment)"
+            )
         fix = (
             f"label the namespace to match (`kubectl label namespace {namespace} KEY=VALUE`), "
             "widen the selector, or use a ClusterQueue meant for this namespace"
