@@ -19,12 +19,13 @@ from queuectl.api import names
 from queuectl.api.resource import Resource
 
 Raw = Mapping[str, Any]
-_EMPTY: Raw = {}
 
 
 def _section(obj: Raw, name: str) -> Raw:
+    """obj[name], or a new empty mapping when it is missing or null (never a shared one: a
+    caller that writes into what it read must not write into every other object's)."""
     found: Raw | None = obj.get(name)
-    return found or _EMPTY
+    return found or {}
 
 
 class ObjectView:
@@ -118,14 +119,20 @@ class WorkloadView(ObjectView):
 
     __slots__ = ()
 
+    @classmethod
+    def of_spec(cls, spec: Raw) -> WorkloadView:
+        """A view of a Workload spec not written yet (what a job kind's `workload_spec` asks)."""
+        return cls({"spec": spec})
+
     @property
     def queue_name(self) -> str:
         """spec.queueName: the LocalQueue in the Workload's namespace."""
         return str(self.spec.get("queueName") or "")
 
     @property
-    def pod_sets(self) -> list[Raw]:
-        pod_sets: list[Raw] = self.spec.get("podSets") or []
+    def pod_sets(self) -> list[dict[str, Any]]:
+        """spec.podSets as stored (JSON objects, which the job kinds' patches take)."""
+        pod_sets: list[dict[str, Any]] = self.spec.get("podSets") or []
         return pod_sets
 
     @property

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 from queuectl.api import names
 from queuectl.api import resource as rest
 from queuectl.api.resource import Resource
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli import _kube as kube
 from queuectl.cli._kube import CliError, Obj
 from queuectl.core import Explanation, Scheduler, fleet
@@ -141,18 +142,14 @@ class Snapshot:
 
     def cluster_queue_of(self, wl: Obj) -> str | None:
         """The ClusterQueue the workload is admitted to or queued in (None if unresolved)."""
-        admission = (wl.get("status") or {}).get("admission") or {}
+        view = WorkloadView(wl)
+        admission = view.admission or {}
         if admission.get("clusterQueue"):
             return str(admission["clusterQueue"])
         cq, _ = self.feed.resolve(wl)
         if cq is None:  # withheld (stopped LocalQueue, namespace not selected): name it anyway
-            meta = wl.get("metadata") or {}
-            lq = self.get(
-                rest.LOCAL_QUEUES,
-                str((wl.get("spec") or {}).get("queueName") or ""),
-                str(meta.get("namespace") or ""),
-            )
-            cq = str(((lq or {}).get("spec") or {}).get("clusterQueue") or "") or None
+            lq = self.get(rest.LOCAL_QUEUES, view.queue_name, view.namespace)
+            cq = str(ObjectView(lq or {}).spec.get("clusterQueue") or "") or None
         return cq
 
     def order(self, cluster_queue: str) -> tuple[str, ...]:

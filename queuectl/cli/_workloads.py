@@ -24,11 +24,11 @@ def namespace(wl: Obj) -> str:
 
 
 def name(wl: Obj) -> str:
-    return str((wl.get("metadata") or {}).get("name") or "")
+    return WorkloadView(wl).name
 
 
 def queue(wl: Obj) -> str:
-    return str((wl.get("spec") or {}).get("queueName") or "")
+    return WorkloadView(wl).queue_name
 
 
 def priority(wl: Obj) -> int:
@@ -99,12 +99,13 @@ class PodSetView:
 
 
 def podsets(wl: Obj) -> list[PodSetView]:
-    admission = (wl.get("status") or {}).get("admission") if WorkloadView(wl).holds_quota else None
+    view = WorkloadView(wl)
+    admission = view.admission if view.holds_quota else None
     assigned: dict[str, Mapping[str, Any]] = {
         str(a.get("name")): a for a in ((admission or {}).get("podSetAssignments") or ())
     }
     out = []
-    for ps in (wl.get("spec") or {}).get("podSets") or ():
+    for ps in view.pod_sets:
         core_ps = convert.podset(ps)
         req = ps.get("topologyRequest") or {}
         topo = (

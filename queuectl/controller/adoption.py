@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.priority import follow_priority_class, resolve_priority
@@ -98,7 +99,7 @@ class JobWorkloads(WorkloadWrites):
             "metadata": {
                 "name": wl_name,
                 "namespace": meta["namespace"],
-                "labels": {names.LABEL_QUEUE_NAME: spec.get("queueName", "")},
+                "labels": {names.LABEL_QUEUE_NAME: WorkloadView.of_spec(spec).queue_name},
                 "ownerReferences": [
                     {
                         "apiVersion": adapter.resource.api_version,

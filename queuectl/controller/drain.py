@@ -26,7 +26,7 @@ from typing import Any
 
 from queuectl import convert, metrics
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import podowners
 from queuectl.controller.cache import Cache
@@ -74,11 +74,6 @@ def drain_record(node: Obj) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) else {"reason": str(raw), "cordoned": False}
 
 
-def _labels(node: Obj) -> Mapping[str, str]:
-    labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
-    return labels
-
-
 def flavor_members(flavors: Iterable[Obj], nodes: Iterable[Obj]) -> dict[str, set[str]]:
     """Flavor name -> names of the nodes carrying all its nodeLabels (healthy or not)."""
     node_list = list(nodes)
@@ -86,7 +81,9 @@ def flavor_members(flavors: Iterable[Obj], nodes: Iterable[Obj]) -> dict[str, se
     for fl in flavors:
         want = ((fl.get("spec") or {}).get("nodeLabels") or {}).items()
         out[fl["metadata"]["name"]] = {
-            n["metadata"]["name"] for n in node_list if all(_labels(n).get(k) == v for k, v in want)
+            n["metadata"]["name"]
+            for n in node_list
+            if all(ObjectView(n).labels.get(k) == v for k, v in want)
         }
     return out
 

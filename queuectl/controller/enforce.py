@@ -179,8 +179,7 @@ def excess(
     devices = gpu_names(flavors.values())
     asked = {str(_meta(p).get("name")): pod_devices(p, devices) for p in live}
     spec_counts = {
-        str(ps.get("name")): int(ps.get("count", 1))
-        for ps in (workload.get("spec") or {}).get("podSets") or ()
+        str(ps.get("name")): int(ps.get("count", 1)) for ps in WorkloadView(workload).pod_sets
     }
     admitted: dict[str, int] = {}
     used_flavors: set[str] = set()

@@ -230,7 +230,7 @@ class Enforcer:
         if group_of_workload(wl) is not None:
             admission = convert.admission_from_status((wl.get("status") or {})["admission"])
             index = pg.PodSetIndex(
-                (wl.get("spec") or {}).get("podSets") or [],
+                WorkloadView(wl).pod_sets,
                 placement.placements(admission, flavors),
             )
             pod_set_of = index.of

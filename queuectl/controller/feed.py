@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import checks, podgroups
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
@@ -56,26 +56,25 @@ def _same_spec(obj: Obj, old: Obj | None) -> bool:
 
 def _core_view(wl: Obj) -> tuple[Any, ...]:
     """The parts of a Workload the core's input is built from."""
-    st = wl.get("status") or {}
+    view = WorkloadView(wl)
+    st = view.status
     return (
         wl.get("spec"),
         wl["metadata"].get("deletionTimestamp"),
         st.get("admission"),
         st.get("requeueState"),
         st.get("accumulatedPastExecutionTimeSeconds"),
-        WorkloadView(wl).holds_quota,
-        WorkloadView(wl).is_true(names.COND_ADMITTED),  # the execution clock starts (checks passed)
-        WorkloadView(wl).is_true(names.COND_FINISHED),
+        view.holds_quota,
+        view.is_true(names.COND_ADMITTED),  # the execution clock starts (checks passed)
+        view.is_true(names.COND_FINISHED),
     )
 
 
 def local_queue_stop(cache: Cache, wl: Obj) -> str:
     """The stopPolicy of the workload's LocalQueue ("None" if it has none or no queue)."""
-    meta = wl.get("metadata") or {}
-    lq = cache.get(
-        k.LOCAL_QUEUES, (wl.get("spec") or {}).get("queueName") or "", meta.get("namespace") or ""
-    )
-    return str(((lq or {}).get("spec") or {}).get("stopPolicy") or "None")
+    view = WorkloadView(wl)
+    lq = cache.get(k.LOCAL_QUEUES, view.queue_name, view.namespace)
+    return str(ObjectView(lq or {}).spec.get("stopPolicy") or "None")
 
 
 class Feed:
@@ -166,8 +165,8 @@ class Feed:
     # --- workloads ----------------------------------------------------------------------
     def resolve(self, wl: Obj) -> tuple[str | None, tuple[str, str] | None]:
         """(ClusterQueue name, or None with the withholding reason and message)."""
-        meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
-        namespace, queue = meta.get("namespace") or "", spec.get("queueName") or ""
+        view = WorkloadView(wl)
+        spec, namespace, queue = view.spec, view.namespace, view.queue_name
         lq = self.cache.get(k.LOCAL_QUEUES, queue, namespace)
         if lq is None:
             return None, (
@@ -207,13 +206,12 @@ class Feed:
         return cq, None
 
     def feed_workload(self, wl: Obj) -> None:
-        key = WorkloadView(wl).key
-        if WorkloadView(wl).is_true(names.COND_FINISHED) or (wl.get("metadata") or {}).get(
-            "deletionTimestamp"
-        ):
+        view = WorkloadView(wl)
+        key = view.key
+        if view.is_true(names.COND_FINISHED) or view.deleting:
             self.forget(key)
             return
-        holding = WorkloadView(wl).holds_quota
+        holding = view.holds_quota
         cq, withheld = self.resolve(wl)
         if withheld and not holding:
             self.withheld[key] = withheld
@@ -303,10 +301,7 @@ class Feed:
             return
         ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
         self.refeed(
-            lambda wl: (
-                wl["metadata"].get("namespace") == ns
-                and (wl.get("spec") or {}).get("queueName") == name
-            )
+            lambda wl: wl["metadata"].get("namespace") == ns and WorkloadView(wl).queue_name == name
         )
 
     def _namespace(self, kind: str, obj: Obj, old: Obj | None) -> None:

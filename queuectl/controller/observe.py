@@ -177,10 +177,8 @@ class Observer:
                 )
 
     def _cluster_queue(self, wl: Obj) -> str:
-        admission = (wl.get("status") or {}).get("admission") or {}
+        view = WorkloadView(wl)
+        admission = view.admission or {}
         if admission.get("clusterQueue"):
             return str(admission["clusterQueue"])
-        meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
-        return (
-            self.cache.local_queue(meta.get("namespace") or "", spec.get("queueName") or "") or ""
-        )
+        return self.cache.local_queue(view.namespace, view.queue_name) or ""

@@ -22,7 +22,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import placement, settle, status
 from queuectl.controller.feed import local_queue_stop
@@ -81,7 +81,7 @@ class PodGroupSteps(WorkloadWrites):
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": key.namespace,
-            "labels": {names.LABEL_QUEUE_NAME: spec.get("queueName", "")},
+            "labels": {names.LABEL_QUEUE_NAME: WorkloadView.of_spec(spec).queue_name},
         }
         if key.single:
             metadata["ownerReferences"] = [
@@ -146,7 +146,7 @@ class PodGroupSteps(WorkloadWrites):
             for pod in pods:
                 if (
                     pg.active(pod)
-                    and _annotation(pod, names.ANNOTATION_PREEMPTION_DEADLINE) != stamp
+                    and ObjectView(pod).annotation(names.ANNOTATION_PREEMPTION_DEADLINE) != stamp
                 ):
                     await self._patch_pod(
                         pod,
@@ -178,7 +178,7 @@ class PodGroupSteps(WorkloadWrites):
         admission = convert.admission_from_status((wl.get("status") or {})["admission"])
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
         placements = placement.placements(admission, flavors)
-        gated = pg.to_ungate(pods, (wl.get("spec") or {}).get("podSets") or [], placements)
+        gated = pg.to_ungate(pods, WorkloadView(wl).pod_sets, placements)
         for pod in gated:
             patch = pg.ungate_patch(pod, pg.placement_for(pod, placements), wl["metadata"]["name"])
             if await self._patch_pod(pod, patch) is not None:
@@ -240,11 +240,6 @@ class PodGroupSteps(WorkloadWrites):
                 raise
 
 
-def _annotation(obj: Obj, key: str) -> str | None:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
-    return None if value is None else str(value)
-
-
 def _ended(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -259,7 +254,7 @@ def _finished(group: pg.GroupKey, wl: Obj, pods: list[Obj]) -> tuple[bool, str] 
         if "Failed" in phases:
             return False, "Pod failed"
         return None
-    want = sum(int(ps.get("count", 1)) for ps in (wl.get("spec") or {}).get("podSets") or ())
+    want = sum(int(ps.get("count", 1)) for ps in WorkloadView(wl).pod_sets)
     done = phases.count("Succeeded")
     if done >= want and not any(pg.active(p) for p in pods):
         return True, f"All {done} pods of the group succeeded"

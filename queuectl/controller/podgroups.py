@@ -8,6 +8,7 @@ pod (a controller ownerReference of kind Pod). The reconcile steps are `podgroup
 from __future__ import annotations
 
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
 from queuectl.jobs.podgroup import group as pg
@@ -43,7 +44,7 @@ def incomplete(cache: Cache, wl: Obj) -> str | None:
     key = group_of_workload(wl)
     if key is None:
         return None
-    want = sum(int(ps.get("count", 1)) for ps in (wl.get("spec") or {}).get("podSets") or ())
+    want = sum(int(ps.get("count", 1)) for ps in WorkloadView(wl).pod_sets)
     have = sum(1 for p in group_pods(cache, key) if pg.active(p))
     if have >= want:
         return None

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 
 MAX_DEPTH: Final = 4
 """Controllers followed above a pod; the deepest real chain (pod -> Job -> JobSet) has two."""
@@ -73,11 +74,6 @@ def _controller(obj: Obj) -> Mapping[str, Any] | None:
     return None
 
 
-def _labels(obj: Obj) -> Mapping[str, str]:
-    labels: Mapping[str, str] = (obj.get("metadata") or {}).get("labels") or {}
-    return labels
-
-
 def finished(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -96,7 +92,7 @@ def claim(pod: Obj, owners: Owners) -> Claim:
     chain = owners.chain(pod)
     ns = (pod.get("metadata") or {}).get("namespace") or ""
     for obj in chain.objects:
-        if wl := _labels(obj).get(names.LABEL_WORKLOAD):
+        if wl := ObjectView(obj).labels.get(names.LABEL_WORKLOAD):
             return Claim(f"{ns}/{wl}", chain.unresolved)
     return Claim(None, chain.unresolved)
 

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller.placement import placements
 from queuectl.core import types as core
 from queuectl.core.provision import Shape
@@ -50,7 +51,7 @@ def counts(wl: Obj) -> dict[str, int]:
 
 def pod_spec(wl: Obj, placement: PodSetPlacement) -> dict[str, Any]:
     """The placeholder's pod spec: where the real pod may go, what it asks for, nothing run."""
-    pod_sets = (wl.get("spec") or {}).get("podSets") or []
+    pod_sets = WorkloadView(wl).pod_sets
     original = original_pod_spec(pod_sets, placement.name)
     spec: dict[str, Any] = {k: copy.deepcopy(original[k]) for k in _KEPT if k in original}
     injected = inject(original, placement)

@@ -134,9 +134,9 @@ class QueueStatusWriter:
                 cq = wl["status"]["admission"].get("clusterQueue", "")
                 admitted[cq] = admitted.get(cq, 0) + 1
                 continue
-            ns = wl["metadata"].get("namespace", "")
-            lq = self.cache.local_queue(ns, (wl.get("spec") or {}).get("queueName", "")) or ""
-            pc = (wl.get("spec") or {}).get("priorityClassName") or ""
+            view = WorkloadView(wl)
+            lq = self.cache.local_queue(view.namespace, view.queue_name) or ""
+            pc = view.spec.get("priorityClassName") or ""
             pending[(lq, pc)] = pending.get((lq, pc), 0) + 1
         metrics.CONTROLLER_PENDING.clear()
         for (cq, pc), n in pending.items():

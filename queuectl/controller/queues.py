@@ -125,12 +125,13 @@ def local_queue_statuses(
     reserving: dict[tuple[str, str], int] = defaultdict(int)
     usage: dict[tuple[str, str], dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for wl in workloads:
-        if WorkloadView(wl).is_true(names.COND_FINISHED):
+        view = WorkloadView(wl)
+        if view.is_true(names.COND_FINISHED):
             continue
-        lq_key = (wl["metadata"].get("namespace", ""), (wl.get("spec") or {}).get("queueName", ""))
-        if WorkloadView(wl).holds_quota:
+        lq_key = (view.namespace, view.queue_name)
+        if view.holds_quota:
             reserving[lq_key] += 1
-            admitted[lq_key] += 1 if WorkloadView(wl).is_admitted else 0
+            admitted[lq_key] += 1 if view.is_admitted else 0
             adm = convert.admission_from_status(wl["status"]["admission"])
             for ps in adm.podsets:
                 for res, total in ps.usage.items():

@@ -169,7 +169,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             return
         if adapter is not None and job is not None and adapter.is_suspended(job):
             placed = self._placements(wl)
-            patch = adapter.run_patch(job, (wl.get("spec") or {}).get("podSets") or [], placed)
+            patch = adapter.run_patch(job, WorkloadView(wl).pod_sets, placed)
             try:
                 started = await self.patch_job(adapter, job, patch)
             except KubeError as err:
@@ -264,7 +264,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 return
             if not adapter.pods_gone(job):
                 return  # the Job's status update brings us back
-            pod_sets = (wl.get("spec") or {}).get("podSets") or []
+            pod_sets = WorkloadView(wl).pod_sets
             restore = adapter.restore_patch(job, pod_sets)
             if restore is not None:
                 if not adapter.can_restore(job):
@@ -320,7 +320,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                         "Suspended again: the job is not admitted by its queue",
                     )
                 return
-            restore = adapter.restore_patch(job, (wl.get("spec") or {}).get("podSets") or [])
+            restore = adapter.restore_patch(job, WorkloadView(wl).pod_sets)
             if restore is not None and adapter.can_restore(job):
                 await self.patch_job(adapter, job, restore, strict=True)
             elif restore is None and (

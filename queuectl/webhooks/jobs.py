@@ -23,6 +23,7 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.api.selectors import namespace_selected
+from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import placement_changes
 from queuectl.jobs.registry import KINDS, Registry
@@ -54,14 +55,6 @@ def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
     return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
 
 
-def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
-
-
-def _annotations(obj: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
-
-
 def _namespace(request: Request) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
     ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
@@ -76,7 +69,7 @@ def _job_ref(request: Request, kind: JobKind) -> str:
 
 def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> JsonPatch:
     """Ops that make the Job's labels match `wanted` (None = absent); empty when they already do."""
-    current = _labels(job)
+    current = ObjectView(job).labels
     if not ((job.get("metadata") or {}).get("labels")):
         present = {k: v for k, v in wanted.items() if v is not None}
         return [{"op": "add", "path": "/metadata/labels", "value": present}] if present else []
@@ -117,10 +110,10 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
         return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     what = kind.resource.kind
     ns = _namespace(request)
-    labels = _labels(job)
+    labels = ObjectView(job).labels
     queue = labels.get(names.LABEL_QUEUE_NAME)
     if request.get("operation") == "UPDATE":
-        old_labels = _labels(request.get("oldObject"))
+        old_labels = ObjectView(request.get("oldObject") or {}).labels
         warnings = _priority_class_warnings(labels, old_labels, lookup, what)
         old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
         if queue is None or queue == old_queue:
@@ -260,7 +253,7 @@ def _priority_class_problems(
 def _resize_warnings(request: Request, kind: JobKind, job: Obj) -> list[str]:
     """Say what a shape change of a waiting job does (the refusal covers an admitted one)."""
     old = request.get("oldObject") or {}
-    queue = _labels(job).get(names.LABEL_QUEUE_NAME)
+    queue = ObjectView(job).labels.get(names.LABEL_QUEUE_NAME)
     if (
         queue is None
         or not kind.is_suspended(old)
@@ -287,7 +280,7 @@ def _group_problems(kind: JobKind, job: Obj) -> list[str]:
 
 
 def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
-    labels = _labels(job)
+    labels = ObjectView(job).labels
     queue = labels.get(names.LABEL_QUEUE_NAME)
     problems = inputs.create_problems(kind, job, lookup, queued=queue is not None)
     if queue is None:
@@ -319,7 +312,7 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     if (job.get("metadata") or {}).get("deletionTimestamp"):
         return []  # finalizers being removed from a job on its way out
     ns, name = _namespace(request), str(request.get("name") or job["metadata"].get("name", ""))
-    new_labels, old_labels = _labels(job), _labels(old)
+    new_labels, old_labels = ObjectView(job).labels, ObjectView(old).labels
     new_queue = new_labels.get(names.LABEL_QUEUE_NAME)
     old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
     problems = _format_problems(new_labels, old_labels)
