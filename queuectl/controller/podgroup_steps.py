@@ -22,7 +22,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.api.views import ObjectView, WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView, owner_reference
 from queuectl.controller import kube as k
 from queuectl.controller import placement, settle, status
 from queuectl.controller.feed import local_queue_stop
@@ -84,15 +84,7 @@ class PodGroupSteps(WorkloadWrites):
             "labels": {names.LABEL_QUEUE_NAME: WorkloadView.of_spec(spec).queue_name},
         }
         if key.single:
-            metadata["ownerReferences"] = [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": first["metadata"]["name"],
-                    "uid": first["metadata"]["uid"],
-                    "controller": True,
-                }
-            ]
+            metadata["ownerReferences"] = [owner_reference(first, k.PODS)]
         else:
             metadata["labels"][names.LABEL_POD_GROUP_NAME] = key.name
         body = {

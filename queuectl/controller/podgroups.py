@@ -8,18 +8,18 @@ pod (a controller ownerReference of kind Pod). The reconcile steps are `podgroup
 from __future__ import annotations
 
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
 from queuectl.jobs.podgroup import group as pg
 
 
 def group_of_workload(wl: Obj) -> pg.GroupKey | None:
-    meta = wl.get("metadata") or {}
-    ns = str(meta.get("namespace") or "")
-    if name := (meta.get("labels") or {}).get(names.LABEL_POD_GROUP_NAME):
+    view = ObjectView(wl)
+    ns = view.namespace
+    if name := view.labels.get(names.LABEL_POD_GROUP_NAME):
         return pg.GroupKey(ns, str(name), False)
-    for ref in meta.get("ownerReferences") or ():
+    for ref in view.owner_refs:
         if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
             return pg.GroupKey(ns, str(ref.get("name") or ""), True)
     return None

@@ -68,10 +68,8 @@ class Owners:
 
 
 def _controller(obj: Obj) -> Mapping[str, Any] | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return dict(ref)
-    return None
+    ref = ObjectView(obj).controller_ref
+    return None if ref is None else dict(ref)
 
 
 def finished(pod: Obj) -> bool:

@@ -17,7 +17,8 @@ from typing import Any, Final
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.resource import WORKLOADS
+from queuectl.api.views import ObjectView, WorkloadView, owner_reference
 from queuectl.controller.placement import placements
 from queuectl.core import types as core
 from queuectl.core.provision import Shape
@@ -75,14 +76,7 @@ def pod_spec(wl: Obj, placement: PodSetPlacement) -> dict[str, Any]:
 
 def owner(wl: Obj) -> dict[str, Any]:
     """Placeholders go with their Workload (the garbage collector deletes them with it)."""
-    meta = wl["metadata"]
-    return {
-        "apiVersion": f"{names.GROUP}/{names.VERSION}",
-        "kind": "Workload",
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "blockOwnerDeletion": False,
-    }
+    return owner_reference(wl, WORKLOADS, controller=None, block_owner_deletion=False)
 
 
 def placeholder_name(wl_name: str, pod_set: str, index: int) -> str:
@@ -221,17 +215,12 @@ def request_state(req: Obj) -> tuple[core.CheckState, str] | None:
 
     Provisioned: Ready. Failed, BookingExpired or CapacityRevoked: Retry (the reservation is
     released and tried again with back-off; a new request is made then)."""
-    conds = {str(c.get("type")): c for c in (req.get("status") or {}).get("conditions") or ()}
-
-    def true(kind: str) -> Obj | None:
-        c = conds.get(kind)
-        return c if c is not None and c.get("status") == "True" else None
-
+    true = ObjectView(req).true_conditions
     for kind in ("Failed", "CapacityRevoked", "BookingExpired"):
-        c = true(kind)
+        c = true.get(kind)
         if c is not None:
             return "Retry", f"ProvisioningRequest {kind}: {c.get('message') or c.get('reason')}"
-    c = true("Provisioned")
+    c = true.get("Provisioned")
     if c is not None:
         return (
             "Ready",

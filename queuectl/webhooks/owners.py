@@ -11,6 +11,7 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.api.selectors import selector_matches
+from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import child_problems
 from queuectl.jobs.registry import KINDS, MAX_OWNER_DEPTH, Registry, owner
@@ -41,7 +42,7 @@ async def read_owners(
     suspended and queued on its own."""
     for _ in range(MAX_OWNER_DEPTH):
         meta = job.get("metadata") or {}
-        ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+        ref = ObjectView(job).controller_ref
         group = str((ref or {}).get("apiVersion") or "").rpartition("/")[0]
         found_kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
         if ref is None or found_kind is None or not ref.get("uid"):
@@ -110,7 +111,7 @@ def released_pod_problems(pod: Obj, lookup: QueueLookup, kinds: Registry = KINDS
     makes carry the selector's labels; a reference to another uid names no Job (the garbage
     collector deletes the pod), and a Job nobody queued is not ours."""
     meta = pod.get("metadata") or {}
-    ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+    ref = ObjectView(pod).controller_ref
     group = str((ref or {}).get("apiVersion") or "").rpartition("/")[0]
     kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
     if ref is None or kind is None or (kind.resource.group, kind.resource.kind) != JOB:

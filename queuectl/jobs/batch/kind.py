@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate, workload
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
 
@@ -54,16 +55,14 @@ class BatchJob:
         return podtemplate.priority_class(podtemplate.at_path(job, TEMPLATE) or {})
 
     def finished(self, job: Obj) -> Finished | None:
-        for cond in (job.get("status") or {}).get("conditions") or ():
-            if cond.get("status") != "True":
-                continue
-            if cond.get("type") == "Complete":
+        for type_, cond in ObjectView(job).true_conditions.items():
+            if type_ == "Complete":
                 return Finished(
                     True,
                     names.REASON_FINISHED_SUCCEEDED,
                     cond.get("message") or "Job finished successfully",
                 )
-            if cond.get("type") == "Failed":
+            if type_ == "Failed":
                 return Finished(
                     False,
                     names.REASON_FINISHED_FAILED,

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate, workload
 from queuectl.jobs.batch import JOBS, BatchJob
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
@@ -139,10 +140,8 @@ class JobSet:
         return None
 
     def finished(self, job: Obj) -> Finished | None:
-        status = job.get("status") or {}
-        conditions = {
-            c.get("type"): c for c in status.get("conditions") or () if c.get("status") == "True"
-        }
+        view = ObjectView(job)
+        status, conditions = view.status, view.true_conditions
         state = status.get("terminalState") or next(
             (t for t in ("Completed", "Failed") if t in conditions), None
         )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
@@ -26,14 +27,7 @@ def owned_by_ray_job(job: Obj) -> bool:
         ref.get("controller")
         and ref.get("kind") == "RayJob"
         and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/")
-        for ref in (job.get("metadata") or {}).get("ownerReferences") or ()
-    )
-
-
-def _condition(job: Obj, type_: str) -> bool:
-    return any(
-        c.get("type") == type_ and c.get("status") == "True"
-        for c in (job.get("status") or {}).get("conditions") or ()
+        for ref in ObjectView(job).owner_refs
     )
 
 
@@ -68,9 +62,10 @@ class RayCluster:
     def pods_gone(self, job: Obj) -> bool:
         # KubeRay sets RayClusterSuspended once every pod is deleted; a status older than the
         # spec (observedGeneration) may predate the suspend and is not believed.
-        meta, status = job.get("metadata") or {}, job.get("status") or {}
-        current = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-        return current and _condition(job, "RayClusterSuspended")
+        view = ObjectView(job)
+        seen = int(view.status.get("observedGeneration") or 0)
+        current = seen >= int(view.meta.get("generation") or 0)
+        return current and "RayClusterSuspended" in view.true_conditions
 
     def can_restore(self, job: Obj) -> bool:
         return self.is_suspended(job)  # KubeRay reads the templates only to create pods

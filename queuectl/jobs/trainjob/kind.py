@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.frozen import pairs_by_name
@@ -28,14 +29,6 @@ from queuectl.jobs.trainjob import overrides as ov
 from queuectl.jobs.trainjob import runtime as rt
 
 TRAIN_JOBS: Final = Resource(rt.GROUP, "v1alpha1", "trainjobs", True, "TrainJob")
-
-
-def _conditions(job: Obj) -> dict[str, dict[str, Any]]:
-    return {
-        str(c.get("type")): c
-        for c in (job.get("status") or {}).get("conditions") or ()
-        if c.get("status") == "True"
-    }
 
 
 def _snapshot_text(job: Obj) -> str | None:
@@ -109,7 +102,7 @@ class TrainJob:
         return None
 
     def finished(self, job: Obj) -> Finished | None:
-        conds = _conditions(job)
+        conds = ObjectView(job).true_conditions
         if (c := conds.get("Complete")) is not None:
             msg = c.get("message") or "TrainJob completed"
             return Finished(True, names.REASON_FINISHED_SUCCEEDED, msg)
