@@ -50,17 +50,15 @@ def status(wl: Obj) -> str:
 
 def state(wl: Obj) -> str:
     """The word a table shows: Pending, Inactive, Reserved, Admitted, Preempting, Finished."""
-    st = status(wl)
+    st, view = status(wl), WorkloadView(wl)
     if st == "finished":
-        cond = WorkloadView(wl).condition(names.COND_FINISHED) or {}
+        cond = view.condition(names.COND_FINISHED) or {}
         return f"Finished ({cond.get('reason')})" if cond.get("reason") else "Finished"
     if st == "admitted":
-        if WorkloadView(wl).is_true(names.COND_PREEMPTED) or WorkloadView(wl).is_true(
-            names.COND_EVICTED
-        ):
+        if view.is_true(names.COND_PREEMPTED) or view.is_true(names.COND_EVICTED):
             return "Evicting"
-        return "Admitted" if WorkloadView(wl).is_true(names.COND_ADMITTED) else "Reserved"
-    if (wl.get("spec") or {}).get("active", True) is False:
+        return "Admitted" if view.is_true(names.COND_ADMITTED) else "Reserved"
+    if view.spec.get("active", True) is False:
         return "Inactive"
     return "Pending"
 

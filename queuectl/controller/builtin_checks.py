@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import ObjectView
 from queuectl.controller import checks, status
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
@@ -97,11 +98,10 @@ class BuiltinChecks:
             return
         obj, ctl = owned
         active, message = ctl.activity(obj)
-        conds: list[dict[str, Any]] = copy.deepcopy(
-            list((obj.get("status") or {}).get("conditions") or [])
-        )
+        view = ObjectView(obj)
+        conds: list[dict[str, Any]] = copy.deepcopy(list(view.status.get("conditions") or []))
         reason = names.REASON_READY if active else names.REASON_INACTIVE
-        gen = (obj.get("metadata") or {}).get("generation")
+        gen = view.meta.get("generation")
         if not status.set_condition(
             conds, names.COND_ACTIVE, active, reason, message, self.clock(), gen
         ):

@@ -15,7 +15,7 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.selectors import namespace_selected
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.podowners import Owners
@@ -129,18 +129,18 @@ class Cache:
     # --- the webhooks' QueueLookup questions (answered from memory) -----------------------
     def local_queue(self, namespace: str, name: str) -> str | None:
         lq = self.get(k.LOCAL_QUEUES, name, namespace)
-        return None if lq is None else str((lq.get("spec") or {}).get("clusterQueue", ""))
+        return None if lq is None else str(ObjectView(lq).spec.get("clusterQueue", ""))
 
     def cluster_queue_selector(self, name: str) -> tuple[bool, Mapping[str, Any] | None]:
         """(exists, spec.namespaceSelector)."""
         cq = self.get(k.CLUSTER_QUEUES, name)
         if cq is None:
             return False, None
-        return True, (cq.get("spec") or {}).get("namespaceSelector")
+        return True, ObjectView(cq).spec.get("namespaceSelector")
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         ns = self.get(k.NAMESPACES, namespace)
-        return None if ns is None else dict((ns.get("metadata") or {}).get("labels") or {})
+        return None if ns is None else dict(ObjectView(ns).labels)
 
     def is_job_admitted(self, namespace: str, job_name: str, resource: Resource = k.JOBS) -> bool:
         store = self.stores.get(resource.plural)
@@ -190,7 +190,7 @@ class Cache:
 
     def cohort_parent(self, name: str) -> str | None:
         co = self.get(k.COHORTS, name)
-        return None if co is None else (co.get("spec") or {}).get("parentName") or None
+        return None if co is None else ObjectView(co).spec.get("parentName") or None
 
     def priority_class_exists(self, name: str) -> bool:
         return self.get(k.PRIORITY_CLASSES_OURS, name) is not None

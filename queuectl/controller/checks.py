@@ -37,7 +37,7 @@ def active_view(obj: Obj) -> tuple[Any, ...]:
 
 
 def entries(wl: Obj) -> list[dict[str, Any]]:
-    return [dict(c) for c in (wl.get("status") or {}).get("admissionChecks") or ()]
+    return [dict(c) for c in WorkloadView(wl).status.get("admissionChecks") or ()]
 
 
 def required(wl: Obj) -> tuple[str, ...]:

@@ -53,10 +53,10 @@ class DrainOptions:
 # --- pure decisions -------------------------------------------------------------------------
 def unhealthy_reason(node: Obj) -> str | None:
     """The agent's reason when the node has a bad GPU (taint value, or condition reason)."""
-    for t in (node.get("spec") or {}).get("taints") or ():
+    for t in ObjectView(node).spec.get("taints") or ():
         if t.get("key") == names.TAINT_GPU_UNHEALTHY and t.get("effect") in _HARD:
             return str(t.get("value") or "GPUUnhealthy")
-    for c in (node.get("status") or {}).get("conditions") or ():
+    for c in ObjectView(node).status.get("conditions") or ():
         if c.get("type") == names.NODE_CONDITION_GPU_HEALTHY and c.get("status") == "False":
             return str(c.get("reason") or "GPUUnhealthy")
     return None
@@ -64,7 +64,7 @@ def unhealthy_reason(node: Obj) -> str | None:
 
 def drain_record(node: Obj) -> dict[str, Any] | None:
     """Our annotation on a node we drained, or None."""
-    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_NODE_DRAINED)
+    raw = ObjectView(node).annotations.get(names.ANNOTATION_NODE_DRAINED)
     if raw is None:
         return None
     try:
@@ -79,7 +79,7 @@ def flavor_members(flavors: Iterable[Obj], nodes: Iterable[Obj]) -> dict[str, se
     node_list = list(nodes)
     out: dict[str, set[str]] = {}
     for fl in flavors:
-        want = ((fl.get("spec") or {}).get("nodeLabels") or {}).items()
+        want = (ObjectView(fl).spec.get("nodeLabels") or {}).items()
         out[fl["metadata"]["name"]] = {
             n["metadata"]["name"]
             for n in node_list
@@ -113,7 +113,7 @@ def over_budget(
 def assigned_nodes(wl: Obj) -> set[str]:
     """Nodes named by the Workload's topology assignment (hostname level)."""
     out: set[str] = set()
-    admission = (wl.get("status") or {}).get("admission") or {}
+    admission = WorkloadView(wl).admission or {}
     for psa in admission.get("podSetAssignments") or ():
         topo = psa.get("topologyAssignment") or {}
         levels = topo.get("levels") or ()
@@ -172,7 +172,7 @@ class Drainer:
             return (
                 unhealthy_reason(n),
                 drain_record(n),
-                (n.get("spec") or {}).get("unschedulable"),
+                ObjectView(n).spec.get("unschedulable"),
             )
 
         if kind == "DELETED" or view(obj) != view(old):
@@ -251,7 +251,7 @@ class Drainer:
 
     async def _cordon(self, node: Obj, reason: str) -> bool:
         name = node["metadata"]["name"]
-        was_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        was_cordoned = bool(ObjectView(node).spec.get("unschedulable"))
         record = {
             "reason": reason,
             "since": convert.format_time(self.clock()),
@@ -295,7 +295,7 @@ class Drainer:
             if should_evict(wl) and node_name in assigned_nodes(wl)
         }
         for pod in self.cache.store(k.PODS).values():  # bound, unfinished pods (cache.py)
-            if (pod.get("spec") or {}).get("nodeName") != node_name:
+            if ObjectView(pod).spec.get("nodeName") != node_name:
                 continue
             key = podowners.pod_workload(pod, self.owners)
             if key is not None:

@@ -174,7 +174,7 @@ class Feed:
                 f"LocalQueue {queue!r} does not exist in namespace {namespace}; create it or "
                 f"label the job with an existing queue ({names.LABEL_QUEUE_NAME})",
             )
-        cq = str((lq.get("spec") or {}).get("clusterQueue") or "")
+        cq = str(ObjectView(lq).spec.get("clusterQueue") or "")
         if local_queue_stop(self.cache, wl) != "None":
             return None, (
                 names.REASON_LOCAL_QUEUE_STOPPED,
@@ -221,7 +221,7 @@ class Feed:
             return
         self.withheld.pop(key, None)
         if cq is None:  # holding quota under a queue that changed: keep it where it was
-            cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+            cq = (WorkloadView(wl).admission or {}).get("clusterQueue", "")
         try:
             self.sched.upsert_workload(self._to_core(wl, cq or ""))
         except (ValueError, KeyError, TypeError) as err:
@@ -230,7 +230,7 @@ class Feed:
         self.fed.add(key)
 
     def _to_core(self, wl: Obj, cq: str) -> core.Workload:
-        spec = wl.get("spec") or {}
+        spec = WorkloadView(wl).spec
         pc: str = spec.get("priorityClassName") or ""
         grace = minimum = 0.0
         late: int | None = None

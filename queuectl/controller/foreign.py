@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
@@ -33,11 +33,12 @@ Holds = Callable[[str], bool]
 def foreign_usage(pod: Obj, owners: Owners, holds: Holds) -> tuple[str, Usage] | None:
     """(node, what the pod takes there) for a bound, unfinished pod that is not queuectl's
     (`podowners.is_ours`: a Workload holding quota stands behind it)."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    view = ObjectView(pod)
+    spec, status = view.spec, view.status
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
-    if names.LABEL_PLACEHOLDER_FOR in ((pod.get("metadata") or {}).get("labels") or {}):
+    if names.LABEL_PLACEHOLDER_FOR in view.labels:
         return None  # the provisioning check's placeholder: it gives way to any pod
     if is_ours(pod, owners, holds):
         return None

@@ -358,9 +358,10 @@ class Controller:
         core (a reason lost to a conflicting write is otherwise never reported again). Call it
         when the core is idle (a busy core answers no reasons)."""
         for wl in self.cache.store(k.WORKLOADS).values():
-            if WorkloadView(wl).holds_quota or WorkloadView(wl).is_true(names.COND_FINISHED):
+            view = WorkloadView(wl)
+            if view.holds_quota or view.is_true(names.COND_FINISHED):
                 continue
-            key = WorkloadView(wl).key
+            key = view.key
             if self.reconciler.pending_stale(key, wl):
                 self.enqueue(f"wl:{key}", urgent=False)
 

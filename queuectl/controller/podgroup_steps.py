@@ -37,7 +37,7 @@ class _PodPriority:
     """What `resolve_priority` asks of a job, for a pod: its own priorityClassName."""
 
     def pod_priority_class(self, pod: Obj) -> str | None:
-        value = (pod.get("spec") or {}).get("priorityClassName")
+        value = ObjectView(pod).spec.get("priorityClassName")
         return str(value) if value else None
 
 
@@ -131,7 +131,7 @@ class PodGroupSteps(WorkloadWrites):
             await self._delete_workload(key, wl)
             return True
         deadline = convert.parse_time(
-            ((wl.get("status") or {}).get("preemption") or {}).get("deadline")
+            (WorkloadView(wl).status.get("preemption") or {}).get("deadline")
         )
         if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
             stamp = convert.format_time(deadline)
@@ -167,7 +167,7 @@ class PodGroupSteps(WorkloadWrites):
         return True
 
     async def _start_group(self, wl: Obj, pods: list[Obj]) -> None:
-        admission = convert.admission_from_status((wl.get("status") or {})["admission"])
+        admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
         placements = placement.placements(admission, flavors)
         gated = pg.to_ungate(pods, WorkloadView(wl).pod_sets, placements)
@@ -233,13 +233,13 @@ class PodGroupSteps(WorkloadWrites):
 
 
 def _ended(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return ObjectView(pod).status.get("phase") in ("Succeeded", "Failed")
 
 
 def _finished(group: pg.GroupKey, wl: Obj, pods: list[Obj]) -> tuple[bool, str] | None:
     """(succeeded, message) once the group is done: a single pod ended, or as many pods of a
     group Succeeded as the Workload counts (a Failed pod of a group may be replaced)."""
-    phases = [(p.get("status") or {}).get("phase") for p in pods]
+    phases = [ObjectView(p).status.get("phase") for p in pods]
     if group.single:
         if "Succeeded" in phases:
             return True, "Pod succeeded"

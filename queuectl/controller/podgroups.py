@@ -30,7 +30,7 @@ def group_pods(cache: Cache, key: pg.GroupKey) -> list[Obj]:
     out = [
         pod
         for pod in cache.queued_pods.values()
-        if (pod.get("metadata") or {}).get("namespace") == key.namespace
+        if ObjectView(pod).meta.get("namespace") == key.namespace
         and pg.is_queued_pod(pod, cache.kinds)
         and pg.group_of(pod) == key
     ]

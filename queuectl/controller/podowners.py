@@ -57,10 +57,10 @@ class Owners:
             ref = _controller(obj)
             if ref is None or (res := self.held(ref)) is None:
                 return Chain(tuple(objects), False)
-            ns = (pod.get("metadata") or {}).get("namespace") or ""
+            ns = ObjectView(pod).namespace
             found = self.get(res, str(ref.get("name") or ""), ns)
             uid = ref.get("uid")
-            if found is None or (uid and (found.get("metadata") or {}).get("uid") != uid):
+            if found is None or (uid and ObjectView(found).meta.get("uid") != uid):
                 return Chain(tuple(objects), True)
             objects.append(found)
             obj = found
@@ -73,7 +73,7 @@ def _controller(obj: Obj) -> Mapping[str, Any] | None:
 
 
 def finished(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return ObjectView(pod).status.get("phase") in ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Claim:
 def claim(pod: Obj, owners: Owners) -> Claim:
     """The nearest `queuectl.io/workload` label on the pod or its verified controllers."""
     chain = owners.chain(pod)
-    ns = (pod.get("metadata") or {}).get("namespace") or ""
+    ns = ObjectView(pod).namespace
     for obj in chain.objects:
         if wl := ObjectView(obj).labels.get(names.LABEL_WORKLOAD):
             return Claim(f"{ns}/{wl}", chain.unresolved)

@@ -23,7 +23,7 @@ from typing import Final
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import checks
 from queuectl.controller import kube as k
 from queuectl.controller import provision_objects as objs
@@ -77,7 +77,7 @@ class ProvisionCheck:
 
     # --- the CheckController protocol ------------------------------------------------------
     def activity(self, check: Obj) -> tuple[bool, str]:
-        params = (check.get("spec") or {}).get("parameters")
+        params = ObjectView(check).spec.get("parameters")
         issue = objs.parameters_issue(params)
         if issue is not None:
             return False, issue
@@ -93,7 +93,7 @@ class ProvisionCheck:
         if not WorkloadView(wl).holds_quota:
             return None
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
-        klass = objs.request_class((check.get("spec") or {}).get("parameters"))
+        klass = objs.request_class(ObjectView(check).spec.get("parameters"))
         if klass is not None:
             return await self._by_request(check, wl, klass, flavors)
         return await self._by_placeholders(wl, flavors)
@@ -103,12 +103,12 @@ class ProvisionCheck:
         nodes = [convert.node(n) for n in self.cache.store(k.NODES).values()]
         used: dict[str, dict[str, int]] = {}
         for pod in self.cache.store(k.PODS).values():  # bound, unfinished pods (cache.py)
-            labels = (pod.get("metadata") or {}).get("labels") or {}
-            node = (pod.get("spec") or {}).get("nodeName")
+            labels = ObjectView(pod).labels
+            node = ObjectView(pod).spec.get("nodeName")
             if not node or names.LABEL_PLACEHOLDER_FOR in labels:
                 continue  # a placeholder gives way to anything
             total = used.setdefault(str(node), {})
-            for res, v in convert.pod_requests(pod.get("spec") or {}).items():
+            for res, v in convert.pod_requests(ObjectView(pod).spec).items():
                 total[res] = total.get(res, 0) + v
         return not unplaced(nodes, used, objs.shapes(wl, flavors))
 
@@ -295,7 +295,7 @@ class ProvisionCheck:
             self._orphans.discard(key)
             ns, name = key.split("/", 1)
             for pod in list(self.cache.store(k.PODS).values()):
-                meta = pod.get("metadata") or {}
+                meta = ObjectView(pod).meta
                 owners = {r.get("name") for r in meta.get("ownerReferences") or ()}
                 labels = meta.get("labels") or {}
                 if (
@@ -314,7 +314,7 @@ class ProvisionCheck:
         """A placeholder got a node: its Workload decides again. One whose Workload no
         longer waits for us: its reconcile deletes it (tidy). Listeners never write: a
         follower sees the same events, and only the leader's reconciles run."""
-        meta = obj.get("metadata") or {}
+        meta = ObjectView(obj).meta
         if kind == "DELETED" or names.LABEL_PLACEHOLDER_FOR not in (meta.get("labels") or {}):
             return
         owners = [r for r in meta.get("ownerReferences") or () if r.get("kind") == "Workload"]

@@ -40,13 +40,13 @@ def short(name: str, limit: int = 63) -> str:
 
 def pod_placements(wl: Obj, flavors: Mapping[str, Obj]) -> list[PodSetPlacement]:
     """Where each pod set of a reserved Workload will be placed (its admission's flavors)."""
-    admission = convert.admission_from_status((wl.get("status") or {})["admission"])
+    admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
     return placements(admission, flavors)
 
 
 def counts(wl: Obj) -> dict[str, int]:
     """Pod set -> pods its reservation holds quota for."""
-    adm = (wl.get("status") or {}).get("admission") or {}
+    adm = WorkloadView(wl).admission or {}
     return {str(a["name"]): int(a.get("count", 0)) for a in adm.get("podSetAssignments") or ()}
 
 
@@ -135,7 +135,7 @@ def shapes(wl: Obj, flavors: Mapping[str, Obj]) -> list[Shape]:
 
 def gpu_flavors(wl: Obj) -> dict[str, str]:
     """Pod set -> the flavor its GPUs come from (its first GPU-like resource's flavor)."""
-    adm = (wl.get("status") or {}).get("admission") or {}
+    adm = WorkloadView(wl).admission or {}
     out = {}
     for a in adm.get("podSetAssignments") or ():
         for res, flavor in sorted((a.get("flavors") or {}).items()):
@@ -260,8 +260,7 @@ def bound_placeholders(pods: Sequence[Obj], namespace: str, wl_name: str) -> lis
     return [
         p
         for p in pods
-        if (p.get("metadata") or {}).get("namespace") == namespace
-        and ((p.get("metadata") or {}).get("labels") or {}).get(names.LABEL_PLACEHOLDER_FOR)
-        == label
-        and (p.get("spec") or {}).get("nodeName")
+        if ObjectView(p).meta.get("namespace") == namespace
+        and ObjectView(p).labels.get(names.LABEL_PLACEHOLDER_FOR) == label
+        and ObjectView(p).spec.get("nodeName")
     ]

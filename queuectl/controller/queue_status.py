@@ -13,7 +13,7 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import queues
 from queuectl.controller.cache import Cache
@@ -112,7 +112,7 @@ class QueueStatusWriter:
 
     def _quota_metrics(self, cq: Obj, qs: Any) -> None:
         name = cq["metadata"]["name"]
-        for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+        for group in ObjectView(cq).spec.get("resourceGroups") or ():
             for fq in group.get("flavors") or ():
                 for r in fq.get("resources") or ():
                     fr = (fq["name"], r["name"])

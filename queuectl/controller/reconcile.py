@@ -114,7 +114,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
     async def _holding(
         self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
-        st = wl.get("status") or {}
+        st = WorkloadView(wl).status
         if WorkloadView(wl).is_true(names.COND_EVICTED):
             await self._drain(key, wl, adapter, job, now)
             return
@@ -191,7 +191,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         """The job's pod sets as the controller places them for this admission: a job that
         differs from both these and the recorded ones was moved by someone else (drift.py).
         None without an admission to place by (compared with the recorded ones alone)."""
-        if not (wl.get("status") or {}).get("admission"):
+        if not WorkloadView(wl).admission:
             return None
         return admitted_pod_sets(adapter, job, wl, self._placements(wl))
 
@@ -226,9 +226,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 reserved = WorkloadView(written).condition(names.COND_QUOTA_RESERVED) or {}
                 since = convert.parse_time(reserved.get("lastTransitionTime"))
                 if since is not None:
-                    queue = ((written.get("status") or {}).get("admission") or {}).get(
-                        "clusterQueue", ""
-                    )
+                    queue = (WorkloadView(written).admission or {}).get("clusterQueue", "")
                     metrics.CONTROLLER_RESERVATION_TO_ADMISSION.labels(queue).observe(
                         max(0.0, now - since)
                     )
@@ -291,7 +289,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             stale = why == names.REASON_EVICTED_JOB_CHANGED
             not_before = now + JOB_CHANGED_HOLD_S if stale else 0.0
             if why == names.REASON_EVICTED_CHECK_RETRY:  # backs off before it reserves again
-                requeue = (written.get("status") or {}).get("requeueState") or {}
+                requeue = WorkloadView(written).status.get("requeueState") or {}
                 not_before = convert.parse_time(requeue.get("requeueAt")) or now
             self.sched.requeue_workload(
                 key, not_before=not_before, front=WorkloadView(written).requeued_for_node_failure

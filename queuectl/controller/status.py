@@ -66,7 +66,7 @@ def set_condition(
 
 
 def _conditions(wl: Obj) -> list[dict[str, Any]]:
-    return copy.deepcopy(list((wl.get("status") or {}).get("conditions") or []))
+    return copy.deepcopy(list(WorkloadView(wl).status.get("conditions") or []))
 
 
 def _patch(wl: Obj, status: dict[str, Any]) -> Patch:
@@ -74,7 +74,7 @@ def _patch(wl: Obj, status: dict[str, Any]) -> Patch:
 
 
 def _gen(wl: Obj) -> int | None:
-    gen = (wl.get("metadata") or {}).get("generation")
+    gen = WorkloadView(wl).meta.get("generation")
     return int(gen) if gen is not None else None
 
 
@@ -190,7 +190,7 @@ def requeued(
     evicted_message = (evicted_cond or {}).get("message") or "an admission check rejected it"
     extra: dict[str, Any] = {}
     if why == names.REASON_EVICTED_CHECK_RETRY:
-        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0) + 1
+        count = int((WorkloadView(wl).status.get("requeueState") or {}).get("count") or 0) + 1
         extra["requeueState"] = {
             "count": count,
             "requeueAt": convert.format_time(now + backoff_seconds(count, base=retry_backoff_s)),
@@ -242,7 +242,7 @@ def finished(wl: Obj, reason: str, message: str, now: float) -> Patch:
 
 def admitted_seconds(wl: Obj, now: float) -> float:
     """Admitted time so far: past admissions plus the current one."""
-    status = wl.get("status") or {}
+    status = WorkloadView(wl).status
     past = float(status.get("accumulatedPastExecutionTimeSeconds") or 0)
     cond = WorkloadView(wl).condition(names.COND_ADMITTED)
     if cond and cond.get("status") == "True":

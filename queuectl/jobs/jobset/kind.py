@@ -37,7 +37,7 @@ POD_TEMPLATE: Final = ("template", "spec", "template")
 
 
 def replicated_jobs(job: Obj) -> list[Obj]:
-    return list((job.get("spec") or {}).get("replicatedJobs") or [])
+    return list(ObjectView(job).spec.get("replicatedJobs") or [])
 
 
 def replicated_job_pods(rjob: Mapping[str, Any]) -> int:
@@ -112,7 +112,7 @@ class JobSet:
         return workload.queue_name(job)
 
     def is_suspended(self, job: Obj) -> bool:
-        return bool((job.get("spec") or {}).get("suspend"))
+        return bool(ObjectView(job).spec.get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
         return [
@@ -160,7 +160,7 @@ class JobSet:
         # `active` counts child Jobs with a pod pending or running (not terminating).
         return not any(
             int(s.get("active") or 0)
-            for s in (job.get("status") or {}).get("replicatedJobsStatus") or ()
+            for s in ObjectView(job).status.get("replicatedJobsStatus") or ()
         )
 
     def can_restore(self, job: Obj) -> bool:
@@ -228,7 +228,7 @@ class JobSet:
         if not is_kind(child, JOBS):
             return None
         prefix = f"{(job.get('metadata') or {}).get('name')}-"
-        name = str((child.get("metadata") or {}).get("name") or "")
+        name = ObjectView(child).name
         for i, rjob in enumerate(replicated_jobs(job)):
             start = f"{prefix}{rjob.get('name')}-"
             index, replicas = name[len(start) :], rjob.get("replicas")

@@ -175,7 +175,7 @@ def holds_node(pod: Obj) -> bool:
 
 
 def is_gated(pod: Obj) -> bool:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    gates = ObjectView(pod).spec.get("schedulingGates") or ()
     return any(g.get("name") == GATE for g in gates)
 
 
@@ -183,7 +183,7 @@ def shape(pod: Obj) -> dict[str, Any]:
     """The part of a pod that admission reads, as a pod template: each container's name and
     resources, the scheduling fields and the topology annotations. Names, images, env and the
     API server's per-pod additions (its service-account volume) do not make two pods differ."""
-    spec = pod.get("spec") or {}
+    spec = ObjectView(pod).spec
 
     def containers(key: str) -> list[dict[str, Any]]:
         out = []
@@ -214,7 +214,7 @@ def pod_set_name(template: Mapping[str, Any]) -> str:
     """`ps-<hash>` of the shape without container names: a leader and its workers that ask for
     the same resources are one pod set, placed (and kept inside one domain) together."""
     unnamed = copy.deepcopy(dict(template))
-    spec = unnamed.get("spec") or {}
+    spec = ObjectView(unnamed).spec
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or ():
             c.pop("name", None)
@@ -323,7 +323,7 @@ def _resize_blind(template: Mapping[str, Any]) -> str:
     """`pod_set_name` of the shape without the quantities an in-place resize can change."""
     out = copy.deepcopy(dict(template))
     for key in ("containers", "initContainers"):
-        for c in (out.get("spec") or {}).get(key) or ():
+        for c in ObjectView(out).spec.get(key) or ():
             for part in ("requests", "limits"):
                 for res in _RESIZABLE:
                     ((c.get("resources") or {}).get(part) or {}).pop(res, None)
@@ -407,7 +407,7 @@ def gate_ops(pod: Obj) -> list[dict[str, Any]]:
     """JSON patch ops that create the pod gated; empty when it already is."""
     if is_gated(pod):
         return []
-    spec = pod.get("spec") or {}
+    spec = ObjectView(pod).spec
     if spec.get("schedulingGates"):
         return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]

@@ -79,7 +79,7 @@ class PyTorchJob:
     def pods_gone(self, job: Obj) -> bool:
         # Suspending, the operator deletes the pods, zeroes every replica's `active` and sets
         # Suspended in one status write.
-        statuses = (job.get("status") or {}).get("replicaStatuses") or {}
+        statuses = ObjectView(job).status.get("replicaStatuses") or {}
         idle = not any(int((s or {}).get("active") or 0) for s in statuses.values())
         return idle and ("Suspended" in ObjectView(job).true_conditions or not statuses)
 

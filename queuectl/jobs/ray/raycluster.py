@@ -41,10 +41,10 @@ class RayCluster:
         return None if owned_by_ray_job(job) else wl.queue_name(job)
 
     def is_suspended(self, job: Obj) -> bool:
-        return bool((job.get("spec") or {}).get("suspend"))
+        return bool(ObjectView(job).spec.get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
-        return clusterspec.pod_sets(job.get("spec") or {})
+        return clusterspec.pod_sets(ObjectView(job).spec)
 
     def workload_name(self, job: Obj) -> str:
         meta = job["metadata"]
@@ -74,7 +74,7 @@ class RayCluster:
         self, job: Obj, pod_sets: Sequence[Obj], placements: Sequence[PodSetPlacement]
     ) -> dict[str, Any]:
         placed = clusterspec.run_fragment(
-            job.get("spec") or {}, SPEC, self.workload_name(job), pod_sets, placements
+            ObjectView(job).spec, SPEC, self.workload_name(job), pod_sets, placements
         )
         return pt.deep_merge({"spec": {"suspend": False}}, placed)
 
@@ -82,7 +82,7 @@ class RayCluster:
         return {"spec": {"suspend": True}}
 
     def restore_patch(self, job: Obj, pod_sets: Sequence[Obj]) -> dict[str, Any] | None:
-        return clusterspec.restore_fragment(job, job.get("spec") or {}, SPEC, pod_sets)
+        return clusterspec.restore_fragment(job, ObjectView(job).spec, SPEC, pod_sets)
 
     def suspend_ops(self, job: Obj) -> JsonPatch:
         return wl.suspend_ops_at(job, "suspend")
