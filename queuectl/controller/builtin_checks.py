@@ -88,7 +88,7 @@ class BuiltinChecks:
 
     def _owned(self, name: str) -> tuple[Obj, CheckController] | None:
         obj = self.cache.get(k.ADMISSION_CHECKS, name)
-        ctl = self.registry.get(str(((obj or {}).get("spec") or {}).get("controllerName") or ""))
+        ctl = self.registry.get(str(ObjectView(obj or {}).spec.get("controllerName") or ""))
         return None if obj is None or ctl is None else (obj, ctl)
 
     async def sync_check(self, name: str) -> None:

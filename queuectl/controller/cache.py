@@ -145,7 +145,7 @@ class Cache:
     def is_job_admitted(self, namespace: str, job_name: str, resource: Resource = k.JOBS) -> bool:
         store = self.stores.get(resource.plural)
         job = store.get(namespace, job_name) if store is not None else None
-        wl_name = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
+        wl_name = ObjectView(job or {}).labels.get(names.LABEL_WORKLOAD)
         wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
         return (
             wl is not None

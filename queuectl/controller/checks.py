@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.core import types as core
 from queuectl.core.checks import Verdict, verdict
 
@@ -98,4 +98,4 @@ def summary(wl: Obj) -> str:
 
 
 def queue_checks(cq: Obj | None) -> tuple[str, ...]:
-    return tuple(((cq or {}).get("spec") or {}).get("admissionChecks") or ())
+    return tuple(ObjectView(cq or {}).spec.get("admissionChecks") or ())

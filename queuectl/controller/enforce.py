@@ -113,7 +113,7 @@ def admitted_devices(workload: Obj, flavors: Mapping[str, Obj]) -> dict[tuple[st
             flavor = str(psa_flavors.get(res, ""))
             device = str(res)
             if res == names.RESOURCE_GPU:
-                device = ((flavors.get(flavor) or {}).get("spec") or {}).get("gpuResource") or res
+                device = ObjectView(flavors.get(flavor) or {}).spec.get("gpuResource") or res
             out[(flavor, str(device))] += canonical(str(res), qty)
     return dict(out)
 

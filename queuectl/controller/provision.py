@@ -270,7 +270,7 @@ class ProvisionCheck:
             return False
         for entry in checks.entries(wl):
             obj = self.cache.get(k.ADMISSION_CHECKS, str(entry["name"]))
-            ctl = ((obj or {}).get("spec") or {}).get("controllerName")
+            ctl = ObjectView(obj or {}).spec.get("controllerName")
             if ctl == names.CHECK_PROVISIONING and entry.get("state") in ("Pending", "Ready"):
                 return entry.get("state") == "Pending" or self._provisioned(wl)
         return False

@@ -248,5 +248,5 @@ class JobSet:
 
     def _workload(self, job: Obj) -> str:
         """The Workload's name: the label the controller put on the JobSet, else its own."""
-        found = workload.labels(job).get(names.LABEL_WORKLOAD)
+        found = ObjectView(job).labels.get(names.LABEL_WORKLOAD)
         return found or self.workload_name(job)

@@ -211,4 +211,4 @@ class TrainJob:
 
     def _workload(self, job: Obj) -> str:
         """The Workload's name: the label the controller put on the TrainJob, else its own."""
-        return wl.labels(job).get(names.LABEL_WORKLOAD) or self.workload_name(job)
+        return ObjectView(job).labels.get(names.LABEL_WORKLOAD) or self.workload_name(job)
