@@ -13,6 +13,7 @@ from typing import Final, Protocol
 
 from queuectl.api import names
 from queuectl.api.resource import WORKLOADS, Resource
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli._kube import CliError, Obj
 from queuectl.jobs.kind import JobKind
 from queuectl.jobs.registry import KINDS, Registry
@@ -55,13 +56,13 @@ def workload_of_job(api: Api, name: str, ns: str, kind: JobKind | None = None) -
     kind = kind or KINDS["Job"]
     what = kind.resource.kind
     job = api.get(kind.resource, name, ns)  # "not found" / "denied" first, in the user's words
-    meta = job.get("metadata") or {}
+    meta = ObjectView(job).meta
     labels = meta.get("labels") or {}
     if labels.get(names.LABEL_WORKLOAD):
         return str(labels[names.LABEL_WORKLOAD])
     uid = meta.get("uid")
     for wl in api.list(WORKLOADS, ns):
-        owners = (wl.get("metadata") or {}).get("ownerReferences") or ()
+        owners = WorkloadView(wl).owner_refs
         if any(o.get("kind") == what and o.get("uid") == uid for o in owners):
             return str(wl["metadata"]["name"])
     if not labels.get(names.LABEL_QUEUE_NAME):

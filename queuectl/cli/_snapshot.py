@@ -52,7 +52,7 @@ def _namespaces_from(objects: Objects) -> list[Obj]:
     """Stand-ins for namespaces we may not list: name and the label every namespace has."""
     seen = sorted(
         {
-            (o.get("metadata") or {}).get("namespace") or ""
+            ObjectView(o).namespace
             for plural in ("workloads", "localqueues")
             for o in objects.get(plural, ())
         }
@@ -128,7 +128,7 @@ class Snapshot:
     # --- questions ------------------------------------------------------------------------
     def get(self, kind: Resource, name: str, namespace: str = "") -> Obj | None:
         for o in self.objects.get(kind.plural, ()):
-            meta = o.get("metadata") or {}
+            meta = ObjectView(o).meta
             if meta.get("name") == name and (meta.get("namespace") or "") == namespace:
                 return o
         return None

@@ -20,7 +20,7 @@ def key(wl: Obj) -> str:
 
 
 def namespace(wl: Obj) -> str:
-    return str((wl.get("metadata") or {}).get("namespace") or "")
+    return WorkloadView(wl).namespace
 
 
 def name(wl: Obj) -> str:
@@ -32,11 +32,11 @@ def queue(wl: Obj) -> str:
 
 
 def priority(wl: Obj) -> int:
-    return int((wl.get("spec") or {}).get("priority") or 0)
+    return int(WorkloadView(wl).spec.get("priority") or 0)
 
 
 def priority_class(wl: Obj) -> str:
-    return str((wl.get("spec") or {}).get("priorityClassName") or "")
+    return str(WorkloadView(wl).spec.get("priorityClassName") or "")
 
 
 def status(wl: Obj) -> str:
@@ -64,7 +64,7 @@ def state(wl: Obj) -> str:
 
 
 def created(wl: Obj) -> float | None:
-    return convert.parse_time((wl.get("metadata") or {}).get("creationTimestamp"))
+    return convert.parse_time(WorkloadView(wl).meta.get("creationTimestamp"))
 
 
 def admitted_at(wl: Obj) -> float | None:
@@ -78,7 +78,7 @@ def admitted_at(wl: Obj) -> float | None:
 def runtime(wl: Obj, now: float) -> float | None:
     """Admitted time so far, including earlier admissions (accumulatedPastExecutionTime)."""
     start = admitted_at(wl)
-    past = float((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+    past = float(WorkloadView(wl).status.get("accumulatedPastExecutionTimeSeconds") or 0)
     if start is None:
         return past or None
     return past + max(0.0, now - start)

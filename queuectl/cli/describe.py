@@ -16,7 +16,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import resource as rest
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli import _sections as sec
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
@@ -178,7 +178,7 @@ def _bank(obj: wlv.Obj, bank: GpuTimeBank | None) -> list[tuple[str, str]]:
     """The GPU time bank line: the balance the controller last wrote, and its rules."""
     if bank is None:
         return []
-    written = ((obj.get("status") or {}).get("gpuTimeBank")) or {}
+    written = ObjectView(obj).status.get("gpuTimeBank") or {}
     balance = float(written.get("balanceGPUHours", 0.0))
     half = f", half-life {bank.half_life_hours:g} h" if bank.half_life_hours else ""
     standing = "borrows first, reclaimed last" if balance > 0 else "no credit"
@@ -198,7 +198,7 @@ def local_queue(snap: Snapshot, name: str, ns: str, term: Term) -> str:
     obj = snap.get(rest.LOCAL_QUEUES, name, ns)
     if obj is None:
         raise CliError(f'LocalQueue "{name}" not found in namespace {ns}')
-    spec = obj.get("spec") or {}
+    spec = ObjectView(obj).spec
     cq = str(spec.get("clusterQueue") or "")
     stop = str(spec.get("stopPolicy") or "None")
     known = cq in snap.sched.cluster_queues()
@@ -315,7 +315,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         (
             "Priority",
             f"{wlv.priority(obj)}" + (f" ({pc})" if pc else "")
-            if (obj.get("spec") or {}).get("priority") is not None or not pc
+            if ObjectView(obj).spec.get("priority") is not None or not pc
             else f"not resolved ({pc} did not exist when the job was queued)",
         ),
         ("State", term.paint(wlv.state(obj), "green" if st == "admitted" else "yellow")),
@@ -333,7 +333,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         pairs.append(
             ("Position", f"{pos} of {total} in ClusterQueue {cq}" if pos else "not in line")
         )
-    maxexec = (obj.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    maxexec = ObjectView(obj).spec.get("maximumExecutionTimeSeconds")
     if maxexec:
         pairs.append(("Max runtime", duration(float(maxexec))))
     parts = [sec.fields(pairs, term), "", sec.heading("Pod sets", term), _podsets(obj, term)]
@@ -347,7 +347,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
                 "Patience:    the controller waits for finishing work first (its last word "
                 "below); it preempts only if that quota does not come back in time"
             )
-    gates = (obj.get("status") or {}).get("admissionChecks") or []
+    gates = ObjectView(obj).status.get("admissionChecks") or []
     if gates:
         parts += ["", sec.heading("Admission checks (quota reserved, then every one Ready)", term)]
         parts.append(_checks(gates, snap.now, term))

@@ -57,20 +57,20 @@ def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
 
 def _namespace(request: Request) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
-    ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+    ns = request.get("namespace") or ObjectView(obj).namespace
     return str(ns)
 
 
 def _job_ref(request: Request, kind: JobKind) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
-    name = request.get("name") or (obj.get("metadata") or {}).get("name") or "<generated>"
+    name = request.get("name") or ObjectView(obj).meta.get("name") or "<generated>"
     return f"{kind.resource.kind} {_namespace(request)}/{name}"
 
 
 def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> JsonPatch:
     """Ops that make the Job's labels match `wanted` (None = absent); empty when they already do."""
     current = ObjectView(job).labels
-    if not ((job.get("metadata") or {}).get("labels")):
+    if not ObjectView(job).labels:
         present = {k: v for k, v in wanted.items() if v is not None}
         return [{"op": "add", "path": "/metadata/labels", "value": present}] if present else []
     ops: JsonPatch = []
@@ -199,7 +199,7 @@ def validate_job(
     if kind is None:  # not a kind we queue (never sent one)
         if not problems:
             return allow(request)
-        gvk, meta = request.get("kind") or {}, job.get("metadata") or {}
+        gvk, meta = request.get("kind") or {}, ObjectView(job).meta
         what = f"{gvk.get('kind')} {_namespace(request)}/{meta.get('name') or '<generated>'}"
         return deny(request, f"{what}: " + "; ".join(problems))
     operation = request.get("operation")
@@ -309,7 +309,7 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
 def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
     old = request.get("oldObject") or {}
     what, field = kind.resource.kind, kind.suspend_field
-    if (job.get("metadata") or {}).get("deletionTimestamp"):
+    if ObjectView(job).meta.get("deletionTimestamp"):
         return []  # finalizers being removed from a job on its way out
     ns, name = _namespace(request), str(request.get("name") or job["metadata"].get("name", ""))
     new_labels, old_labels = ObjectView(job).labels, ObjectView(old).labels

@@ -49,7 +49,7 @@ def _pod(request: Request) -> Obj | None:
 
 
 def _ref(request: Request, pod: Obj) -> str:
-    name = request.get("name") or (pod.get("metadata") or {}).get("name") or "<generated>"
+    name = request.get("name") or ObjectView(pod).meta.get("name") or "<generated>"
     return f"Pod {_namespace(request)}/{name}"
 
 
@@ -76,7 +76,7 @@ def mutate_pod(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
 
 def _apply_maps(pod: Obj, ops: list[dict[str, Any]]) -> Obj:
     """The pod with `lws_ops`' whole-map replacements of its labels and annotations applied."""
-    meta = dict(pod.get("metadata") or {})
+    meta = dict(ObjectView(pod).meta)
     for op in ops:
         meta[op["path"].rsplit("/", 1)[1]] = op["value"]
     return {**pod, "metadata": meta}
@@ -96,7 +96,7 @@ def mutate_lws(request: Request) -> Response:
     wanted = {k: v for k, v in ObjectView(lws).labels.items() if k in _PROPAGATED and v}
     if not wanted:
         return allow(request)
-    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate")
+    lwt = ObjectView(lws).spec.get("leaderWorkerTemplate")
     if not isinstance(lwt, dict):
         return allow(request)
     ops: list[dict[str, Any]] = []
@@ -104,7 +104,7 @@ def mutate_lws(request: Request) -> Response:
         template = lwt.get(name)
         if not isinstance(template, dict):
             continue
-        meta = template.get("metadata") or {}
+        meta = ObjectView(template).meta
         labels = dict(meta.get("labels") or {})
         if all(labels.get(k) == v for k, v in wanted.items()):
             continue
@@ -146,7 +146,7 @@ def validate_pod(
 def _create_problems(pod: Obj) -> list[str]:
     problems = _format_problems(ObjectView(pod).labels, {}) + pg.group_problems(pod)
     topology = tuple(ObjectView(pod).annotation(key) for key in names.PODSET_TOPOLOGY_ANNOTATIONS)
-    meta = pod.get("metadata") or {}
+    meta = ObjectView(pod).meta
     name = str(meta.get("name") or meta.get("generateName") or "")
     problems += podset_group_problems([(name, topology)], noun="pod")
     if not pg.is_gated(pod):
@@ -159,7 +159,7 @@ def _create_problems(pod: Obj) -> list[str]:
 
 
 def _update_problems(pod: Obj, old: Obj) -> list[str]:
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if ObjectView(pod).meta.get("deletionTimestamp"):
         return []
     new_labels, old_labels = ObjectView(pod).labels, ObjectView(old).labels
     problems = [

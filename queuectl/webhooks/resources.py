@@ -13,6 +13,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.selectors import namespace_labels, namespace_selected
+from queuectl.api.views import ObjectView
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import Request, Response, allow, deny
 
@@ -25,8 +26,8 @@ def validate_queuectl(request: Request, lookup: QueueLookup) -> Response:
         return allow(request)
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return allow(request)
-    name = str((obj.get("metadata") or {}).get("name") or request.get("name") or "")
-    spec = obj.get("spec") or {}
+    name = str(ObjectView(obj).meta.get("name") or request.get("name") or "")
+    spec = ObjectView(obj).spec
     warnings: list[str] = []
     if kind.get("kind") == "ClusterQueue":
         problems = resource_group_problems(spec, "cohortName")
@@ -139,11 +140,11 @@ def local_queue_problems(
     request: Request, obj: Mapping[str, Any], lookup: QueueLookup
 ) -> tuple[list[str], list[str]]:
     """clusterQueue is immutable, and its ClusterQueue must select the LocalQueue's namespace."""
-    namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "")
-    cq_name = (obj.get("spec") or {}).get("clusterQueue")
+    namespace = str(request.get("namespace") or ObjectView(obj).namespace)
+    cq_name = ObjectView(obj).spec.get("clusterQueue")
     old = request.get("oldObject")
     if old is not None:
-        old_cq = (old.get("spec") or {}).get("clusterQueue")
+        old_cq = ObjectView(old).spec.get("clusterQueue")
         if old_cq != cq_name:
             return [
                 f"spec.clusterQueue is immutable (was {old_cq!r}); delete the LocalQueue and "
