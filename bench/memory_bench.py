@@ -36,6 +36,7 @@ from bench.memory_server import ApiServer
 from bench.memory_sizes import deep_size, top_sites
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import status
 from queuectl.controller.manager import Controller
@@ -99,7 +100,7 @@ class Run:
         self._record(result)
         for adm in result.admitted:
             wl = self._get(adm.key)
-            if wl is not None and not convert.holds_quota(wl):
+            if wl is not None and not WorkloadView(wl).holds_quota:
                 self._write(adm.key, status.admit(wl, adm.admission, self.now))
                 self.running.append(adm.key)
                 self.counts["admitted"] += 1
@@ -134,7 +135,7 @@ class Run:
     def _evict(self, key: str, first: Any) -> None:
         """Preempted (or evicted), then requeued once its pods are gone."""
         wl = self._get(key)
-        if wl is None or not convert.holds_quota(wl):
+        if wl is None or not WorkloadView(wl).holds_quota:
             return
         if first is not None:
             wl = self._write(key, first(wl)) or wl
@@ -150,8 +151,8 @@ class Run:
             wl = self._get(key)
             if (
                 wl is None
-                or not convert.holds_quota(wl)
-                or convert.is_true(wl, names.COND_FINISHED)
+                or not WorkloadView(wl).holds_quota
+                or WorkloadView(wl).is_true(names.COND_FINISHED)
             ):
                 continue  # evicted since: it comes back through the queue
             conds = (wl.get("status") or {}).get("conditions") or []

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from queuectl.api import names, quantity
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.core import types as core
 
 Obj = Mapping[str, Any]
@@ -42,16 +43,6 @@ def format_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _meta(obj: Obj) -> Obj:
-    meta: Obj = obj.get("metadata") or {}
-    return meta
-
-
-def _spec(obj: Obj) -> Obj:
-    spec: Obj = obj.get("spec") or {}
-    return spec
-
-
 # --- cluster-scoped configuration ---------------------------------------------------------
 def taint(t: Obj) -> core.Taint:
     return core.Taint(
@@ -69,9 +60,10 @@ def toleration(t: Obj) -> core.Toleration:
 
 
 def flavor(obj: Obj) -> core.Flavor:
-    spec = _spec(obj)
+    view = ObjectView(obj)
+    spec = view.spec
     return core.Flavor(
-        name=_meta(obj)["name"],
+        name=view.meta["name"],
         node_labels=dict(spec.get("nodeLabels") or {}),
         node_taints=tuple(taint(t) for t in spec.get("nodeTaints") or ()),
         tolerations=tuple(toleration(t) for t in spec.get("tolerations") or ()),
@@ -81,8 +73,9 @@ def flavor(obj: Obj) -> core.Flavor:
 
 
 def topology(obj: Obj) -> core.Topology:
-    levels = _spec(obj).get("levels") or ()
-    return core.Topology(name=_meta(obj)["name"], levels=tuple(lv["nodeLabel"] for lv in levels))
+    view = ObjectView(obj)
+    levels = view.spec.get("levels") or ()
+    return core.Topology(name=view.meta["name"], levels=tuple(lv["nodeLabel"] for lv in levels))
 
 
 def _optional_quantity(resource: str, value: Any) -> int | None:
@@ -119,9 +112,10 @@ def _weight(spec: Obj) -> float:
 
 
 def cohort(obj: Obj) -> core.Cohort:
-    spec = _spec(obj)
+    view = ObjectView(obj)
+    spec = view.spec
     return core.Cohort(
-        name=_meta(obj)["name"],
+        name=view.meta["name"],
         parent=spec.get("parentName") or None,
         resource_groups=resource_groups(spec.get("resourceGroups") or ()),
         fair_weight=_weight(spec),
@@ -129,12 +123,13 @@ def cohort(obj: Obj) -> core.Cohort:
 
 
 def cluster_queue(obj: Obj) -> core.ClusterQueue:
-    spec = _spec(obj)
+    view = ObjectView(obj)
+    spec = view.spec
     pre = spec.get("preemption") or {}
     bwc = pre.get("borrowWithinCohort") or {}
     fung = spec.get("flavorFungibility") or {}
     return core.ClusterQueue(
-        name=_meta(obj)["name"],
+        name=view.meta["name"],
         cohort=spec.get("cohortName") or None,
         resource_groups=resource_groups(spec.get("resourceGroups") or ()),
         queueing_strategy=spec.get("queueingStrategy") or "BestEffortFIFO",
@@ -171,25 +166,23 @@ def gpu_time_bank(bank: Obj | None) -> core.GpuTimeBank | None:
 
 def gpu_time_bank_balance(obj: Obj) -> float | None:
     """status.gpuTimeBank.balanceGPUHours: what a restarted controller starts from."""
-    bank = (obj.get("status") or {}).get("gpuTimeBank") or {}
+    bank = ObjectView(obj).status.get("gpuTimeBank") or {}
     value = bank.get("balanceGPUHours")
     return None if value is None else float(value)
 
 
 def node(obj: Obj) -> core.Node:
-    meta, spec, status = _meta(obj), _spec(obj), obj.get("status") or {}
-    labels = dict(meta.get("labels") or {})
+    view = ObjectView(obj)
+    meta, spec = view.meta, view.spec
+    labels = dict(view.labels)
     allocatable = {}
-    for res, value in (status.get("allocatable") or {}).items():
+    for res, value in (view.status.get("allocatable") or {}).items():
         try:
             allocatable[res] = canonical(res, value)
         except quantity.QuantityError:
             continue  # e.g. fractional extended resources we do not schedule
     healthy = labels.get(names.LABEL_GPU_HEALTHY_COUNT)
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in view.conditions)
     # A node whose agent reports a bad GPU offers nothing new, even to pods that would
     # tolerate the taint: its healthy GPUs may share a board, a switch or a fate with the bad one.
     gpu_unhealthy = any(
@@ -290,34 +283,6 @@ def _shared_podset(ps: core.PodSet) -> core.PodSet:
     return ps
 
 
-def condition(obj: Obj, type_: str) -> Obj | None:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == type_:
-            found: Obj = cond
-            return found
-    return None
-
-
-def is_true(obj: Obj, type_: str) -> bool:
-    cond = condition(obj, type_)
-    return cond is not None and cond.get("status") == "True"
-
-
-def workload_key(obj: Obj) -> str:
-    meta = _meta(obj)
-    return f"{meta.get('namespace', '')}/{meta['name']}"
-
-
-def holds_quota(obj: Obj) -> bool:
-    """QuotaReserved and an admission on record, and not finished."""
-    status = obj.get("status") or {}
-    return (
-        bool(status.get("admission"))
-        and is_true(obj, names.COND_QUOTA_RESERVED)
-        and not is_true(obj, names.COND_FINISHED)
-    )
-
-
 def workload(
     obj: Obj,
     cluster_queue_name: str,
@@ -328,23 +293,24 @@ def workload(
 ) -> core.Workload:
     """The core's view of a Workload whose LocalQueue resolved to `cluster_queue_name`
     (`priority`: instead of spec.priority, when that was never resolved)."""
-    spec, status = _spec(obj), obj.get("status") or {}
-    admission = admission_from_status(status["admission"]) if holds_quota(obj) else None
+    view = WorkloadView(obj)
+    spec, status = view.spec, view.status
+    admission = admission_from_status(status["admission"]) if view.holds_quota else None
     admitted_at = None
     if admission is not None:
-        cond = condition(obj, names.COND_QUOTA_RESERVED)
+        cond = view.condition(names.COND_QUOTA_RESERVED)
         admitted_at = parse_time(cond.get("lastTransitionTime") if cond else None)
     max_exec = spec.get("maximumExecutionTimeSeconds")
     past = float(status.get("accumulatedPastExecutionTimeSeconds") or 0)
     if max_exec is not None and admission is not None:
-        max_exec = _exec_budget(obj, float(max_exec), admitted_at)
+        max_exec = _exec_budget(view, float(max_exec), admitted_at)
     requeue_at = parse_time((status.get("requeueState") or {}).get("requeueAt"))
     return core.Workload(
-        key=workload_key(obj),
+        key=view.key,
         cluster_queue=cluster_queue_name,
-        podsets=tuple(podset(ps) for ps in spec.get("podSets") or ()),
+        podsets=tuple(podset(ps) for ps in view.pod_sets),
         priority=priority if priority is not None else int(spec.get("priority") or 0),
-        created=parse_time(_meta(obj).get("creationTimestamp")) or 0.0,
+        created=parse_time(view.meta.get("creationTimestamp")) or 0.0,
         active=spec.get("active", True) is not False,
         admission=admission,
         admitted_at=admitted_at,
@@ -352,20 +318,15 @@ def workload(
         minimum_runtime_seconds=minimum_runtime_seconds,
         max_execution_seconds=None if max_exec is None else max(0.0, float(max_exec) - past),
         not_before=requeue_at or 0.0,
-        front=admission is None and requeued_for_node_failure(obj),
+        front=admission is None and view.requeued_for_node_failure,
     )
 
 
-def is_admitted(obj: Obj) -> bool:
-    """Holds quota and is Admitted: every admission check said Ready (the Job may run)."""
-    return holds_quota(obj) and is_true(obj, names.COND_ADMITTED)
-
-
-def _exec_budget(obj: Obj, max_exec: float, reserved_at: float | None) -> float | None:
+def _exec_budget(view: WorkloadView, max_exec: float, reserved_at: float | None) -> float | None:
     """The core times maximumExecutionTimeSeconds from the reservation; only admitted time
     counts, so a reservation still waiting for its checks has no deadline yet, and one admitted
     later gets the wait added."""
-    cond = condition(obj, names.COND_ADMITTED)
+    cond = view.condition(names.COND_ADMITTED)
     if cond is None:
         return max_exec
     if cond.get("status") != "True":
@@ -374,17 +335,6 @@ def _exec_budget(obj: Obj, max_exec: float, reserved_at: float | None) -> float 
     if since is None or reserved_at is None:
         return max_exec
     return max_exec + max(0.0, since - reserved_at)
-
-
-def requeued_for_node_failure(obj: Obj) -> bool:
-    """Requeued after an eviction for node failures: it goes ahead of its peers (the loss was
-    the node's fault, not its own), until admitted again."""
-    cond = condition(obj, names.COND_REQUEUED)
-    return (
-        cond is not None
-        and cond.get("status") == "True"
-        and cond.get("reason") == names.REASON_EVICTED_NODE_FAILURES
-    )
 
 
 # --- admission <-> status ------------------------------------------------------------------

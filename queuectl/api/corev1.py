@@ -6,12 +6,14 @@ controller can read them with types.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
 from pydantic import Field
 
 from queuectl.api.base import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, KubeModel
+from queuectl.api.selectors import selector_matches
 
 MAX_SELECTOR_TERMS: Final = 16
 MAX_SELECTOR_VALUES: Final = 64
@@ -40,23 +42,10 @@ class LabelSelector(KubeModel):
         default=None, max_length=MAX_SELECTOR_TERMS
     )
 
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Whether an object with these labels is selected (the apimachinery semantics)."""
-        for key, value in (self.match_labels or {}).items():
-            if labels.get(key) != value:
-                return False
-        for req in self.match_expressions or []:
-            present = req.key in labels
-            values = req.values or []
-            if req.operator == SelectorOperator.IN and labels.get(req.key) not in values:
-                return False
-            if req.operator == SelectorOperator.NOT_IN and present and labels[req.key] in values:
-                return False
-            if req.operator == SelectorOperator.EXISTS and not present:
-                return False
-            if req.operator == SelectorOperator.DOES_NOT_EXIST and present:
-                return False
-        return True
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether an object with these labels is selected (the apimachinery semantics, as
+        `queuectl.api.selectors.selector_matches` applies them to the stored dict)."""
+        return selector_matches(self.to_api(), labels)
 
 
 class TaintEffect(StrEnum):

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from typing import Final, Protocol
 
 from queuectl.api import names
-from queuectl.cli._kube import WORKLOAD, CliError, Kind, Obj
+from queuectl.api.resource import WORKLOADS, Resource
+from queuectl.api.views import ObjectView, WorkloadView
+from queuectl.cli._kube import CliError, Obj
 from queuectl.jobs.kind import JobKind
 from queuectl.jobs.registry import KINDS, Registry
 
@@ -20,9 +22,9 @@ from queuectl.jobs.registry import KINDS, Registry
 class Api(Protocol):
     """The two calls finding a job's Workload takes (`_kube.Kube` has them)."""
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj: ...
+    def get(self, kind: Resource, name: str, namespace: str | None = None) -> Obj: ...
 
-    def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]: ...
+    def list(self, kind: Resource, namespace: str | None = None) -> list[Obj]: ...
 
 
 def canonical(kind: JobKind) -> str:
@@ -47,25 +49,20 @@ def by_name(name: str, registry: Registry = KINDS) -> JobKind:
     return next(k for k in registry.values() if canonical(k) == name)
 
 
-def cli_kind(kind: JobKind) -> Kind:
-    r = kind.resource
-    return Kind(r.kind, r.plural, group=r.group, version=r.version, namespaced=r.namespaced)
-
-
 def workload_of_job(api: Api, name: str, ns: str, kind: JobKind | None = None) -> str:
     """The Workload queuectl made for job `name` of `kind` (batch Job by default): the
     `queuectl.io/workload` label the controller puts on the job, else a Workload in its
     namespace that the job owns."""
     kind = kind or KINDS["Job"]
     what = kind.resource.kind
-    job = api.get(cli_kind(kind), name, ns)  # "not found" / "denied" first, in the user's words
-    meta = job.get("metadata") or {}
+    job = api.get(kind.resource, name, ns)  # "not found" / "denied" first, in the user's words
+    meta = ObjectView(job).meta
     labels = meta.get("labels") or {}
     if labels.get(names.LABEL_WORKLOAD):
         return str(labels[names.LABEL_WORKLOAD])
     uid = meta.get("uid")
-    for wl in api.list(WORKLOAD, ns):
-        owners = (wl.get("metadata") or {}).get("ownerReferences") or ()
+    for wl in api.list(WORKLOADS, ns):
+        owners = WorkloadView(wl).owner_refs
         if any(o.get("kind") == what and o.get("uid") == uid for o in owners):
             return str(wl["metadata"]["name"])
     if not labels.get(names.LABEL_QUEUE_NAME):

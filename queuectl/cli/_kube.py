@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from queuectl.api import names
+from queuectl.api.resource import NODES, WORKLOADS, Resource
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -33,45 +33,8 @@ class CliError(Exception):
         self.code = code
 
 
-@dataclass(frozen=True)
-class Kind:
-    """Where a kind lives in the REST tree, and how a user names it."""
-
-    kind: str
-    plural: str
-    group: str = names.GROUP
-    version: str = names.VERSION
-    namespaced: bool = False
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        from urllib.parse import quote
-
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{quote(name, safe='')}"
-        return base
-
-    @property
-    def ours(self) -> bool:
-        return self.group == names.GROUP
-
-
-RESOURCE_FLAVOR: Final = Kind("ResourceFlavor", "resourceflavors")
-TOPOLOGY: Final = Kind("Topology", "topologies")
-COHORT: Final = Kind("Cohort", "cohorts")
-CLUSTER_QUEUE: Final = Kind("ClusterQueue", "clusterqueues")
-ADMISSION_CHECK: Final = Kind("AdmissionCheck", "admissionchecks")
-LOCAL_QUEUE: Final = Kind("LocalQueue", "localqueues", namespaced=True)
-WORKLOAD: Final = Kind("Workload", "workloads", namespaced=True)
-WORKLOAD_PRIORITY_CLASS: Final = Kind("WorkloadPriorityClass", "workloadpriorityclasses")
-NODE: Final = Kind("Node", "nodes", group="", version="v1")
-NAMESPACE: Final = Kind("Namespace", "namespaces", group="", version="v1")
-PRIORITY_CLASS: Final = Kind("PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1")
-JOB: Final = Kind("Job", "jobs", group="batch", version="v1", namespaced=True)
-POD: Final = Kind("Pod", "pods", group="", version="v1", namespaced=True)
+def _ours(kind: Resource) -> bool:
+    return kind.group == names.GROUP
 
 
 def default_namespace(kubeconfig: str | None, context: str | None) -> str:
@@ -167,21 +130,21 @@ class Kube:
         decoded: Obj = json.loads(data) if data else {}
         return decoded
 
-    def _call(self, kind: Kind, what: str, method: str, path: str, **kw: Any) -> Obj:
+    def _call(self, kind: Resource, what: str, method: str, path: str, **kw: Any) -> Obj:
         try:
             return self.request(method, path, **kw)
         except ApiFailure as err:
             raise self.explain_failure(err, kind, what) from err
 
-    def explain_failure(self, err: ApiFailure, kind: Kind, what: str) -> CliError:
+    def explain_failure(self, err: ApiFailure, kind: Resource, what: str) -> CliError:
         """Turn an API failure into the sentence a user needs."""
         if err.status == 404:
-            if kind.ours and not self.crds_installed():
+            if _ours(kind) and not self.crds_installed():
                 return CliError(
                     f"the queuectl CRDs are not installed in the cluster at {self.host} "
                     f"(no API {names.API_VERSION}); {CRDS_HINT}"
                 )
-            if not kind.ours and kind.group and not self.served(kind):
+            if not _ours(kind) and kind.group and not self.served(kind):
                 return CliError(
                     f"the cluster at {self.host} does not serve {kind.kind} (no {kind.plural} in "
                     f"{kind.group or 'core'}/{kind.version}); install its operator's CRDs first"
@@ -199,32 +162,31 @@ class Kube:
     def crds_installed(self) -> bool:
         if self._ours_served is None:
             try:
-                found = self.request("GET", f"/apis/{names.GROUP}/{names.VERSION}")
+                found = self.request("GET", WORKLOADS.discovery_path())
                 self._ours_served = bool(found.get("resources"))
             except ApiFailure as err:
                 if err.status != 404:
-                    raise self.explain_failure(err, NODE, "API discovery") from err
+                    raise self.explain_failure(err, NODES, "API discovery") from err
                 self._ours_served = False
         return self._ours_served
 
-    def served(self, kind: Kind) -> bool:
+    def served(self, kind: Resource) -> bool:
         """Whether the API server serves `kind` (an operator's CRD may not be installed)."""
-        base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
         try:
-            found = self.request("GET", base)
+            found = self.request("GET", kind.discovery_path())
         except ApiFailure as err:
             if err.status == 404:
                 return False
-            raise self.explain_failure(err, NODE, "API discovery") from err
+            raise self.explain_failure(err, NODES, "API discovery") from err
         return any(r.get("name") == kind.plural for r in found.get("resources") or ())
 
     # --- conveniences -----------------------------------------------------------------------
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
+    def get(self, kind: Resource, name: str, namespace: str | None = None) -> Obj:
         where = f" in namespace {namespace}" if kind.namespaced and namespace else ""
         return self._call(kind, f'{kind.kind} "{name}"{where}', "GET", kind.path(namespace, name))
 
     def list(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self, kind: Resource, namespace: str | None = None, label_selector: str | None = None
     ) -> list[Obj]:
         """Every object of a kind (all namespaces when `namespace` is None; only those
         `label_selector` selects when given), page by page."""
@@ -246,7 +208,9 @@ class Kube:
             if not cont:
                 return items
 
-    def merge_patch(self, kind: Kind, name: str, patch: Obj, namespace: str | None = None) -> Obj:
+    def merge_patch(
+        self, kind: Resource, name: str, patch: Obj, namespace: str | None = None
+    ) -> Obj:
         where = f" in namespace {namespace}" if kind.namespaced and namespace else ""
         return self._call(
             kind,

@@ -13,11 +13,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from queuectl.api import names
+from queuectl.api import resource as rest
+from queuectl.api.resource import Resource
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli import _kube as kube
-from queuectl.cli._kube import CliError, Kind, Obj
+from queuectl.cli._kube import CliError, Obj
 from queuectl.core import Explanation, Scheduler, fleet
 
 if TYPE_CHECKING:
@@ -25,52 +28,31 @@ if TYPE_CHECKING:
     from queuectl.controller.feed import Feed
 
 # Fed in this order: everything a Workload is resolved against comes before the Workloads.
-LOAD_ORDER: tuple[Kind, ...] = (
-    kube.NAMESPACE,
-    kube.RESOURCE_FLAVOR,
-    kube.TOPOLOGY,
-    kube.COHORT,
-    kube.CLUSTER_QUEUE,
-    kube.ADMISSION_CHECK,
-    kube.LOCAL_QUEUE,
-    kube.WORKLOAD_PRIORITY_CLASS,
-    kube.PRIORITY_CLASS,
-    kube.NODE,
-    kube.WORKLOAD,
+LOAD_ORDER: tuple[Resource, ...] = (
+    rest.NAMESPACES,
+    rest.RESOURCE_FLAVORS,
+    rest.TOPOLOGIES,
+    rest.COHORTS,
+    rest.CLUSTER_QUEUES,
+    rest.ADMISSION_CHECKS,
+    rest.LOCAL_QUEUES,
+    rest.PRIORITY_CLASSES_OURS,
+    rest.PRIORITY_CLASSES,
+    rest.NODES,
+    rest.WORKLOADS,
 )
-# Kinds a namespace-scoped user may not be allowed to list; we go on without them, and say so.
+# Resources a namespace-scoped user may not be allowed to list; we go on without them, and say so.
 OPTIONAL: frozenset[str] = frozenset({"nodes", "namespaces", "priorityclasses", "admissionchecks"})
 
 Objects = Mapping[str, list[Obj]]
 """plural -> objects"""
 
 
-def _by_plural() -> dict[str, Any]:
-    from queuectl.controller import kube as ck
-
-    return {
-        r.plural: r
-        for r in (
-            ck.NAMESPACES,
-            ck.RESOURCE_FLAVORS,
-            ck.TOPOLOGIES,
-            ck.COHORTS,
-            ck.CLUSTER_QUEUES,
-            ck.ADMISSION_CHECKS,
-            ck.LOCAL_QUEUES,
-            ck.PRIORITY_CLASSES_OURS,
-            ck.PRIORITY_CLASSES,
-            ck.NODES,
-            ck.WORKLOADS,
-        )
-    }
-
-
 def _namespaces_from(objects: Objects) -> list[Obj]:
     """Stand-ins for namespaces we may not list: name and the label every namespace has."""
     seen = sorted(
         {
-            (o.get("metadata") or {}).get("namespace") or ""
+            ObjectView(o).namespace
             for plural in ("workloads", "localqueues")
             for o in objects.get(plural, ())
         }
@@ -108,11 +90,10 @@ class Snapshot:
         sched.now = at  # the core's clock: back-offs that ended before `at` are over
         noop: Callable[..., None] = lambda *_: None  # noqa: E731
         feed = Feed(cache, sched, noop, noop, noop)
-        resources = _by_plural()
         # Pod groups are complete or not by their pods: known before their Workloads are fed.
-        cache.queued_pods.replace(list(objects.get(kube.POD.plural, ())))
+        cache.queued_pods.replace(list(objects.get(rest.PODS.plural, ())))
         for k in LOAD_ORDER:
-            cache.store(resources[k.plural]).replace(objs[k.plural])
+            cache.store(k).replace(objs[k.plural])
         return cls(sched, cache, feed, at, objs, list(notes))
 
     @classmethod
@@ -132,7 +113,7 @@ class Snapshot:
                     raise
                 notes.append(f"cannot list {k.plural} (access denied); {_WITHOUT[k.plural]}")
         try:  # only the queued ones: bare pods of pod groups and LeaderWorkerSets
-            objects[kube.POD.plural] = api.list(kube.POD, label_selector=names.LABEL_QUEUE_NAME)
+            objects[rest.PODS.plural] = api.list(rest.PODS, label_selector=names.LABEL_QUEUE_NAME)
         except CliError as err:
             cause = err.__cause__
             if not (isinstance(cause, ApiFailure) and cause.status == 403):
@@ -145,9 +126,9 @@ class Snapshot:
             print(f"queuectl: note: {note}", file=sys.stderr)
 
     # --- questions ------------------------------------------------------------------------
-    def get(self, kind: Kind, name: str, namespace: str = "") -> Obj | None:
+    def get(self, kind: Resource, name: str, namespace: str = "") -> Obj | None:
         for o in self.objects.get(kind.plural, ()):
-            meta = o.get("metadata") or {}
+            meta = ObjectView(o).meta
             if meta.get("name") == name and (meta.get("namespace") or "") == namespace:
                 return o
         return None
@@ -161,18 +142,14 @@ class Snapshot:
 
     def cluster_queue_of(self, wl: Obj) -> str | None:
         """The ClusterQueue the workload is admitted to or queued in (None if unresolved)."""
-        admission = (wl.get("status") or {}).get("admission") or {}
+        view = WorkloadView(wl)
+        admission = view.admission or {}
         if admission.get("clusterQueue"):
             return str(admission["clusterQueue"])
         cq, _ = self.feed.resolve(wl)
         if cq is None:  # withheld (stopped LocalQueue, namespace not selected): name it anyway
-            meta = wl.get("metadata") or {}
-            lq = self.get(
-                kube.LOCAL_QUEUE,
-                str((wl.get("spec") or {}).get("queueName") or ""),
-                str(meta.get("namespace") or ""),
-            )
-            cq = str(((lq or {}).get("spec") or {}).get("clusterQueue") or "") or None
+            lq = self.get(rest.LOCAL_QUEUES, view.queue_name, view.namespace)
+            cq = str(ObjectView(lq or {}).spec.get("clusterQueue") or "") or None
         return cq
 
     def order(self, cluster_queue: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 
 Obj = Mapping[str, Any]
 
@@ -15,69 +16,69 @@ STATUSES = ("pending", "admitted", "finished")
 
 
 def key(wl: Obj) -> str:
-    return convert.workload_key(wl)
+    return WorkloadView(wl).key
 
 
 def namespace(wl: Obj) -> str:
-    return str((wl.get("metadata") or {}).get("namespace") or "")
+    return WorkloadView(wl).namespace
 
 
 def name(wl: Obj) -> str:
-    return str((wl.get("metadata") or {}).get("name") or "")
+    return WorkloadView(wl).name
 
 
 def queue(wl: Obj) -> str:
-    return str((wl.get("spec") or {}).get("queueName") or "")
+    return WorkloadView(wl).queue_name
 
 
 def priority(wl: Obj) -> int:
-    return int((wl.get("spec") or {}).get("priority") or 0)
+    return int(WorkloadView(wl).spec.get("priority") or 0)
 
 
 def priority_class(wl: Obj) -> str:
-    return str((wl.get("spec") or {}).get("priorityClassName") or "")
+    return str(WorkloadView(wl).spec.get("priorityClassName") or "")
 
 
 def status(wl: Obj) -> str:
     """pending | admitted | finished: what `--status` filters on."""
-    if convert.is_true(wl, names.COND_FINISHED):
+    if WorkloadView(wl).is_true(names.COND_FINISHED):
         return "finished"
-    if convert.holds_quota(wl):
+    if WorkloadView(wl).holds_quota:
         return "admitted"
     return "pending"
 
 
 def state(wl: Obj) -> str:
     """The word a table shows: Pending, Inactive, Reserved, Admitted, Preempting, Finished."""
-    st = status(wl)
+    st, view = status(wl), WorkloadView(wl)
     if st == "finished":
-        cond = convert.condition(wl, names.COND_FINISHED) or {}
+        cond = view.condition(names.COND_FINISHED) or {}
         return f"Finished ({cond.get('reason')})" if cond.get("reason") else "Finished"
     if st == "admitted":
-        if convert.is_true(wl, names.COND_PREEMPTED) or convert.is_true(wl, names.COND_EVICTED):
+        if view.is_true(names.COND_PREEMPTED) or view.is_true(names.COND_EVICTED):
             return "Evicting"
-        return "Admitted" if convert.is_true(wl, names.COND_ADMITTED) else "Reserved"
-    if (wl.get("spec") or {}).get("active", True) is False:
+        return "Admitted" if view.is_true(names.COND_ADMITTED) else "Reserved"
+    if view.spec.get("active", True) is False:
         return "Inactive"
     return "Pending"
 
 
 def created(wl: Obj) -> float | None:
-    return convert.parse_time((wl.get("metadata") or {}).get("creationTimestamp"))
+    return convert.parse_time(WorkloadView(wl).meta.get("creationTimestamp"))
 
 
 def admitted_at(wl: Obj) -> float | None:
     """When its current quota reservation started."""
-    if not convert.holds_quota(wl):
+    if not WorkloadView(wl).holds_quota:
         return None
-    cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+    cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED) or {}
     return convert.parse_time(cond.get("lastTransitionTime"))
 
 
 def runtime(wl: Obj, now: float) -> float | None:
     """Admitted time so far, including earlier admissions (accumulatedPastExecutionTime)."""
     start = admitted_at(wl)
-    past = float((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+    past = float(WorkloadView(wl).status.get("accumulatedPastExecutionTimeSeconds") or 0)
     if start is None:
         return past or None
     return past + max(0.0, now - start)
@@ -96,12 +97,13 @@ class PodSetView:
 
 
 def podsets(wl: Obj) -> list[PodSetView]:
-    admission = (wl.get("status") or {}).get("admission") if convert.holds_quota(wl) else None
+    view = WorkloadView(wl)
+    admission = view.admission if view.holds_quota else None
     assigned: dict[str, Mapping[str, Any]] = {
         str(a.get("name")): a for a in ((admission or {}).get("podSetAssignments") or ())
     }
     out = []
-    for ps in (wl.get("spec") or {}).get("podSets") or ():
+    for ps in view.pod_sets:
         core_ps = convert.podset(ps)
         req = ps.get("topologyRequest") or {}
         topo = (
@@ -155,7 +157,7 @@ def flavors(wl: Obj) -> str:
 
 def condition_message(wl: Obj) -> tuple[str, str] | None:
     """(reason, message) of the QuotaReserved condition the controller wrote, if any."""
-    cond = convert.condition(wl, names.COND_QUOTA_RESERVED)
+    cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED)
     if cond is None:
         return None
     return str(cond.get("reason") or ""), str(cond.get("message") or "")

@@ -28,6 +28,7 @@ from kubernetes_asyncio import client as k8s_client
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import ObjectView
 from queuectl.cli import dev
 from queuectl.cli._numbers import PORT, real, seconds
 from queuectl.cli.main import Subparsers
@@ -115,7 +116,7 @@ async def _whoami(kube: Kube) -> str | None:
         )
     except KubeError:
         return None
-    user = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+    user = (ObjectView(review).status.get("userInfo") or {}).get("username")
     return str(user) if user else None
 
 
@@ -159,7 +160,7 @@ async def install_crds(kube: Kube, timeout: float = 60.0) -> None:
     for crd in load():
         while True:
             got = await kube.get(CRDS, crd["metadata"]["name"])
-            conds = (got.get("status") or {}).get("conditions") or ()
+            conds = ObjectView(got).status.get("conditions") or ()
             if any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
                 break
             if asyncio.get_running_loop().time() > deadline:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from queuectl import convert
-from queuectl.cli import _kube as kube
+from queuectl.api import resource as rest
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli import _sections as sec
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
@@ -59,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
             job_kind = by_name(args.kind)
             args.kind, args.name = "workload", workload_of_job(api, args.name, ns, job_kind)
         kind = {
-            "clusterqueue": kube.CLUSTER_QUEUE,
-            "localqueue": kube.LOCAL_QUEUE,
-            "cohort": kube.COHORT,
-            "workload": kube.WORKLOAD,
+            "clusterqueue": rest.CLUSTER_QUEUES,
+            "localqueue": rest.LOCAL_QUEUES,
+            "cohort": rest.COHORTS,
+            "workload": rest.WORKLOADS,
         }[args.kind]
         if args.kind != "cohort":  # a cohort may exist only as a name that queues use
             api.get(kind, args.name, ns or None)  # clear "not found" / "denied" first
@@ -110,7 +111,7 @@ def _cohort_path(snap: Snapshot, cohort_name: str | None) -> str:
 
 
 def cluster_queue(snap: Snapshot, name: str, term: Term) -> str:
-    obj = snap.get(kube.CLUSTER_QUEUE, name)
+    obj = snap.get(rest.CLUSTER_QUEUES, name)
     spec = snap.sched.cluster_queues().get(name)
     if obj is None or spec is None:
         raise CliError(f'ClusterQueue "{name}" not found')
@@ -177,7 +178,7 @@ def _bank(obj: wlv.Obj, bank: GpuTimeBank | None) -> list[tuple[str, str]]:
     """The GPU time bank line: the balance the controller last wrote, and its rules."""
     if bank is None:
         return []
-    written = ((obj.get("status") or {}).get("gpuTimeBank")) or {}
+    written = ObjectView(obj).status.get("gpuTimeBank") or {}
     balance = float(written.get("balanceGPUHours", 0.0))
     half = f", half-life {bank.half_life_hours:g} h" if bank.half_life_hours else ""
     standing = "borrows first, reclaimed last" if balance > 0 else "no credit"
@@ -194,10 +195,10 @@ def _bank(obj: wlv.Obj, bank: GpuTimeBank | None) -> list[tuple[str, str]]:
 
 # --- LocalQueue -------------------------------------------------------------------------------
 def local_queue(snap: Snapshot, name: str, ns: str, term: Term) -> str:
-    obj = snap.get(kube.LOCAL_QUEUE, name, ns)
+    obj = snap.get(rest.LOCAL_QUEUES, name, ns)
     if obj is None:
         raise CliError(f'LocalQueue "{name}" not found in namespace {ns}')
-    spec = obj.get("spec") or {}
+    spec = ObjectView(obj).spec
     cq = str(spec.get("clusterQueue") or "")
     stop = str(spec.get("stopPolicy") or "None")
     known = cq in snap.sched.cluster_queues()
@@ -298,7 +299,7 @@ def cohort(snap: Snapshot, name: str, term: Term) -> str:
 
 # --- Workload ---------------------------------------------------------------------------------
 def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
-    obj = snap.get(kube.WORKLOAD, name, ns)
+    obj = snap.get(rest.WORKLOADS, name, ns)
     if obj is None:
         raise CliError(f'Workload "{name}" not found in namespace {ns}')
     key = wlv.key(obj)
@@ -314,13 +315,13 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         (
             "Priority",
             f"{wlv.priority(obj)}" + (f" ({pc})" if pc else "")
-            if (obj.get("spec") or {}).get("priority") is not None or not pc
+            if ObjectView(obj).spec.get("priority") is not None or not pc
             else f"not resolved ({pc} did not exist when the job was queued)",
         ),
         ("State", term.paint(wlv.state(obj), "green" if st == "admitted" else "yellow")),
         ("Created", f"{duration(snap.now - (wlv.created(obj) or snap.now))} ago"),
     ]
-    if st == "admitted" and not convert.is_admitted(obj):
+    if st == "admitted" and not WorkloadView(obj).is_admitted:
         since = wlv.admitted_at(obj)
         waited = duration(snap.now - since) if since is not None else "-"
         pairs.append(("Reserved", f"{waited} ago; its admission checks decide (below)"))
@@ -332,7 +333,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         pairs.append(
             ("Position", f"{pos} of {total} in ClusterQueue {cq}" if pos else "not in line")
         )
-    maxexec = (obj.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    maxexec = ObjectView(obj).spec.get("maximumExecutionTimeSeconds")
     if maxexec:
         pairs.append(("Max runtime", duration(float(maxexec))))
     parts = [sec.fields(pairs, term), "", sec.heading("Pod sets", term), _podsets(obj, term)]
@@ -346,7 +347,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
                 "Patience:    the controller waits for finishing work first (its last word "
                 "below); it preempts only if that quota does not come back in time"
             )
-    gates = (obj.get("status") or {}).get("admissionChecks") or []
+    gates = ObjectView(obj).status.get("admissionChecks") or []
     if gates:
         parts += ["", sec.heading("Admission checks (quota reserved, then every one Ready)", term)]
         parts.append(_checks(gates, snap.now, term))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from queuectl.api import names
+from queuectl.api.views import ObjectView
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
 from queuectl.cli._explain import one_line
@@ -159,7 +160,7 @@ def local_queues(snap: Snapshot, ns: str | None, cluster_queue: str | None) -> l
             c[2] += wlv.gpus(wl)
     out = []
     for lq in snap.objects.get("localqueues", ()):
-        meta, spec = lq.get("metadata") or {}, lq.get("spec") or {}
+        meta, spec = ObjectView(lq).meta, ObjectView(lq).spec
         lq_ns = str(meta.get("namespace") or "")
         cq = str(spec.get("clusterQueue") or "")
         if (ns is not None and lq_ns != ns) or (cluster_queue is not None and cq != cluster_queue):

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import argparse
 
-from queuectl.cli import _kube as kube
+from queuectl.api import resource as rest
+from queuectl.api.resource import Resource
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
-from queuectl.cli._kube import CliError, Kind, Obj
+from queuectl.cli._kube import CliError, Obj
 from queuectl.cli.main import Subparsers
 
 KINDS = ("clusterqueue", "localqueue", "workload")
-_KIND: dict[str, Kind] = {
-    "clusterqueue": kube.CLUSTER_QUEUE,
-    "localqueue": kube.LOCAL_QUEUE,
-    "workload": kube.WORKLOAD,
+_KIND: dict[str, Resource] = {
+    "clusterqueue": rest.CLUSTER_QUEUES,
+    "localqueue": rest.LOCAL_QUEUES,
+    "workload": rest.WORKLOADS,
 }
 
 

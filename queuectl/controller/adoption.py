@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView, owner_reference
 from queuectl.controller import kube as k
 from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.priority import follow_priority_class, resolve_priority
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 def owned_by(wl: Obj, job: Obj) -> bool:
     """Whether the Workload's controller ownerReference is this very job (by uid, not name)."""
     uid = job["metadata"].get("uid")
-    refs = (wl.get("metadata") or {}).get("ownerReferences") or ()
+    refs = ObjectView(wl).owner_refs
     return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
 
 
@@ -35,7 +36,7 @@ class JobWorkloads(WorkloadWrites):
 
     def owner_job(self, wl: Obj) -> tuple[JobKind, Obj | None] | None:
         """(adapter, the owning job or None if it is gone); None for a Workload without one."""
-        for ref in (wl.get("metadata") or {}).get("ownerReferences") or ():
+        for ref in ObjectView(wl).owner_refs:
             adapter = self.adapters.get(ref.get("kind", ""))
             if ref.get("controller") and adapter is not None:
                 job = self.cache.get(adapter.resource, ref["name"], wl["metadata"]["namespace"])
@@ -98,16 +99,8 @@ class JobWorkloads(WorkloadWrites):
             "metadata": {
                 "name": wl_name,
                 "namespace": meta["namespace"],
-                "labels": {names.LABEL_QUEUE_NAME: spec.get("queueName", "")},
-                "ownerReferences": [
-                    {
-                        "apiVersion": adapter.resource.api_version,
-                        "kind": adapter.resource.kind,
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                    }
-                ],
+                "labels": {names.LABEL_QUEUE_NAME: WorkloadView.of_spec(spec).queue_name},
+                "ownerReferences": [owner_reference(job, adapter.resource)],
             },
             "spec": spec,
         }

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import ObjectView
 from queuectl.controller import checks, status
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
@@ -87,7 +88,7 @@ class BuiltinChecks:
 
     def _owned(self, name: str) -> tuple[Obj, CheckController] | None:
         obj = self.cache.get(k.ADMISSION_CHECKS, name)
-        ctl = self.registry.get(str(((obj or {}).get("spec") or {}).get("controllerName") or ""))
+        ctl = self.registry.get(str(ObjectView(obj or {}).spec.get("controllerName") or ""))
         return None if obj is None or ctl is None else (obj, ctl)
 
     async def sync_check(self, name: str) -> None:
@@ -97,11 +98,10 @@ class BuiltinChecks:
             return
         obj, ctl = owned
         active, message = ctl.activity(obj)
-        conds: list[dict[str, Any]] = copy.deepcopy(
-            list((obj.get("status") or {}).get("conditions") or [])
-        )
+        view = ObjectView(obj)
+        conds: list[dict[str, Any]] = copy.deepcopy(list(view.status.get("conditions") or []))
         reason = names.REASON_READY if active else names.REASON_INACTIVE
-        gen = (obj.get("metadata") or {}).get("generation")
+        gen = view.meta.get("generation")
         if not status.set_condition(
             conds, names.COND_ACTIVE, active, reason, message, self.clock(), gen
         ):

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from queuectl import convert
 from queuectl.api import names
-from queuectl.api.corev1 import LabelSelector
 from queuectl.api.resource import Resource
+from queuectl.api.selectors import namespace_selected
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.podowners import Owners
@@ -129,28 +129,28 @@ class Cache:
     # --- the webhooks' QueueLookup questions (answered from memory) -----------------------
     def local_queue(self, namespace: str, name: str) -> str | None:
         lq = self.get(k.LOCAL_QUEUES, name, namespace)
-        return None if lq is None else str((lq.get("spec") or {}).get("clusterQueue", ""))
+        return None if lq is None else str(ObjectView(lq).spec.get("clusterQueue", ""))
 
     def cluster_queue_selector(self, name: str) -> tuple[bool, Mapping[str, Any] | None]:
         """(exists, spec.namespaceSelector)."""
         cq = self.get(k.CLUSTER_QUEUES, name)
         if cq is None:
             return False, None
-        return True, (cq.get("spec") or {}).get("namespaceSelector")
+        return True, ObjectView(cq).spec.get("namespaceSelector")
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         ns = self.get(k.NAMESPACES, namespace)
-        return None if ns is None else dict((ns.get("metadata") or {}).get("labels") or {})
+        return None if ns is None else dict(ObjectView(ns).labels)
 
     def is_job_admitted(self, namespace: str, job_name: str, resource: Resource = k.JOBS) -> bool:
         store = self.stores.get(resource.plural)
         job = store.get(namespace, job_name) if store is not None else None
-        wl_name = ((job or {}).get("metadata") or {}).get("labels", {}).get(names.LABEL_WORKLOAD)
+        wl_name = ObjectView(job or {}).labels.get(names.LABEL_WORKLOAD)
         wl = self.get(k.WORKLOADS, wl_name, namespace) if wl_name else None
         return (
             wl is not None
-            and convert.is_admitted(wl)  # quota reserved is not enough: checks must pass
-            and not convert.is_true(wl, names.COND_EVICTED)
+            and WorkloadView(wl).is_admitted  # quota reserved is not enough: checks must pass
+            and not WorkloadView(wl).is_true(names.COND_EVICTED)
         )
 
     def input_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
@@ -190,7 +190,7 @@ class Cache:
 
     def cohort_parent(self, name: str) -> str | None:
         co = self.get(k.COHORTS, name)
-        return None if co is None else (co.get("spec") or {}).get("parentName") or None
+        return None if co is None else ObjectView(co).spec.get("parentName") or None
 
     def priority_class_exists(self, name: str) -> bool:
         return self.get(k.PRIORITY_CLASSES_OURS, name) is not None
@@ -202,28 +202,21 @@ class Cache:
 
     # --- scheduling questions -------------------------------------------------------------
     def namespace_selected(self, cluster_queue: str, namespace: str) -> bool:
-        """Whether the ClusterQueue's namespaceSelector selects the namespace (nil: none)."""
+        """Whether the ClusterQueue's namespaceSelector selects the namespace (nil: none; an
+        unseen namespace is known by its name label alone, `namespace_selected`)."""
         exists, selector = self.cluster_queue_selector(cluster_queue)
         if not exists:
             return True  # the core reports ClusterQueueNotFound itself
-        if selector is None:
-            return False
-        labels = self.namespace_labels(namespace)
-        if labels is None:
-            return False
-        return LabelSelector.model_validate(selector).matches(dict(labels))
+        return namespace_selected(selector, namespace, self.namespace_labels(namespace))
 
     def priority_class_allowed(self, name: str, namespace: str) -> bool:
         """Whether Jobs in `namespace` may use WorkloadPriorityClass name: it has no
-        namespaceSelector, or its selector selects the namespace (an unknown namespace is seen
-        with just its automatic name label)."""
+        namespaceSelector, or its selector selects the namespace (`namespace_selected`: an
+        unseen namespace is known by its name label alone)."""
         selector = self.priority_class_selector(name)
         if selector is None:
             return True
-        labels = self.namespace_labels(namespace)
-        if labels is None:
-            labels = {names.LABEL_NAMESPACE_NAME: namespace}
-        return LabelSelector.model_validate(selector).matches(dict(labels))
+        return namespace_selected(selector, namespace, self.namespace_labels(namespace))
 
     def priority_class_value(self, name: str) -> tuple[int, float, float] | None:
         """(value, grace seconds, minimum runtime seconds) of a WorkloadPriorityClass."""

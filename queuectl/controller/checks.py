@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.core import types as core
 from queuectl.core.checks import Verdict, verdict
 
@@ -21,7 +22,7 @@ STATES: frozenset[str] = frozenset(("Pending", "Ready", "Retry", "Rejected"))
 
 def admission_check(obj: Obj) -> core.AdmissionCheck:
     """Active only when its controller set the Active condition True."""
-    cond = convert.condition(obj, names.COND_ACTIVE) or {}
+    cond = WorkloadView(obj).condition(names.COND_ACTIVE) or {}
     active = cond.get("status") == "True"
     message = (
         "" if active else str(cond.get("message") or "its controller has not marked it Active")
@@ -31,12 +32,12 @@ def admission_check(obj: Obj) -> core.AdmissionCheck:
 
 def active_view(obj: Obj) -> tuple[Any, ...]:
     """What of an AdmissionCheck the core reads (its spec, its Active condition)."""
-    cond = convert.condition(obj, names.COND_ACTIVE) or {}
+    cond = WorkloadView(obj).condition(names.COND_ACTIVE) or {}
     return obj.get("spec"), cond.get("status"), cond.get("message")
 
 
 def entries(wl: Obj) -> list[dict[str, Any]]:
-    return [dict(c) for c in (wl.get("status") or {}).get("admissionChecks") or ()]
+    return [dict(c) for c in WorkloadView(wl).status.get("admissionChecks") or ()]
 
 
 def required(wl: Obj) -> tuple[str, ...]:
@@ -97,4 +98,4 @@ def summary(wl: Obj) -> str:
 
 
 def queue_checks(cq: Obj | None) -> tuple[str, ...]:
-    return tuple(((cq or {}).get("spec") or {}).get("admissionChecks") or ())
+    return tuple(ObjectView(cq or {}).spec.get("admissionChecks") or ())

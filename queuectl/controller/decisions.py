@@ -21,6 +21,7 @@ from typing import Any
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.errors import is_transient
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.kube import KubeError, Obj
@@ -45,10 +46,10 @@ class Decisions:
         for _ in range(2):
             ns, name = split_key(key)
             wl = self.rec.cache.get(k.WORKLOADS, name, ns)
-            if wl is None or convert.is_true(wl, names.COND_FINISHED):
+            if wl is None or WorkloadView(wl).is_true(names.COND_FINISHED):
                 self.rec.sched.delete_workload(key)
                 return False
-            if convert.holds_quota(wl):
+            if WorkloadView(wl).holds_quota:
                 return False  # already admitted by an earlier writer: its status is the truth
             gates = checks.queue_checks(
                 self.rec.cache.get(k.CLUSTER_QUEUES, admission.cluster_queue)
@@ -142,7 +143,7 @@ class Decisions:
         fresh = await settle.read_back(self.rec, decided)
         if fresh is None:
             return False, None
-        if convert.holds_quota(fresh):
+        if WorkloadView(fresh).holds_quota:
             return True, fresh  # it landed: keep it
         if fresh["metadata"]["resourceVersion"] != decided["metadata"]["resourceVersion"]:
             return False, fresh  # it did not, and its version is gone: it never will
@@ -151,14 +152,14 @@ class Decisions:
     async def preempt(self, p: Preemption) -> None:
         ns, name = split_key(p.victim)
         wl = self.rec.cache.get(k.WORKLOADS, name, ns)
-        if wl is None or convert.is_true(wl, names.COND_PREEMPTED):
+        if wl is None or WorkloadView(wl).is_true(names.COND_PREEMPTED):
             return
         written = await settle.write_settled(
             self.rec,
             wl,
             lambda w: (
                 None
-                if convert.is_true(w, names.COND_PREEMPTED)
+                if WorkloadView(w).is_true(names.COND_PREEMPTED)
                 else status.preempted(w, p, self.rec.clock())
             ),
             sleep=self.sleep,
@@ -178,7 +179,7 @@ class Decisions:
     async def apply_eviction(self, e: Eviction) -> None:
         ns, name = split_key(e.key)
         wl = self.rec.cache.get(k.WORKLOADS, name, ns)
-        if wl is None or convert.is_true(wl, names.COND_EVICTED):
+        if wl is None or WorkloadView(wl).is_true(names.COND_EVICTED):
             return
         if e.reason == names.REASON_EVICTED_MAX_EXEC_TIME:
             delay = settle.FIRST_BACKOFF_S

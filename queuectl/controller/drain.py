@@ -26,6 +26,7 @@ from typing import Any
 
 from queuectl import convert, metrics
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import podowners
 from queuectl.controller.cache import Cache
@@ -52,10 +53,10 @@ class DrainOptions:
 # --- pure decisions -------------------------------------------------------------------------
 def unhealthy_reason(node: Obj) -> str | None:
     """The agent's reason when the node has a bad GPU (taint value, or condition reason)."""
-    for t in (node.get("spec") or {}).get("taints") or ():
+    for t in ObjectView(node).spec.get("taints") or ():
         if t.get("key") == names.TAINT_GPU_UNHEALTHY and t.get("effect") in _HARD:
             return str(t.get("value") or "GPUUnhealthy")
-    for c in (node.get("status") or {}).get("conditions") or ():
+    for c in ObjectView(node).status.get("conditions") or ():
         if c.get("type") == names.NODE_CONDITION_GPU_HEALTHY and c.get("status") == "False":
             return str(c.get("reason") or "GPUUnhealthy")
     return None
@@ -63,7 +64,7 @@ def unhealthy_reason(node: Obj) -> str | None:
 
 def drain_record(node: Obj) -> dict[str, Any] | None:
     """Our annotation on a node we drained, or None."""
-    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_NODE_DRAINED)
+    raw = ObjectView(node).annotations.get(names.ANNOTATION_NODE_DRAINED)
     if raw is None:
         return None
     try:
@@ -73,19 +74,16 @@ def drain_record(node: Obj) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) else {"reason": str(raw), "cordoned": False}
 
 
-def _labels(node: Obj) -> Mapping[str, str]:
-    labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
-    return labels
-
-
 def flavor_members(flavors: Iterable[Obj], nodes: Iterable[Obj]) -> dict[str, set[str]]:
     """Flavor name -> names of the nodes carrying all its nodeLabels (healthy or not)."""
     node_list = list(nodes)
     out: dict[str, set[str]] = {}
     for fl in flavors:
-        want = ((fl.get("spec") or {}).get("nodeLabels") or {}).items()
+        want = (ObjectView(fl).spec.get("nodeLabels") or {}).items()
         out[fl["metadata"]["name"]] = {
-            n["metadata"]["name"] for n in node_list if all(_labels(n).get(k) == v for k, v in want)
+            n["metadata"]["name"]
+            for n in node_list
+            if all(ObjectView(n).labels.get(k) == v for k, v in want)
         }
     return out
 
@@ -115,7 +113,7 @@ def over_budget(
 def assigned_nodes(wl: Obj) -> set[str]:
     """Nodes named by the Workload's topology assignment (hostname level)."""
     out: set[str] = set()
-    admission = (wl.get("status") or {}).get("admission") or {}
+    admission = WorkloadView(wl).admission or {}
     for psa in admission.get("podSetAssignments") or ():
         topo = psa.get("topologyAssignment") or {}
         levels = topo.get("levels") or ()
@@ -132,8 +130,8 @@ def should_evict(wl: Obj | None) -> bool:
     """Admitted, not finished, not already being evicted."""
     return (
         wl is not None
-        and convert.holds_quota(wl)
-        and not convert.is_true(wl, names.COND_EVICTED)
+        and WorkloadView(wl).holds_quota
+        and not WorkloadView(wl).is_true(names.COND_EVICTED)
         and not wl["metadata"].get("deletionTimestamp")
     )
 
@@ -174,7 +172,7 @@ class Drainer:
             return (
                 unhealthy_reason(n),
                 drain_record(n),
-                (n.get("spec") or {}).get("unschedulable"),
+                ObjectView(n).spec.get("unschedulable"),
             )
 
         if kind == "DELETED" or view(obj) != view(old):
@@ -253,7 +251,7 @@ class Drainer:
 
     async def _cordon(self, node: Obj, reason: str) -> bool:
         name = node["metadata"]["name"]
-        was_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        was_cordoned = bool(ObjectView(node).spec.get("unschedulable"))
         record = {
             "reason": reason,
             "since": convert.format_time(self.clock()),
@@ -292,12 +290,12 @@ class Drainer:
     async def workloads_on(self, node_name: str) -> set[str]:
         """Admitted Workloads with a pod bound to the node or a topology assignment naming it."""
         keys = {
-            convert.workload_key(wl)
+            WorkloadView(wl).key
             for wl in self.cache.store(k.WORKLOADS).values()
             if should_evict(wl) and node_name in assigned_nodes(wl)
         }
         for pod in self.cache.store(k.PODS).values():  # bound, unfinished pods (cache.py)
-            if (pod.get("spec") or {}).get("nodeName") != node_name:
+            if ObjectView(pod).spec.get("nodeName") != node_name:
                 continue
             key = podowners.pod_workload(pod, self.owners)
             if key is not None:
@@ -323,7 +321,7 @@ class Drainer:
             )
             await self.rec.evict(wl, names.REASON_EVICTED_NODE_FAILURES, message)
             after = self.cache.get(k.WORKLOADS, name, ns) or {}
-            cond = convert.condition(after, names.COND_EVICTED) or {}
+            cond = WorkloadView(after).condition(names.COND_EVICTED) or {}
             moved = after.get("metadata", {}).get("resourceVersion") != wl["metadata"].get(
                 "resourceVersion"
             )

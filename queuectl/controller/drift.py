@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Kube, KubeError, Obj
@@ -79,7 +80,7 @@ def admitted_pod_sets(
     """The pod sets the job would ask for once the controller has placed it: each template's
     placement fields put back as the Workload recorded them, then the kind's own `run_patch`
     for this admission applied (never written; `pt.apply_merge`)."""
-    recorded = list((workload.get("spec") or {}).get("podSets") or [])
+    recorded = list(WorkloadView(workload).pod_sets)
     by_name = {str(ps.get("name")): ps for ps in recorded}
     expected = copy.deepcopy(job)
     for ps in adapter.pod_sets(expected):  # templates inside `expected`, for most kinds
@@ -101,8 +102,7 @@ def admitted_pod_sets(
         else:
             spec.pop("affinity", None)
     placed_job = pt.apply_merge(expected, adapter.run_patch(expected, recorded, placed))
-    found: list[Obj] = adapter.workload_spec(placed_job).get("podSets") or []
-    return found
+    return WorkloadView.of_spec(adapter.workload_spec(placed_job)).pod_sets
 
 
 def _placement_drift(
@@ -135,30 +135,30 @@ def drift(
     Workload's, in words; empty when the Workload still describes the job. `placed`: the pod
     sets with the admission's placement injected (`admitted_pod_sets`), for a Workload
     holding quota: a job the controller has placed so is no change."""
-    spec = workload.get("spec") or {}
+    new, old = WorkloadView.of_spec(wanted), WorkloadView(workload)
     changes = []
-    queue, old_queue = wanted.get("queueName") or "", spec.get("queueName") or ""
+    queue, old_queue = new.queue_name, old.queue_name
     if queue and queue != old_queue:  # a removed label (refused by the webhook) is not a move
         changes.append(f"queue {old_queue!r} -> {queue!r}")
-    new_shape = pod_set_shapes(wanted.get("podSets") or ())
-    old_shape = pod_set_shapes(spec.get("podSets") or ())
+    new_shape = pod_set_shapes(new.pod_sets)
+    old_shape = pod_set_shapes(old.pod_sets)
     if new_shape != old_shape:
         changes.append(f"pod sets [{_describe(old_shape)}] -> [{_describe(new_shape)}]")
-    changes += _placement_drift(wanted.get("podSets") or (), spec.get("podSets") or (), placed)
+    changes += _placement_drift(new.pod_sets, old.pod_sets, placed)
     return changes
 
 
 def follow_patch(workload: Obj, wanted: Mapping[str, Any]) -> dict[str, Any]:
     """A merge patch that makes a waiting Workload describe its job again (pod sets and queue),
     applied only to the version decided on (and refused by the CRD once it holds quota)."""
-    meta = workload["metadata"]
-    queue = wanted.get("queueName") or (workload.get("spec") or {}).get("queueName") or ""
+    new = WorkloadView.of_spec(wanted)
+    queue = new.queue_name or WorkloadView(workload).queue_name
     return {
         "metadata": {
-            "resourceVersion": meta["resourceVersion"],
+            "resourceVersion": workload["metadata"]["resourceVersion"],
             "labels": {names.LABEL_QUEUE_NAME: queue},
         },
-        "spec": {"podSets": wanted.get("podSets") or [], "queueName": queue},
+        "spec": {"podSets": new.pod_sets, "queueName": queue},
     }
 
 

@@ -30,6 +30,7 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.quantity import canonical
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView, WorkloadView
 
 PODS: Final = "pods"
 POD_SET: Final = "podSet"
@@ -53,15 +54,15 @@ class Excess:
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
-    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    meta: Mapping[str, Any] = ObjectView(obj).meta
     return meta
 
 
 def counts(pod: Obj) -> bool:
     """Whether a pod holds a node now: bound, not finished, not being deleted."""
     return (
-        bool((pod.get("spec") or {}).get("nodeName"))
-        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        bool(ObjectView(pod).spec.get("nodeName"))
+        and ObjectView(pod).status.get("phase") not in ("Succeeded", "Failed")
         and not _meta(pod).get("deletionTimestamp")
     )
 
@@ -70,7 +71,7 @@ def gpu_names(flavors: Iterable[Obj]) -> frozenset[str]:
     """nvidia.com/gpu and every device a flavor serves it with (`spec.gpuResource`)."""
     out = {names.RESOURCE_GPU}
     for fl in flavors:
-        if device := (fl.get("spec") or {}).get("gpuResource"):
+        if device := ObjectView(fl).spec.get("gpuResource"):
             out.add(str(device))
     return frozenset(out)
 
@@ -86,7 +87,7 @@ _NVIDIA: Final = "nvidia.com/"
 def pod_devices(pod: Obj, devices: frozenset[str]) -> dict[str, int]:
     """What GPU devices one pod asks for, by resource name."""
     try:
-        requests = convert.pod_requests(pod.get("spec") or {})
+        requests = convert.pod_requests(ObjectView(pod).spec)
     except (ValueError, TypeError):
         return {}
     return {r: v for r, v in requests.items() if v and _is_device(r, devices)}
@@ -102,7 +103,7 @@ def admitted_devices(workload: Obj, flavors: Mapping[str, Obj]) -> dict[tuple[st
     device, nvidia.com/gpu named as the device its flavor serves it with (`gpuResource`: the
     pods ask for that once placed)."""
     devices = gpu_names(flavors.values())
-    admission = (workload.get("status") or {}).get("admission") or {}
+    admission = WorkloadView(workload).admission or {}
     out: dict[tuple[str, str], int] = defaultdict(int)
     for psa in admission.get("podSetAssignments") or ():
         psa_flavors = psa.get("flavors") or {}
@@ -112,14 +113,14 @@ def admitted_devices(workload: Obj, flavors: Mapping[str, Obj]) -> dict[tuple[st
             flavor = str(psa_flavors.get(res, ""))
             device = str(res)
             if res == names.RESOURCE_GPU:
-                device = ((flavors.get(flavor) or {}).get("spec") or {}).get("gpuResource") or res
+                device = ObjectView(flavors.get(flavor) or {}).spec.get("gpuResource") or res
             out[(flavor, str(device))] += canonical(str(res), qty)
     return dict(out)
 
 
 def _matches(node: Obj, flavor: Obj) -> bool:
     labels = _meta(node).get("labels") or {}
-    want = (flavor.get("spec") or {}).get("nodeLabels") or {}
+    want = ObjectView(flavor).spec.get("nodeLabels") or {}
     return all(labels.get(k) == v for k, v in want.items())
 
 
@@ -170,7 +171,7 @@ def excess(
     """Every way `pods` (the Workload's, as the pod watch maps them) exceed its admission.
     `nodes` and `flavors` by name; `pod_set_of` tells a pod's pod set from its spec where the
     kind allows (None: not known)."""
-    admission = (workload.get("status") or {}).get("admission") or {}
+    admission = WorkloadView(workload).admission or {}
     assignments = admission.get("podSetAssignments") or ()
     if not assignments:
         return []
@@ -178,8 +179,7 @@ def excess(
     devices = gpu_names(flavors.values())
     asked = {str(_meta(p).get("name")): pod_devices(p, devices) for p in live}
     spec_counts = {
-        str(ps.get("name")): int(ps.get("count", 1))
-        for ps in (workload.get("spec") or {}).get("podSets") or ()
+        str(ps.get("name")): int(ps.get("count", 1)) for ps in WorkloadView(workload).pod_sets
     }
     admitted: dict[str, int] = {}
     used_flavors: set[str] = set()
@@ -249,7 +249,7 @@ def _placement(
     only: dict[tuple[str, str], list[Obj]] = defaultdict(list)
     for pod in live:
         name = str(_meta(pod).get("name"))
-        node = nodes.get(str((pod.get("spec") or {}).get("nodeName")))
+        node = nodes.get(str(ObjectView(pod).spec.get("nodeName")))
         if node is None:
             continue
         if not asked[name]:
@@ -293,7 +293,7 @@ def without_quota(workload: Obj | None, pods: Iterable[Obj], group: bool) -> Exc
     made again under the same name and waiting): they were ungated by an admission that is no
     more, and a bare pod has no suspend and no operator that stops it. Job kinds' pods are not
     judged here: the reconciler suspends a job whose Workload is not admitted."""
-    if not group or (workload is not None and convert.holds_quota(workload)):
+    if not group or (workload is not None and WorkloadView(workload).holds_quota):
         return None
     live = sorted(str(_meta(p).get("name")) for p in pods if counts(p))
     if not live:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from queuectl import convert, metrics
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import placement
 from queuectl.controller.cache import Cache
@@ -128,9 +129,9 @@ class Enforcer:
 
     def _on_workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
         """A Workload that lets go of its quota (or goes) while its group's pods still run."""
-        meta = obj.get("metadata") or {}
+        meta = ObjectView(obj).meta
         wl_key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-        if wl_key in self._pods and (kind == "DELETED" or not convert.holds_quota(obj)):
+        if wl_key in self._pods and (kind == "DELETED" or not WorkloadView(obj).holds_quota):
             self.check(wl_key)
 
     def _drop(self, key: Key) -> None:
@@ -161,9 +162,7 @@ class Enforcer:
         wl = self._workload(wl_key)
         if wl is None:
             return
-        assignments = ((wl.get("status") or {}).get("admission") or {}).get(
-            "podSetAssignments"
-        ) or ()
+        assignments = (WorkloadView(wl).admission or {}).get("podSetAssignments") or ()
         admitted_pods = sum(int(a.get("count", 0)) for a in assignments)
         flavors = self._flavors()
         admitted_gpus = sum(admitted_devices(wl, flavors).values())
@@ -193,7 +192,7 @@ class Enforcer:
     def _nodes(self, pods: list[Obj]) -> dict[str, Obj]:
         out = {}
         for pod in pods:
-            name = str((pod.get("spec") or {}).get("nodeName") or "")
+            name = str(ObjectView(pod).spec.get("nodeName") or "")
             if (node := self.cache.get(k.NODES, name)) is not None:
                 out[name] = node
         return out
@@ -227,9 +226,9 @@ class Enforcer:
         flavors = self._flavors()
         pod_set_of = None
         if group_of_workload(wl) is not None:
-            admission = convert.admission_from_status((wl.get("status") or {})["admission"])
+            admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
             index = pg.PodSetIndex(
-                (wl.get("spec") or {}).get("podSets") or [],
+                WorkloadView(wl).pod_sets,
                 placement.placements(admission, flavors),
             )
             pod_set_of = index.of
@@ -275,7 +274,7 @@ class Enforcer:
         if not should_evict(wl):
             return
         assert wl is not None
-        queue = str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+        queue = str((WorkloadView(wl).admission or {}).get("clusterQueue", ""))
         said = describe(found)
         group = group_of_workload(wl) is not None
         note = f"Pods exceed the admission: {said}; " + (
@@ -296,7 +295,7 @@ class Enforcer:
             try:
                 ns, name = split_key(wl_key)
                 wl = self.cache.get(k.WORKLOADS, name, ns)
-                if wl is not None and convert.holds_quota(wl):
+                if wl is not None and WorkloadView(wl).holds_quota:
                     return  # admitted again meanwhile: the pods are its own
                 note = f"Pods run without an admission: {describe([found])}; they are deleted"
                 log.warning("workload %s: %s", wl_key, note)
@@ -325,7 +324,7 @@ def _cluster_queue(pods: list[Obj]) -> str:
     """The ClusterQueue a group's pods were queued to (the label our webhook set), for the
     metric when their Workload is gone."""
     for pod in pods:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = ObjectView(pod).labels
         if queue := labels.get(names.LABEL_CLUSTER_QUEUE):
             return str(queue)
     return ""

@@ -13,6 +13,7 @@ from typing import Final
 
 from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.views import ObjectView
 from queuectl.controller.kube import EVENTS, Kube, Obj, api_trouble
 from queuectl.controller.pacing import EVENT_BURST, EVENT_QPS, TokenBucket
 
@@ -63,7 +64,7 @@ class EventRecorder:
         task.add_done_callback(self._tasks.discard)
 
     async def _create(self, obj: Obj, type_: str, reason: str, action: str, note: str) -> None:
-        meta = obj.get("metadata") or {}
+        meta = ObjectView(obj).meta
         namespace = meta.get("namespace") or "default"
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         body = {

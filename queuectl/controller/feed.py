@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import checks, podgroups
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
@@ -55,26 +56,25 @@ def _same_spec(obj: Obj, old: Obj | None) -> bool:
 
 def _core_view(wl: Obj) -> tuple[Any, ...]:
     """The parts of a Workload the core's input is built from."""
-    st = wl.get("status") or {}
+    view = WorkloadView(wl)
+    st = view.status
     return (
         wl.get("spec"),
         wl["metadata"].get("deletionTimestamp"),
         st.get("admission"),
         st.get("requeueState"),
         st.get("accumulatedPastExecutionTimeSeconds"),
-        convert.holds_quota(wl),
-        convert.is_true(wl, names.COND_ADMITTED),  # the execution clock starts (checks passed)
-        convert.is_true(wl, names.COND_FINISHED),
+        view.holds_quota,
+        view.is_true(names.COND_ADMITTED),  # the execution clock starts (checks passed)
+        view.is_true(names.COND_FINISHED),
     )
 
 
 def local_queue_stop(cache: Cache, wl: Obj) -> str:
     """The stopPolicy of the workload's LocalQueue ("None" if it has none or no queue)."""
-    meta = wl.get("metadata") or {}
-    lq = cache.get(
-        k.LOCAL_QUEUES, (wl.get("spec") or {}).get("queueName") or "", meta.get("namespace") or ""
-    )
-    return str(((lq or {}).get("spec") or {}).get("stopPolicy") or "None")
+    view = WorkloadView(wl)
+    lq = cache.get(k.LOCAL_QUEUES, view.queue_name, view.namespace)
+    return str(ObjectView(lq or {}).spec.get("stopPolicy") or "None")
 
 
 class Feed:
@@ -165,8 +165,8 @@ class Feed:
     # --- workloads ----------------------------------------------------------------------
     def resolve(self, wl: Obj) -> tuple[str | None, tuple[str, str] | None]:
         """(ClusterQueue name, or None with the withholding reason and message)."""
-        meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
-        namespace, queue = meta.get("namespace") or "", spec.get("queueName") or ""
+        view = WorkloadView(wl)
+        spec, namespace, queue = view.spec, view.namespace, view.queue_name
         lq = self.cache.get(k.LOCAL_QUEUES, queue, namespace)
         if lq is None:
             return None, (
@@ -174,7 +174,7 @@ class Feed:
                 f"LocalQueue {queue!r} does not exist in namespace {namespace}; create it or "
                 f"label the job with an existing queue ({names.LABEL_QUEUE_NAME})",
             )
-        cq = str((lq.get("spec") or {}).get("clusterQueue") or "")
+        cq = str(ObjectView(lq).spec.get("clusterQueue") or "")
         if local_queue_stop(self.cache, wl) != "None":
             return None, (
                 names.REASON_LOCAL_QUEUE_STOPPED,
@@ -206,13 +206,12 @@ class Feed:
         return cq, None
 
     def feed_workload(self, wl: Obj) -> None:
-        key = convert.workload_key(wl)
-        if convert.is_true(wl, names.COND_FINISHED) or (wl.get("metadata") or {}).get(
-            "deletionTimestamp"
-        ):
+        view = WorkloadView(wl)
+        key = view.key
+        if view.is_true(names.COND_FINISHED) or view.deleting:
             self.forget(key)
             return
-        holding = convert.holds_quota(wl)
+        holding = view.holds_quota
         cq, withheld = self.resolve(wl)
         if withheld and not holding:
             self.withheld[key] = withheld
@@ -222,7 +221,7 @@ class Feed:
             return
         self.withheld.pop(key, None)
         if cq is None:  # holding quota under a queue that changed: keep it where it was
-            cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+            cq = (WorkloadView(wl).admission or {}).get("clusterQueue", "")
         try:
             self.sched.upsert_workload(self._to_core(wl, cq or ""))
         except (ValueError, KeyError, TypeError) as err:
@@ -231,7 +230,7 @@ class Feed:
         self.fed.add(key)
 
     def _to_core(self, wl: Obj, cq: str) -> core.Workload:
-        spec = wl.get("spec") or {}
+        spec = WorkloadView(wl).spec
         pc: str = spec.get("priorityClassName") or ""
         grace = minimum = 0.0
         late: int | None = None
@@ -253,7 +252,7 @@ class Feed:
             self.fed.discard(key)
 
     def _workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        key = convert.workload_key(obj)
+        key = WorkloadView(obj).key
         if kind == "DELETED":
             self.forget(key)
         elif old is not None and _core_view(obj) == _core_view(old):
@@ -267,7 +266,7 @@ class Feed:
     def refeed_group(self, wl: Obj) -> None:
         """A pod group's pods came or went: withhold its Workload or offer it again, and wake
         the cycle when that changed (no Workload event says so: only its pods moved)."""
-        key = convert.workload_key(wl)
+        key = WorkloadView(wl).key
         before = key in self.withheld, key in self.fed
         self.feed_workload(wl)
         if (key in self.withheld, key in self.fed) != before:
@@ -277,7 +276,7 @@ class Feed:
         for wl in self.cache.store(k.WORKLOADS).values():
             if predicate(wl):
                 self.feed_workload(wl)
-                self.on_workload(convert.workload_key(wl))
+                self.on_workload(WorkloadView(wl).key)
         self.on_change()
 
     def refeed_all(self) -> None:
@@ -302,10 +301,7 @@ class Feed:
             return
         ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
         self.refeed(
-            lambda wl: (
-                wl["metadata"].get("namespace") == ns
-                and (wl.get("spec") or {}).get("queueName") == name
-            )
+            lambda wl: wl["metadata"].get("namespace") == ns and WorkloadView(wl).queue_name == name
         )
 
     def _namespace(self, kind: str, obj: Obj, old: Obj | None) -> None:

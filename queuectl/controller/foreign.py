@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
@@ -32,11 +33,12 @@ Holds = Callable[[str], bool]
 def foreign_usage(pod: Obj, owners: Owners, holds: Holds) -> tuple[str, Usage] | None:
     """(node, what the pod takes there) for a bound, unfinished pod that is not queuectl's
     (`podowners.is_ours`: a Workload holding quota stands behind it)."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    view = ObjectView(pod)
+    spec, status = view.spec, view.status
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
         return None
-    if names.LABEL_PLACEHOLDER_FOR in ((pod.get("metadata") or {}).get("labels") or {}):
+    if names.LABEL_PLACEHOLDER_FOR in view.labels:
         return None  # the provisioning check's placeholder: it gives way to any pod
     if is_ours(pod, owners, holds):
         return None
@@ -54,7 +56,7 @@ def holds_in(cache: Cache) -> Holds:
     def holds(key: str) -> bool:
         ns, _, name = key.partition("/")
         wl = cache.get(k.WORKLOADS, name, ns) if k.WORKLOADS.plural in cache.stores else None
-        return wl is not None and convert.holds_quota(wl)
+        return wl is not None and WorkloadView(wl).holds_quota
 
     return holds
 
@@ -87,11 +89,11 @@ class ForeignPods:
         self._set(key, new)
 
     def _workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        held = kind != "DELETED" and convert.holds_quota(obj)
-        if old is not None and kind != "ADDED" and convert.holds_quota(old) == held:
+        held = kind != "DELETED" and WorkloadView(obj).holds_quota
+        if old is not None and kind != "ADDED" and WorkloadView(old).holds_quota == held:
             return
         pods = self.cache.store(k.PODS)
-        for key in sorted(self._claims.get(convert.workload_key(obj), ())):
+        for key in sorted(self._claims.get(WorkloadView(obj).key, ())):
             pod = pods.get(*key)
             if pod is not None:
                 self._set(key, foreign_usage(pod, self.owners, self.holds))

@@ -3,7 +3,8 @@
 The generated model classes cost a deserialisation per object, which matters at tens of thousands
 of Jobs and Workloads, and they know nothing of our CRDs. Every call here goes through the
 `ApiClient` (so its authentication, TLS and connection pool apply) with `_preload_content=False`
-and decodes JSON once.
+and decodes JSON once. Where each kind lives is `queuectl.api.resource`'s one list; the names
+are imported here so the controller says `k.WORKLOADS`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,18 @@ from kubernetes_asyncio import config as k8s_config
 
 from queuectl.api import names
 from queuectl.api.errors import is_transient
+from queuectl.api.resource import ADMISSION_CHECKS as ADMISSION_CHECKS
+from queuectl.api.resource import CLUSTER_QUEUES as CLUSTER_QUEUES
+from queuectl.api.resource import COHORTS as COHORTS
+from queuectl.api.resource import LOCAL_QUEUES as LOCAL_QUEUES
+from queuectl.api.resource import NAMESPACES as NAMESPACES
+from queuectl.api.resource import NODES as NODES
+from queuectl.api.resource import PODS as PODS
+from queuectl.api.resource import PRIORITY_CLASSES as PRIORITY_CLASSES
+from queuectl.api.resource import PRIORITY_CLASSES_OURS as PRIORITY_CLASSES_OURS
+from queuectl.api.resource import RESOURCE_FLAVORS as RESOURCE_FLAVORS
+from queuectl.api.resource import TOPOLOGIES as TOPOLOGIES
+from queuectl.api.resource import WORKLOADS as WORKLOADS
 from queuectl.api.resource import Obj as Obj
 from queuectl.api.resource import Resource
 from queuectl.jobs.batch import JOBS as JOBS
@@ -60,26 +73,8 @@ def api_trouble(err: BaseException) -> bool:
     return is_transient(err) or isinstance(err, KubeError)
 
 
-def _ours(plural: str, kind: str, namespaced: bool = False) -> Resource:
-    return Resource(names.GROUP, names.VERSION, plural, namespaced, kind)
-
-
-PODS: Final = Resource("", "v1", "pods", True, "Pod")
-NODES: Final = Resource("", "v1", "nodes", False, "Node")
-NAMESPACES: Final = Resource("", "v1", "namespaces", False, "Namespace")
 EVENTS: Final = Resource("events.k8s.io", "v1", "events", True, "Event")
-PRIORITY_CLASSES: Final = Resource(
-    "scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass"
-)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
-WORKLOADS: Final = _ours("workloads", "Workload", namespaced=True)
-LOCAL_QUEUES: Final = _ours("localqueues", "LocalQueue", namespaced=True)
-CLUSTER_QUEUES: Final = _ours("clusterqueues", "ClusterQueue")
-COHORTS: Final = _ours("cohorts", "Cohort")
-RESOURCE_FLAVORS: Final = _ours("resourceflavors", "ResourceFlavor")
-TOPOLOGIES: Final = _ours("topologies", "Topology")
-PRIORITY_CLASSES_OURS: Final = _ours("workloadpriorityclasses", "WorkloadPriorityClass")
-ADMISSION_CHECKS: Final = _ours("admissionchecks", "AdmissionCheck")
 
 
 _PLURALS: Final = frozenset(

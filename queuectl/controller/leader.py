@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from queuectl.api import names
+from queuectl.api.views import ObjectView
 from queuectl.controller.kube import LEASES, Kube, KubeError, Obj, api_trouble
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,8 @@ def _micro(when: datetime) -> str:
 
 def _record(lease: Obj) -> tuple[Any, Any, Any]:
     """What must change for a Lease to count as renewed: holder, renewTime, resourceVersion."""
-    spec = lease.get("spec") or {}
-    meta = lease.get("metadata") or {}
+    spec = ObjectView(lease).spec
+    meta = ObjectView(lease).meta
     return (spec.get("holderIdentity"), spec.get("renewTime"), meta.get("resourceVersion"))
 
 
@@ -123,7 +124,7 @@ class LeaderElector:
             self._observe(created)
             return True
         self._observe(lease)
-        spec = lease.get("spec") or {}
+        spec = ObjectView(lease).spec
         holder = spec.get("holderIdentity")
         duration = float(spec.get("leaseDurationSeconds") or self.timing.lease_duration_s)
         self._observed_duration = duration
@@ -197,7 +198,7 @@ class LeaderElector:
             return
         try:
             lease = await self.kube.get(LEASES, self.name, self.namespace)
-            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+            if ObjectView(lease).spec.get("holderIdentity") == self.identity:
                 lease["spec"]["renewTime"] = self._now()
                 lease["spec"]["leaseDurationSeconds"] = 1
                 lease["spec"]["holderIdentity"] = None

@@ -21,6 +21,7 @@ from typing import Any
 
 from queuectl import convert, metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.corethread import CoreThread
@@ -357,9 +358,10 @@ class Controller:
         core (a reason lost to a conflicting write is otherwise never reported again). Call it
         when the core is idle (a busy core answers no reasons)."""
         for wl in self.cache.store(k.WORKLOADS).values():
-            if convert.holds_quota(wl) or convert.is_true(wl, names.COND_FINISHED):
+            view = WorkloadView(wl)
+            if view.holds_quota or view.is_true(names.COND_FINISHED):
                 continue
-            key = convert.workload_key(wl)
+            key = view.key
             if self.reconciler.pending_stale(key, wl):
                 self.enqueue(f"wl:{key}", urgent=False)
 
@@ -386,7 +388,7 @@ class Controller:
                 asyncio.create_task(self.observer.run(self._wait_leading), name="observe"),
             ]
             for wl in self.cache.store(k.WORKLOADS).values():
-                self.enqueue(f"wl:{convert.workload_key(wl)}")
+                self.enqueue(f"wl:{WorkloadView(wl).key}")
             for res in self.cache.job_kinds:
                 for job in self.cache.store(res).values():
                     self._on_job("ADDED", job)

@@ -22,8 +22,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from queuectl import convert, metrics
+from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
@@ -38,9 +39,13 @@ EVICTIONS_COUNTED_ELSEWHERE = frozenset({names.REASON_EVICTED_NODE_FAILURES})
 
 def _turned_true(obj: Obj, old: Obj | None, cond_type: str) -> str | None:
     """The condition's reason if this event set it True (it was not True before)."""
-    if old is None or convert.is_true(old, cond_type) or not convert.is_true(obj, cond_type):
+    if (
+        old is None
+        or WorkloadView(old).is_true(cond_type)
+        or not WorkloadView(obj).is_true(cond_type)
+    ):
         return None
-    return str((convert.condition(obj, cond_type) or {}).get("reason") or "")
+    return str((WorkloadView(obj).condition(cond_type) or {}).get("reason") or "")
 
 
 class Observer:
@@ -123,8 +128,8 @@ class Observer:
         happened before this process started."""
         if not self.leading():
             return
-        key = convert.workload_key(obj)
-        if kind == "DELETED" or convert.is_true(obj, names.COND_FINISHED):
+        key = WorkloadView(obj).key
+        if kind == "DELETED" or WorkloadView(obj).is_true(names.COND_FINISHED):
             self._settle(key)  # the feed is about to release its quota
         if kind == "DELETED":
             return
@@ -172,10 +177,8 @@ class Observer:
                 )
 
     def _cluster_queue(self, wl: Obj) -> str:
-        admission = (wl.get("status") or {}).get("admission") or {}
+        view = WorkloadView(wl)
+        admission = view.admission or {}
         if admission.get("clusterQueue"):
             return str(admission["clusterQueue"])
-        meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
-        return (
-            self.cache.local_queue(meta.get("namespace") or "", spec.get("queueName") or "") or ""
-        )
+        return self.cache.local_queue(view.namespace, view.queue_name) or ""

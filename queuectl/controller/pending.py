@@ -6,8 +6,8 @@ the core's. Writes are paced by `PendingRefresh` (pending writes must not crowd 
 
 from __future__ import annotations
 
-from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import status
 from queuectl.controller.kube import Obj
 from queuectl.controller.workload_writes import WorkloadWrites
@@ -36,14 +36,14 @@ class PendingReasons(WorkloadWrites):
             if pi is None or pi.reason == names.REASON_PENDING:
                 return False
             info = (pi.reason, pi.message)
-        cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+        cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED) or {}
         return (cond.get("reason"), cond.get("message")) != info
 
     async def write_pending(self, wl: Obj, reason: str, message: str, now: float) -> None:
         """A new reason is written as soon as the pending budget allows; a new message under the
         same reason is paced as well (PendingRefresh)."""
-        key = convert.workload_key(wl)
-        cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+        key = WorkloadView(wl).key
+        cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED) or {}
         same_reason = cond.get("status") == "False" and cond.get("reason") == reason
         if not self.pending_refresh.allow(key, now, same_reason=same_reason):
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from queuectl.api.views import ObjectView
 from queuectl.core import types as core
 from queuectl.jobs import PodSetPlacement
 
@@ -44,13 +45,13 @@ def placements(admission: core.Admission, flavors: Mapping[str, Obj]) -> list[Po
         labels: dict[str, str] = {}
         tolerations: list[Mapping[str, Any]] = []
         for flavor_name in sorted(set(psa.flavors.values())):
-            spec = (flavors.get(flavor_name) or {}).get("spec") or {}
+            spec = ObjectView(flavors.get(flavor_name) or {}).spec
             labels.update(spec.get("nodeLabels") or {})
             for tol in spec.get("tolerations") or ():
                 if tol not in tolerations:
                     tolerations.append(tol)
         gpu_flavor = psa.flavors.get(core.GPU)
-        gpu_spec = (flavors.get(gpu_flavor) or {}).get("spec") or {} if gpu_flavor else {}
+        gpu_spec = ObjectView(flavors.get(gpu_flavor) or {}).spec if gpu_flavor else {}
         out.append(
             PodSetPlacement(
                 name=psa.name,

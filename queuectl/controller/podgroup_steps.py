@@ -22,6 +22,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView, owner_reference
 from queuectl.controller import kube as k
 from queuectl.controller import placement, settle, status
 from queuectl.controller.feed import local_queue_stop
@@ -36,7 +37,7 @@ class _PodPriority:
     """What `resolve_priority` asks of a job, for a pod: its own priorityClassName."""
 
     def pod_priority_class(self, pod: Obj) -> str | None:
-        value = (pod.get("spec") or {}).get("priorityClassName")
+        value = ObjectView(pod).spec.get("priorityClassName")
         return str(value) if value else None
 
 
@@ -58,7 +59,7 @@ class PodGroupSteps(WorkloadWrites):
         wl_key = f"{key.namespace}/{wl_name}"
         wl = self.cache.get(k.WORKLOADS, wl_name, key.namespace)
         if wl is not None:
-            if not convert.holds_quota(wl):  # its pods came or went: withheld or offered again
+            if not WorkloadView(wl).holds_quota:  # its pods came or went: withheld or offered again
                 self.feed.refeed_group(wl)
             return wl_key
         if not pg.readiness(key, pods).ready:
@@ -80,18 +81,10 @@ class PodGroupSteps(WorkloadWrites):
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": key.namespace,
-            "labels": {names.LABEL_QUEUE_NAME: spec.get("queueName", "")},
+            "labels": {names.LABEL_QUEUE_NAME: WorkloadView.of_spec(spec).queue_name},
         }
         if key.single:
-            metadata["ownerReferences"] = [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": first["metadata"]["name"],
-                    "uid": first["metadata"]["uid"],
-                    "controller": True,
-                }
-            ]
+            metadata["ownerReferences"] = [owner_reference(first, k.PODS)]
         else:
             metadata["labels"][names.LABEL_POD_GROUP_NAME] = key.name
         body = {
@@ -124,28 +117,28 @@ class PodGroupSteps(WorkloadWrites):
                 self._count("finished")
                 self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", message)
             return True
-        holding = convert.holds_quota(wl)
-        if not pods and not holding and not convert.condition(wl, names.COND_REQUEUED):
+        holding = WorkloadView(wl).holds_quota
+        if not pods and not holding and not WorkloadView(wl).condition(names.COND_REQUEUED):
             await self._delete_workload(key, wl)  # abandoned before it ever ran
             return True
         if not holding:
             await self.sync_pending(key, wl, now)
             return True
-        if convert.is_true(wl, names.COND_EVICTED):
+        if WorkloadView(wl).is_true(names.COND_EVICTED):
             await self._stop_group(key, wl, pods, now)
             return True
         if not pods:  # every pod deleted by hand while admitted: the job is gone, so is its quota
             await self._delete_workload(key, wl)
             return True
         deadline = convert.parse_time(
-            ((wl.get("status") or {}).get("preemption") or {}).get("deadline")
+            (WorkloadView(wl).status.get("preemption") or {}).get("deadline")
         )
-        if convert.is_true(wl, names.COND_PREEMPTED) and deadline is not None:
+        if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
             stamp = convert.format_time(deadline)
             for pod in pods:
                 if (
                     pg.active(pod)
-                    and _annotation(pod, names.ANNOTATION_PREEMPTION_DEADLINE) != stamp
+                    and ObjectView(pod).annotation(names.ANNOTATION_PREEMPTION_DEADLINE) != stamp
                 ):
                     await self._patch_pod(
                         pod,
@@ -158,7 +151,7 @@ class PodGroupSteps(WorkloadWrites):
             if now < deadline:
                 self.at(deadline, key)
                 return True
-            cond = convert.condition(wl, names.COND_PREEMPTED) or {}
+            cond = WorkloadView(wl).condition(names.COND_PREEMPTED) or {}
             await self.evict(
                 wl,
                 names.REASON_EVICTED_PREEMPTION,
@@ -174,10 +167,10 @@ class PodGroupSteps(WorkloadWrites):
         return True
 
     async def _start_group(self, wl: Obj, pods: list[Obj]) -> None:
-        admission = convert.admission_from_status((wl.get("status") or {})["admission"])
+        admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
         placements = placement.placements(admission, flavors)
-        gated = pg.to_ungate(pods, (wl.get("spec") or {}).get("podSets") or [], placements)
+        gated = pg.to_ungate(pods, WorkloadView(wl).pod_sets, placements)
         for pod in gated:
             patch = pg.ungate_patch(pod, pg.placement_for(pod, placements), wl["metadata"]["name"])
             if await self._patch_pod(pod, patch) is not None:
@@ -196,7 +189,7 @@ class PodGroupSteps(WorkloadWrites):
             return  # each pod's deletion event brings us back
         written = await settle.write_requeued(self, wl, now)
         if written is not None:
-            self.sched.requeue_workload(key, front=convert.requeued_for_node_failure(written))
+            self.sched.requeue_workload(key, front=WorkloadView(written).requeued_for_node_failure)
             self.feed.refeed_group(written)  # withheld until replacement pods exist
             self._count("requeued")
             self.events.emit(
@@ -239,26 +232,21 @@ class PodGroupSteps(WorkloadWrites):
                 raise
 
 
-def _annotation(obj: Obj, key: str) -> str | None:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
-    return None if value is None else str(value)
-
-
 def _ended(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return ObjectView(pod).status.get("phase") in ("Succeeded", "Failed")
 
 
 def _finished(group: pg.GroupKey, wl: Obj, pods: list[Obj]) -> tuple[bool, str] | None:
     """(succeeded, message) once the group is done: a single pod ended, or as many pods of a
     group Succeeded as the Workload counts (a Failed pod of a group may be replaced)."""
-    phases = [(p.get("status") or {}).get("phase") for p in pods]
+    phases = [ObjectView(p).status.get("phase") for p in pods]
     if group.single:
         if "Succeeded" in phases:
             return True, "Pod succeeded"
         if "Failed" in phases:
             return False, "Pod failed"
         return None
-    want = sum(int(ps.get("count", 1)) for ps in (wl.get("spec") or {}).get("podSets") or ())
+    want = sum(int(ps.get("count", 1)) for ps in WorkloadView(wl).pod_sets)
     done = phases.count("Succeeded")
     if done >= want and not any(pg.active(p) for p in pods):
         return True, f"All {done} pods of the group succeeded"

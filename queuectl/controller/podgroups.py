@@ -8,17 +8,18 @@ pod (a controller ownerReference of kind Pod). The reconcile steps are `podgroup
 from __future__ import annotations
 
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Obj
 from queuectl.jobs.podgroup import group as pg
 
 
 def group_of_workload(wl: Obj) -> pg.GroupKey | None:
-    meta = wl.get("metadata") or {}
-    ns = str(meta.get("namespace") or "")
-    if name := (meta.get("labels") or {}).get(names.LABEL_POD_GROUP_NAME):
+    view = ObjectView(wl)
+    ns = view.namespace
+    if name := view.labels.get(names.LABEL_POD_GROUP_NAME):
         return pg.GroupKey(ns, str(name), False)
-    for ref in meta.get("ownerReferences") or ():
+    for ref in view.owner_refs:
         if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
             return pg.GroupKey(ns, str(ref.get("name") or ""), True)
     return None
@@ -29,7 +30,7 @@ def group_pods(cache: Cache, key: pg.GroupKey) -> list[Obj]:
     out = [
         pod
         for pod in cache.queued_pods.values()
-        if (pod.get("metadata") or {}).get("namespace") == key.namespace
+        if ObjectView(pod).meta.get("namespace") == key.namespace
         and pg.is_queued_pod(pod, cache.kinds)
         and pg.group_of(pod) == key
     ]
@@ -43,7 +44,7 @@ def incomplete(cache: Cache, wl: Obj) -> str | None:
     key = group_of_workload(wl)
     if key is None:
         return None
-    want = sum(int(ps.get("count", 1)) for ps in (wl.get("spec") or {}).get("podSets") or ())
+    want = sum(int(ps.get("count", 1)) for ps in WorkloadView(wl).pod_sets)
     have = sum(1 for p in group_pods(cache, key) if pg.active(p))
     if have >= want:
         return None

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 
 MAX_DEPTH: Final = 4
 """Controllers followed above a pod; the deepest real chain (pod -> Job -> JobSet) has two."""
@@ -56,10 +57,10 @@ class Owners:
             ref = _controller(obj)
             if ref is None or (res := self.held(ref)) is None:
                 return Chain(tuple(objects), False)
-            ns = (pod.get("metadata") or {}).get("namespace") or ""
+            ns = ObjectView(pod).namespace
             found = self.get(res, str(ref.get("name") or ""), ns)
             uid = ref.get("uid")
-            if found is None or (uid and (found.get("metadata") or {}).get("uid") != uid):
+            if found is None or (uid and ObjectView(found).meta.get("uid") != uid):
                 return Chain(tuple(objects), True)
             objects.append(found)
             obj = found
@@ -67,19 +68,12 @@ class Owners:
 
 
 def _controller(obj: Obj) -> Mapping[str, Any] | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return dict(ref)
-    return None
-
-
-def _labels(obj: Obj) -> Mapping[str, str]:
-    labels: Mapping[str, str] = (obj.get("metadata") or {}).get("labels") or {}
-    return labels
+    ref = ObjectView(obj).controller_ref
+    return None if ref is None else dict(ref)
 
 
 def finished(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return ObjectView(pod).status.get("phase") in ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -94,9 +88,9 @@ class Claim:
 def claim(pod: Obj, owners: Owners) -> Claim:
     """The nearest `queuectl.io/workload` label on the pod or its verified controllers."""
     chain = owners.chain(pod)
-    ns = (pod.get("metadata") or {}).get("namespace") or ""
+    ns = ObjectView(pod).namespace
     for obj in chain.objects:
-        if wl := _labels(obj).get(names.LABEL_WORKLOAD):
+        if wl := ObjectView(obj).labels.get(names.LABEL_WORKLOAD):
             return Claim(f"{ns}/{wl}", chain.unresolved)
     return Claim(None, chain.unresolved)
 

@@ -4,6 +4,7 @@ class label afterwards."""
 from __future__ import annotations
 
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.kube import Kube, KubeError, Obj
@@ -42,9 +43,9 @@ async def follow_priority_class(
     class does not re-prioritise existing Workloads (as Kueue). True when the Workload was
     changed."""
     # The label itself, not adapter.workload_spec(job): this runs on every Job event.
-    labels = (job.get("metadata") or {}).get("labels") or {}
+    labels = ObjectView(job).labels
     wanted = labels.get(names.LABEL_PRIORITY_CLASS) or None
-    spec = wl.get("spec") or {}
+    spec = WorkloadView(wl).spec
     namespace = wl["metadata"].get("namespace") or ""
     unresolved = (
         spec.get("priority") is None

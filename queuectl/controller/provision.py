@@ -23,6 +23,7 @@ from typing import Final
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import checks
 from queuectl.controller import kube as k
 from queuectl.controller import provision_objects as objs
@@ -76,7 +77,7 @@ class ProvisionCheck:
 
     # --- the CheckController protocol ------------------------------------------------------
     def activity(self, check: Obj) -> tuple[bool, str]:
-        params = (check.get("spec") or {}).get("parameters")
+        params = ObjectView(check).spec.get("parameters")
         issue = objs.parameters_issue(params)
         if issue is not None:
             return False, issue
@@ -89,10 +90,10 @@ class ProvisionCheck:
         )
 
     async def decide(self, check: Obj, wl: Obj) -> Decision:
-        if not convert.holds_quota(wl):
+        if not WorkloadView(wl).holds_quota:
             return None
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
-        klass = objs.request_class((check.get("spec") or {}).get("parameters"))
+        klass = objs.request_class(ObjectView(check).spec.get("parameters"))
         if klass is not None:
             return await self._by_request(check, wl, klass, flavors)
         return await self._by_placeholders(wl, flavors)
@@ -102,17 +103,17 @@ class ProvisionCheck:
         nodes = [convert.node(n) for n in self.cache.store(k.NODES).values()]
         used: dict[str, dict[str, int]] = {}
         for pod in self.cache.store(k.PODS).values():  # bound, unfinished pods (cache.py)
-            labels = (pod.get("metadata") or {}).get("labels") or {}
-            node = (pod.get("spec") or {}).get("nodeName")
+            labels = ObjectView(pod).labels
+            node = ObjectView(pod).spec.get("nodeName")
             if not node or names.LABEL_PLACEHOLDER_FOR in labels:
                 continue  # a placeholder gives way to anything
             total = used.setdefault(str(node), {})
-            for res, v in convert.pod_requests(pod.get("spec") or {}).items():
+            for res, v in convert.pod_requests(ObjectView(pod).spec).items():
                 total[res] = total.get(res, 0) + v
         return not unplaced(nodes, used, objs.shapes(wl, flavors))
 
     async def _by_placeholders(self, wl: Obj, flavors: Mapping[str, Obj]) -> Decision:
-        key, meta, now = convert.workload_key(wl), wl["metadata"], self.clock()
+        key, meta, now = WorkloadView(wl).key, wl["metadata"], self.clock()
         asked = self.asked.get(key)
         bound = objs.bound_placeholders(
             list(self.cache.store(k.PODS).values()), meta["namespace"], meta["name"]
@@ -160,7 +161,7 @@ class ProvisionCheck:
     async def _by_request(
         self, check: Obj, wl: Obj, klass: str, flavors: Mapping[str, Obj]
     ) -> Decision:
-        key, meta = convert.workload_key(wl), wl["metadata"]
+        key, meta = WorkloadView(wl).key, wl["metadata"]
         templates, request = objs.provisioning_objects(
             wl, check["metadata"]["name"], klass, flavors
         )
@@ -211,7 +212,7 @@ class ProvisionCheck:
 
     # --- bookkeeping and cleanup ----------------------------------------------------------
     def _deadline(self, wl: Obj) -> float:
-        cond = convert.condition(wl, names.COND_QUOTA_RESERVED) or {}
+        cond = WorkloadView(wl).condition(names.COND_QUOTA_RESERVED) or {}
         since = convert.parse_time(cond.get("lastTransitionTime")) or self.clock()
         return since + PROVISION_TIMEOUT_S
 
@@ -265,19 +266,21 @@ class ProvisionCheck:
 
     def _waiting_on_us(self, wl: Obj | None) -> bool:
         """Whether the Workload still waits for one of our checks (its requests stay)."""
-        if wl is None or not convert.holds_quota(wl):
+        if wl is None or not WorkloadView(wl).holds_quota:
             return False
         for entry in checks.entries(wl):
             obj = self.cache.get(k.ADMISSION_CHECKS, str(entry["name"]))
-            ctl = ((obj or {}).get("spec") or {}).get("controllerName")
+            ctl = ObjectView(obj or {}).spec.get("controllerName")
             if ctl == names.CHECK_PROVISIONING and entry.get("state") in ("Pending", "Ready"):
                 return entry.get("state") == "Pending" or self._provisioned(wl)
         return False
 
     def _provisioned(self, wl: Obj) -> bool:
-        asked = self.asked.get(convert.workload_key(wl))
+        asked = self.asked.get(WorkloadView(wl).key)
         return (
-            asked is not None and asked.provisioned and not convert.is_true(wl, names.COND_FINISHED)
+            asked is not None
+            and asked.provisioned
+            and not WorkloadView(wl).is_true(names.COND_FINISHED)
         )
 
     async def tidy(self, key: str, wl: Obj | None) -> None:
@@ -292,7 +295,7 @@ class ProvisionCheck:
             self._orphans.discard(key)
             ns, name = key.split("/", 1)
             for pod in list(self.cache.store(k.PODS).values()):
-                meta = pod.get("metadata") or {}
+                meta = ObjectView(pod).meta
                 owners = {r.get("name") for r in meta.get("ownerReferences") or ()}
                 labels = meta.get("labels") or {}
                 if (
@@ -303,7 +306,7 @@ class ProvisionCheck:
                     await self._delete(k.PODS, str(meta["name"]), ns)
 
     def _on_workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        key = convert.workload_key(obj)
+        key = WorkloadView(obj).key
         if key in self.asked and (kind == "DELETED" or not self._waiting_on_us(obj)):
             self.at(self.clock(), key)  # its reconcile withdraws (tidy)
 
@@ -311,7 +314,7 @@ class ProvisionCheck:
         """A placeholder got a node: its Workload decides again. One whose Workload no
         longer waits for us: its reconcile deletes it (tidy). Listeners never write: a
         follower sees the same events, and only the leader's reconciles run."""
-        meta = obj.get("metadata") or {}
+        meta = ObjectView(obj).meta
         if kind == "DELETED" or names.LABEL_PLACEHOLDER_FOR not in (meta.get("labels") or {}):
             return
         owners = [r for r in meta.get("ownerReferences") or () if r.get("kind") == "Workload"]

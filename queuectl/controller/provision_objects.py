@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.resource import WORKLOADS
+from queuectl.api.views import ObjectView, WorkloadView, owner_reference
 from queuectl.controller.placement import placements
 from queuectl.core import types as core
 from queuectl.core.provision import Shape
@@ -38,19 +40,19 @@ def short(name: str, limit: int = 63) -> str:
 
 def pod_placements(wl: Obj, flavors: Mapping[str, Obj]) -> list[PodSetPlacement]:
     """Where each pod set of a reserved Workload will be placed (its admission's flavors)."""
-    admission = convert.admission_from_status((wl.get("status") or {})["admission"])
+    admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
     return placements(admission, flavors)
 
 
 def counts(wl: Obj) -> dict[str, int]:
     """Pod set -> pods its reservation holds quota for."""
-    adm = (wl.get("status") or {}).get("admission") or {}
+    adm = WorkloadView(wl).admission or {}
     return {str(a["name"]): int(a.get("count", 0)) for a in adm.get("podSetAssignments") or ()}
 
 
 def pod_spec(wl: Obj, placement: PodSetPlacement) -> dict[str, Any]:
     """The placeholder's pod spec: where the real pod may go, what it asks for, nothing run."""
-    pod_sets = (wl.get("spec") or {}).get("podSets") or []
+    pod_sets = WorkloadView(wl).pod_sets
     original = original_pod_spec(pod_sets, placement.name)
     spec: dict[str, Any] = {k: copy.deepcopy(original[k]) for k in _KEPT if k in original}
     injected = inject(original, placement)
@@ -74,14 +76,7 @@ def pod_spec(wl: Obj, placement: PodSetPlacement) -> dict[str, Any]:
 
 def owner(wl: Obj) -> dict[str, Any]:
     """Placeholders go with their Workload (the garbage collector deletes them with it)."""
-    meta = wl["metadata"]
-    return {
-        "apiVersion": f"{names.GROUP}/{names.VERSION}",
-        "kind": "Workload",
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "blockOwnerDeletion": False,
-    }
+    return owner_reference(wl, WORKLOADS, controller=None, block_owner_deletion=False)
 
 
 def placeholder_name(wl_name: str, pod_set: str, index: int) -> str:
@@ -140,7 +135,7 @@ def shapes(wl: Obj, flavors: Mapping[str, Obj]) -> list[Shape]:
 
 def gpu_flavors(wl: Obj) -> dict[str, str]:
     """Pod set -> the flavor its GPUs come from (its first GPU-like resource's flavor)."""
-    adm = (wl.get("status") or {}).get("admission") or {}
+    adm = WorkloadView(wl).admission or {}
     out = {}
     for a in adm.get("podSetAssignments") or ():
         for res, flavor in sorted((a.get("flavors") or {}).items()):
@@ -220,17 +215,12 @@ def request_state(req: Obj) -> tuple[core.CheckState, str] | None:
 
     Provisioned: Ready. Failed, BookingExpired or CapacityRevoked: Retry (the reservation is
     released and tried again with back-off; a new request is made then)."""
-    conds = {str(c.get("type")): c for c in (req.get("status") or {}).get("conditions") or ()}
-
-    def true(kind: str) -> Obj | None:
-        c = conds.get(kind)
-        return c if c is not None and c.get("status") == "True" else None
-
+    true = ObjectView(req).true_conditions
     for kind in ("Failed", "CapacityRevoked", "BookingExpired"):
-        c = true(kind)
+        c = true.get(kind)
         if c is not None:
             return "Retry", f"ProvisioningRequest {kind}: {c.get('message') or c.get('reason')}"
-    c = true("Provisioned")
+    c = true.get("Provisioned")
     if c is not None:
         return (
             "Ready",
@@ -270,8 +260,7 @@ def bound_placeholders(pods: Sequence[Obj], namespace: str, wl_name: str) -> lis
     return [
         p
         for p in pods
-        if (p.get("metadata") or {}).get("namespace") == namespace
-        and ((p.get("metadata") or {}).get("labels") or {}).get(names.LABEL_PLACEHOLDER_FOR)
-        == label
-        and (p.get("spec") or {}).get("nodeName")
+        if ObjectView(p).meta.get("namespace") == namespace
+        and ObjectView(p).labels.get(names.LABEL_PLACEHOLDER_FOR) == label
+        and ObjectView(p).spec.get("nodeName")
     ]

@@ -13,6 +13,7 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import queues
 from queuectl.controller.cache import Cache
@@ -111,7 +112,7 @@ class QueueStatusWriter:
 
     def _quota_metrics(self, cq: Obj, qs: Any) -> None:
         name = cq["metadata"]["name"]
-        for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+        for group in ObjectView(cq).spec.get("resourceGroups") or ():
             for fq in group.get("flavors") or ():
                 for r in fq.get("resources") or ():
                     fr = (fq["name"], r["name"])
@@ -127,15 +128,15 @@ class QueueStatusWriter:
         pending: dict[tuple[str, str], int] = {}
         admitted: dict[str, int] = {}
         for wl in self.cache.store(k.WORKLOADS).values():
-            if convert.is_true(wl, names.COND_FINISHED):
+            if WorkloadView(wl).is_true(names.COND_FINISHED):
                 continue
-            if convert.holds_quota(wl):
+            if WorkloadView(wl).holds_quota:
                 cq = wl["status"]["admission"].get("clusterQueue", "")
                 admitted[cq] = admitted.get(cq, 0) + 1
                 continue
-            ns = wl["metadata"].get("namespace", "")
-            lq = self.cache.local_queue(ns, (wl.get("spec") or {}).get("queueName", "")) or ""
-            pc = (wl.get("spec") or {}).get("priorityClassName") or ""
+            view = WorkloadView(wl)
+            lq = self.cache.local_queue(view.namespace, view.queue_name) or ""
+            pc = view.spec.get("priorityClassName") or ""
             pending[(lq, pc)] = pending.get((lq, pc), 0) + 1
         metrics.CONTROLLER_PENDING.clear()
         for (cq, pc), n in pending.items():

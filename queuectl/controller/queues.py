@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import status
 from queuectl.controller.feed import Feed
 from queuectl.controller.kube import Obj
@@ -34,13 +35,13 @@ def flavors_usage(usage: Usage, borrowed: Usage, order: Iterable[str]) -> list[d
 
 def _flavor_order(cq: Obj) -> list[str]:
     out: list[str] = []
-    for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+    for group in ObjectView(cq).spec.get("resourceGroups") or ():
         out += [f["name"] for f in group.get("flavors") or () if f["name"] not in out]
     return out
 
 
 def _with_condition(obj: Obj, active: bool, reason: str, message: str, now: float) -> list[Any]:
-    conds = copy.deepcopy(list((obj.get("status") or {}).get("conditions") or []))
+    conds = copy.deepcopy(list(ObjectView(obj).status.get("conditions") or []))
     status.set_condition(conds, names.COND_ACTIVE, active, reason, message, now)
     return conds
 
@@ -49,7 +50,8 @@ def waiting_for_checks(workloads: Iterable[Obj]) -> dict[str, int]:
     """ClusterQueue -> workloads holding quota there that their admission checks still hold."""
     out: dict[str, int] = defaultdict(int)
     for wl in workloads:
-        if convert.holds_quota(wl) and not convert.is_admitted(wl):
+        view = WorkloadView(wl)
+        if view.holds_quota and not view.is_admitted:
             out[str(wl["status"]["admission"].get("clusterQueue", ""))] += 1
     return out
 
@@ -68,7 +70,7 @@ def gpu_time_bank_status(
     if balance is None:
         return None
     value = round(balance, 3)
-    old = (cq.get("status") or {}).get("gpuTimeBank")
+    old = ObjectView(cq).status.get("gpuTimeBank")
     if old:
         written = float(old.get("balanceGPUHours", 0.0))
         at = convert.parse_time(old.get("lastUpdateTime"))
@@ -84,7 +86,7 @@ def cluster_queue_status(
 ) -> dict[str, Any]:
     """`waiting`: of the workloads holding quota, those not admitted yet (admission checks);
     `bank`: the queue's GPU time balance (None: no bank)."""
-    stop = (cq.get("spec") or {}).get("stopPolicy") or "None"
+    stop = ObjectView(cq).spec.get("stopPolicy") or "None"
     if qs is None:
         active, reason, message = False, names.REASON_PENDING, "Not yet seen by the scheduler"
     elif stop != "None":
@@ -106,7 +108,7 @@ def cluster_queue_status(
         "conditions": _with_condition(cq, active, reason, message, now),
     }
     banked = gpu_time_bank_status(cq, bank, now)
-    if banked is not None or (cq.get("status") or {}).get("gpuTimeBank") is not None:
+    if banked is not None or ObjectView(cq).status.get("gpuTimeBank") is not None:
         out["gpuTimeBank"] = banked  # None removes it (a merge patch)
     return out
 
@@ -124,12 +126,13 @@ def local_queue_statuses(
     reserving: dict[tuple[str, str], int] = defaultdict(int)
     usage: dict[tuple[str, str], dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for wl in workloads:
-        if convert.is_true(wl, names.COND_FINISHED):
+        view = WorkloadView(wl)
+        if view.is_true(names.COND_FINISHED):
             continue
-        lq_key = (wl["metadata"].get("namespace", ""), (wl.get("spec") or {}).get("queueName", ""))
-        if convert.holds_quota(wl):
+        lq_key = (view.namespace, view.queue_name)
+        if view.holds_quota:
             reserving[lq_key] += 1
-            admitted[lq_key] += 1 if convert.is_admitted(wl) else 0
+            admitted[lq_key] += 1 if view.is_admitted else 0
             adm = convert.admission_from_status(wl["status"]["admission"])
             for ps in adm.podsets:
                 for res, total in ps.usage.items():
@@ -138,7 +141,7 @@ def local_queue_statuses(
             pending[lq_key] += 1
     out = {}
     for lq in lqs:
-        meta, spec = lq["metadata"], lq.get("spec") or {}
+        meta, spec = lq["metadata"], ObjectView(lq).spec
         key = (meta.get("namespace", ""), meta["name"])
         cq = spec.get("clusterQueue", "")
         stop = spec.get("stopPolicy") or "None"
@@ -194,7 +197,7 @@ def due(
     """Write this status now? At once when anything but the counts changed (a condition, the
     GPU time bank); when only counts changed, once `refresh_s` has passed since this
     controller last wrote it (never written by this controller: at once)."""
-    old = obj.get("status") or {}
+    old = ObjectView(obj).status
     moved = {k for k, v in new_status.items() if old.get(k) != v}
     if not moved:
         return False

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 
 from queuectl import convert, metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks, placement, settle, status
 from queuectl.controller import kube as k
 from queuectl.controller.adoption import JobWorkloads
@@ -88,7 +89,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             return
         if wl is None or wl["metadata"].get("deletionTimestamp"):
             return
-        if convert.is_true(wl, names.COND_FINISHED):
+        if WorkloadView(wl).is_true(names.COND_FINISHED):
             self.feed.forget(key)
             return
         if await self.reconcile_group_workload(key, wl, self.clock()):
@@ -105,7 +106,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 self._count("finished")
                 self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", fin.message)
             return
-        if convert.holds_quota(wl):
+        if WorkloadView(wl).holds_quota:
             await self._holding(key, wl, adapter, job, now)
         else:
             await self._waiting(key, wl, adapter, job, now)
@@ -113,12 +114,12 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
     async def _holding(
         self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
-        st = wl.get("status") or {}
-        if convert.is_true(wl, names.COND_EVICTED):
+        st = WorkloadView(wl).status
+        if WorkloadView(wl).is_true(names.COND_EVICTED):
             await self._drain(key, wl, adapter, job, now)
             return
         deadline = convert.parse_time((st.get("preemption") or {}).get("deadline"))
-        if convert.is_true(wl, names.COND_PREEMPTED) and deadline is not None:
+        if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
             if adapter is not None and job is not None:
                 annotations = job["metadata"].get("annotations") or {}
                 stamp = convert.format_time(deadline)
@@ -135,7 +136,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             if now < deadline:
                 self.at(deadline, key)
                 return
-            cond = convert.condition(wl, names.COND_PREEMPTED) or {}
+            cond = WorkloadView(wl).condition(names.COND_PREEMPTED) or {}
             await self.evict(
                 wl,
                 names.REASON_EVICTED_PREEMPTION,
@@ -168,7 +169,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             return
         if adapter is not None and job is not None and adapter.is_suspended(job):
             placed = self._placements(wl)
-            patch = adapter.run_patch(job, (wl.get("spec") or {}).get("podSets") or [], placed)
+            patch = adapter.run_patch(job, WorkloadView(wl).pod_sets, placed)
             try:
                 started = await self.patch_job(adapter, job, patch)
             except KubeError as err:
@@ -190,7 +191,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         """The job's pod sets as the controller places them for this admission: a job that
         differs from both these and the recorded ones was moved by someone else (drift.py).
         None without an admission to place by (compared with the recorded ones alone)."""
-        if not (wl.get("status") or {}).get("admission"):
+        if not WorkloadView(wl).admission:
             return None
         return admitted_pod_sets(adapter, job, wl, self._placements(wl))
 
@@ -217,17 +218,15 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         wl = await self.builtin_checks.decide(wl) or wl  # checks queuectl itself decides
         v = checks.of(wl)
         if v == "admitted":
-            if convert.is_true(wl, names.COND_ADMITTED):
+            if WorkloadView(wl).is_true(names.COND_ADMITTED):
                 return wl
             patch = status.checks_passed(wl, now)
             written = await self.write_status(wl, patch) if patch is not None else None
             if written is not None:
-                reserved = convert.condition(written, names.COND_QUOTA_RESERVED) or {}
+                reserved = WorkloadView(written).condition(names.COND_QUOTA_RESERVED) or {}
                 since = convert.parse_time(reserved.get("lastTransitionTime"))
                 if since is not None:
-                    queue = ((written.get("status") or {}).get("admission") or {}).get(
-                        "clusterQueue", ""
-                    )
+                    queue = (WorkloadView(written).admission or {}).get("clusterQueue", "")
                     metrics.CONTROLLER_RESERVATION_TO_ADMISSION.labels(queue).observe(
                         max(0.0, now - since)
                     )
@@ -263,7 +262,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 return
             if not adapter.pods_gone(job):
                 return  # the Job's status update brings us back
-            pod_sets = (wl.get("spec") or {}).get("podSets") or []
+            pod_sets = WorkloadView(wl).pod_sets
             restore = adapter.restore_patch(job, pod_sets)
             if restore is not None:
                 if not adapter.can_restore(job):
@@ -286,14 +285,14 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         if written is not None:
             # Evicted because its Job changed: the core must not admit the stale shape again
             # before the Workload follows the Job (that write refeeds it, clearing the hold).
-            why = (convert.condition(written, names.COND_REQUEUED) or {}).get("reason")
+            why = (WorkloadView(written).condition(names.COND_REQUEUED) or {}).get("reason")
             stale = why == names.REASON_EVICTED_JOB_CHANGED
             not_before = now + JOB_CHANGED_HOLD_S if stale else 0.0
             if why == names.REASON_EVICTED_CHECK_RETRY:  # backs off before it reserves again
-                requeue = (written.get("status") or {}).get("requeueState") or {}
+                requeue = WorkloadView(written).status.get("requeueState") or {}
                 not_before = convert.parse_time(requeue.get("requeueAt")) or now
             self.sched.requeue_workload(
-                key, not_before=not_before, front=convert.requeued_for_node_failure(written)
+                key, not_before=not_before, front=WorkloadView(written).requeued_for_node_failure
             )
             self._count("requeued")
             self.events.emit(
@@ -319,7 +318,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                         "Suspended again: the job is not admitted by its queue",
                     )
                 return
-            restore = adapter.restore_patch(job, (wl.get("spec") or {}).get("podSets") or [])
+            restore = adapter.restore_patch(job, WorkloadView(wl).pod_sets)
             if restore is not None and adapter.can_restore(job):
                 await self.patch_job(adapter, job, restore, strict=True)
             elif restore is None and (
@@ -356,7 +355,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             wl,
             lambda w: (
                 None
-                if convert.is_true(w, names.COND_EVICTED)
+                if WorkloadView(w).is_true(names.COND_EVICTED)
                 else status.evicted(w, reason, message, self.clock())
             ),
         )
@@ -364,4 +363,4 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             return
         self._count("evicted")
         self.events.emit(written, "Warning", names.EVENT_EVICTED, "Evict", message)
-        await self.reconcile(convert.workload_key(written))
+        await self.reconcile(WorkloadView(written).key)

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from queuectl import convert
 from queuectl.api.errors import is_transient
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import status
 from queuectl.controller.kube import KubeError, Obj
@@ -39,7 +39,7 @@ async def read_back(rec: WorkloadWrites, wl: Obj) -> Obj | None:
     except KubeError as err:
         if not err.not_found:
             raise
-        rec.feed.forget(convert.workload_key(wl))
+        rec.feed.forget(WorkloadView(wl).key)
         return None
     rec.cache.store(k.WORKLOADS).apply("MODIFIED", fresh)
     return rec.cache.get(k.WORKLOADS, name, ns) or fresh
@@ -71,7 +71,7 @@ async def write_settled(
                 raise
             log.warning(
                 "writing %s: %s: %s; reading it back",
-                convert.workload_key(current),
+                WorkloadView(current).key,
                 type(err).__name__,
                 err,
             )
@@ -88,7 +88,7 @@ async def write_requeued(rec: WorkloadWrites, wl: Obj, now: float) -> Obj | None
         wl,
         lambda w: (
             status.requeued(w, now, status.admitted_seconds(w, now))
-            if convert.holds_quota(w)
+            if WorkloadView(w).holds_quota
             else None
         ),
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks
 from queuectl.core import backoff_seconds
 from queuectl.core import types as core
@@ -65,7 +66,7 @@ def set_condition(
 
 
 def _conditions(wl: Obj) -> list[dict[str, Any]]:
-    return copy.deepcopy(list((wl.get("status") or {}).get("conditions") or []))
+    return copy.deepcopy(list(WorkloadView(wl).status.get("conditions") or []))
 
 
 def _patch(wl: Obj, status: dict[str, Any]) -> Patch:
@@ -73,7 +74,7 @@ def _patch(wl: Obj, status: dict[str, Any]) -> Patch:
 
 
 def _gen(wl: Obj) -> int | None:
-    gen = (wl.get("metadata") or {}).get("generation")
+    gen = WorkloadView(wl).meta.get("generation")
     return int(gen) if gen is not None else None
 
 
@@ -184,12 +185,12 @@ def requeued(
     count it now reaches) and its checks start again from Pending; after a Rejected one it is
     inactive and the check states stay as the checks left them, for `describe`."""
     conds = _conditions(wl)
-    evicted_cond = convert.condition({"status": {"conditions": conds}}, names.COND_EVICTED)
+    evicted_cond = WorkloadView({"status": {"conditions": conds}}).condition(names.COND_EVICTED)
     why = (evicted_cond or {}).get("reason") or names.REASON_EVICTED_PREEMPTION
     evicted_message = (evicted_cond or {}).get("message") or "an admission check rejected it"
     extra: dict[str, Any] = {}
     if why == names.REASON_EVICTED_CHECK_RETRY:
-        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0) + 1
+        count = int((WorkloadView(wl).status.get("requeueState") or {}).get("count") or 0) + 1
         extra["requeueState"] = {
             "count": count,
             "requeueAt": convert.format_time(now + backoff_seconds(count, base=retry_backoff_s)),
@@ -241,9 +242,9 @@ def finished(wl: Obj, reason: str, message: str, now: float) -> Patch:
 
 def admitted_seconds(wl: Obj, now: float) -> float:
     """Admitted time so far: past admissions plus the current one."""
-    status = wl.get("status") or {}
+    status = WorkloadView(wl).status
     past = float(status.get("accumulatedPastExecutionTimeSeconds") or 0)
-    cond = convert.condition(wl, names.COND_ADMITTED)
+    cond = WorkloadView(wl).condition(names.COND_ADMITTED)
     if cond and cond.get("status") == "True":
         since = convert.parse_time(cond.get("lastTransitionTime"))
         if since is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from queuectl import convert
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.cache import Cache
 from queuectl.controller.events import EventRecorder
@@ -68,7 +68,7 @@ class WorkloadWrites:
             new = await self.kube.patch(k.WORKLOADS, name, patch, ns, sub="status")
         except KubeError as err:
             if err.not_found:
-                self.feed.forget(convert.workload_key(wl))
+                self.feed.forget(WorkloadView(wl).key)
                 return None
             if not err.conflict:
                 raise

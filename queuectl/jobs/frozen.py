@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView
 from queuectl.jobs.kind import FreezesFields, JobKind, MakesChildren, PodSet
 
 
@@ -253,7 +254,7 @@ def child_problems(
     """Why a CREATE (`old` None) or UPDATE of a child of `owner` is refused: a deciding field
     it sets or changes that departs from what the owner says, or a child the owner does not
     make. Empty when the child agrees (or the update leaves every deciding field as it was)."""
-    meta = owner.get("metadata") or {}
+    meta = ObjectView(owner).meta
     who = f"{owner_kind.resource.kind} {meta.get('name')!r}"
     pairs = owner_kind.child_pod_sets(owner, new) if isinstance(owner_kind, MakesChildren) else None
     if pairs is None:

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from queuectl.api import gpushare, names
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView
 from queuectl.jobs.kind import PodSetPlacement
 
 AFFINITY_KEY: Final = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -144,7 +145,7 @@ def restore_fragment(
 
 def topology_request(template: Mapping[str, Any]) -> dict[str, str] | None:
     """The pod set's topology request, from the template's queuectl annotations."""
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    annotations = ObjectView(template).annotations
     req = {
         "required": annotations.get(names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY),
         "preferred": annotations.get(names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY),
@@ -156,7 +157,7 @@ def topology_request(template: Mapping[str, Any]) -> dict[str, str] | None:
 
 def priority_class(template: Mapping[str, Any]) -> str | None:
     """The template's spec.priorityClassName, or None."""
-    pc = (template.get("spec") or {}).get("priorityClassName")
+    pc = ObjectView(template).spec.get("priorityClassName")
     return str(pc) if pc else None
 
 

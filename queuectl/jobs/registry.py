@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from queuectl.api.resource import Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.kind import JobKind, MakesChildren, ReadsInputs
@@ -101,7 +102,7 @@ def owner(
     at once, before the controller has written the JobSet's Workload. Without `find` (the
     controller) the claim is taken as written: the webhook has already judged it, and a
     child refused there never runs."""
-    meta = job.get("metadata") or {}
+    meta = ObjectView(job).meta
     for ref in meta.get("ownerReferences") or ():
         if not ref.get("controller"):
             continue
@@ -114,7 +115,7 @@ def owner(
         obj = find(found.resource, str(meta.get("namespace") or ""), str(ref.get("name") or ""))
         if obj is None or not ref.get("uid"):
             return None
-        if (obj.get("metadata") or {}).get("uid") != ref.get("uid"):
+        if ObjectView(obj).meta.get("uid") != ref.get("uid"):
             return None  # another object of that name: not the one the reference meant
         if not _makes(found, job) or depth >= MAX_OWNER_DEPTH:
             return None

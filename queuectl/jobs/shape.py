@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuectl.api import gpushare, names
+from queuectl.api.views import ObjectView
 from queuectl.jobs.kind import JobKind, PodSet
 
 
@@ -27,8 +28,8 @@ class PodSetShape:
 
 def _shape(ps: PodSet) -> PodSetShape:
     template = gpushare.original(ps.template)  # a MIG slice placement renamed back
-    pod = template.get("spec") or {}
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    pod = ObjectView(template).spec
+    annotations = ObjectView(template).annotations
     resources = (
         [(c.get("name"), c.get("resources")) for c in pod.get("containers") or ()],
         [

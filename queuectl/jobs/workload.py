@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from queuectl.api import gpushare, names
+from queuectl.api.views import ObjectView
 from queuectl.jobs.kind import JsonPatch, PodSet
 from queuectl.jobs.podtemplate import topology_request
 
@@ -24,13 +25,9 @@ def workload_name_for(prefix: str, name: str, uid: str) -> str:
     return f"{head}-{digest}"
 
 
-def labels(job: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict(((job or {}).get("metadata") or {}).get("labels") or {})
-
-
 def queue_name(job: Mapping[str, Any]) -> str | None:
     """The queue label's value; None when it is absent or empty."""
-    value = labels(job).get(names.LABEL_QUEUE_NAME)
+    value = ObjectView(job).labels.get(names.LABEL_QUEUE_NAME)
     return str(value) if value else None
 
 
@@ -45,7 +42,7 @@ def workload_spec(job: Mapping[str, Any], pod_sets: Sequence[PodSet]) -> dict[st
         if topo := topology_request(template):
             entry["topologyRequest"] = topo
         out_sets.append(entry)
-    found = labels(job)
+    found = ObjectView(job).labels
     out: dict[str, Any] = {"podSets": out_sets, "queueName": queue_name(job) or ""}
     if found.get(names.LABEL_PRIORITY_CLASS):
         out["priorityClassName"] = found[names.LABEL_PRIORITY_CLASS]

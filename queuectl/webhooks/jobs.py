@@ -22,6 +22,8 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.selectors import namespace_selected
+from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import placement_changes
 from queuectl.jobs.registry import KINDS, Registry
@@ -43,7 +45,6 @@ from queuectl.webhooks.review import (
     escape_pointer,
     user_name,
 )
-from queuectl.webhooks.selectors import selector_matches
 
 DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
 
@@ -54,30 +55,22 @@ def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
     return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
 
 
-def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
-
-
-def _annotations(obj: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
-
-
 def _namespace(request: Request) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
-    ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+    ns = request.get("namespace") or ObjectView(obj).namespace
     return str(ns)
 
 
 def _job_ref(request: Request, kind: JobKind) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
-    name = request.get("name") or (obj.get("metadata") or {}).get("name") or "<generated>"
+    name = request.get("name") or ObjectView(obj).meta.get("name") or "<generated>"
     return f"{kind.resource.kind} {_namespace(request)}/{name}"
 
 
 def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> JsonPatch:
     """Ops that make the Job's labels match `wanted` (None = absent); empty when they already do."""
-    current = _labels(job)
-    if not ((job.get("metadata") or {}).get("labels")):
+    current = ObjectView(job).labels
+    if not ObjectView(job).labels:
         present = {k: v for k, v in wanted.items() if v is not None}
         return [{"op": "add", "path": "/metadata/labels", "value": present}] if present else []
     ops: JsonPatch = []
@@ -117,10 +110,10 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
         return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     what = kind.resource.kind
     ns = _namespace(request)
-    labels = _labels(job)
+    labels = ObjectView(job).labels
     queue = labels.get(names.LABEL_QUEUE_NAME)
     if request.get("operation") == "UPDATE":
-        old_labels = _labels(request.get("oldObject"))
+        old_labels = ObjectView(request.get("oldObject") or {}).labels
         warnings = _priority_class_warnings(labels, old_labels, lookup, what)
         old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
         if queue is None or queue == old_queue:
@@ -206,7 +199,7 @@ def validate_job(
     if kind is None:  # not a kind we queue (never sent one)
         if not problems:
             return allow(request)
-        gvk, meta = request.get("kind") or {}, job.get("metadata") or {}
+        gvk, meta = request.get("kind") or {}, ObjectView(job).meta
         what = f"{gvk.get('kind')} {_namespace(request)}/{meta.get('name') or '<generated>'}"
         return deny(request, f"{what}: " + "; ".join(problems))
     operation = request.get("operation")
@@ -247,8 +240,7 @@ def _priority_class_problems(
     if selector is None:
         return []
     ns = _namespace(request)
-    labels = lookup.namespace_labels(ns) or {names.LABEL_NAMESPACE_NAME: ns}
-    if selector_matches(selector, labels):
+    if namespace_selected(selector, ns, lookup.namespace_labels(ns)):
         return []
     return [
         f"WorkloadPriorityClass {wanted!r} may not be used in namespace {ns!r}: its "
@@ -261,7 +253,7 @@ def _priority_class_problems(
 def _resize_warnings(request: Request, kind: JobKind, job: Obj) -> list[str]:
     """Say what a shape change of a waiting job does (the refusal covers an admitted one)."""
     old = request.get("oldObject") or {}
-    queue = _labels(job).get(names.LABEL_QUEUE_NAME)
+    queue = ObjectView(job).labels.get(names.LABEL_QUEUE_NAME)
     if (
         queue is None
         or not kind.is_suspended(old)
@@ -288,7 +280,7 @@ def _group_problems(kind: JobKind, job: Obj) -> list[str]:
 
 
 def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
-    labels = _labels(job)
+    labels = ObjectView(job).labels
     queue = labels.get(names.LABEL_QUEUE_NAME)
     problems = inputs.create_problems(kind, job, lookup, queued=queue is not None)
     if queue is None:
@@ -317,10 +309,10 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
 def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
     old = request.get("oldObject") or {}
     what, field = kind.resource.kind, kind.suspend_field
-    if (job.get("metadata") or {}).get("deletionTimestamp"):
+    if ObjectView(job).meta.get("deletionTimestamp"):
         return []  # finalizers being removed from a job on its way out
     ns, name = _namespace(request), str(request.get("name") or job["metadata"].get("name", ""))
-    new_labels, old_labels = _labels(job), _labels(old)
+    new_labels, old_labels = ObjectView(job).labels, ObjectView(old).labels
     new_queue = new_labels.get(names.LABEL_QUEUE_NAME)
     old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
     problems = _format_problems(new_labels, old_labels)

@@ -23,6 +23,7 @@ from typing import Any
 
 from queuectl.api import names, owned
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind, ReadsInputs
 from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.lookup import QueueLookup
@@ -150,7 +151,7 @@ def _owner(obj: Obj, namespace: str, lookup: QueueLookup, kinds: Registry) -> _O
         if kind is None:
             return _Owner([])
         owner = lookup.input_object(kind.resource, namespace, str(ref.get("name") or ""))
-        uid = (owner.get("metadata") or {}).get("uid") if owner is not None else None
+        uid = ObjectView(owner).meta.get("uid") if owner is not None else None
         if owner is None or not uid or uid != ref.get("uid"):
             return _Owner([])
         found = list(templates(kind, owner).values())
@@ -215,7 +216,7 @@ def owned_key_problems(
     changes = owned_key_changes(old if isinstance(old, dict) else None, new, kind)
     if not changes:
         return []
-    ns = str(request.get("namespace") or (new.get("metadata") or {}).get("namespace") or "")
+    ns = str(request.get("namespace") or ObjectView(new).namespace)
     from_owner = _owner(new, ns, lookup, kinds)
     creating = request.get("operation") == "CREATE"
     return [c.describe(creating) for c in changes if not _copied(c, from_owner)]

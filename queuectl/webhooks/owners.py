@@ -10,12 +10,13 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.selectors import selector_matches
+from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import child_problems
 from queuectl.jobs.registry import KINDS, MAX_OWNER_DEPTH, Registry, owner
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import Request
-from queuectl.webhooks.selectors import selector_matches
 
 Owner = tuple[JobKind, Obj]
 
@@ -40,15 +41,15 @@ async def read_owners(
     not have brought the owner yet, and the child, taken for an object nobody owns, would be
     suspended and queued on its own."""
     for _ in range(MAX_OWNER_DEPTH):
-        meta = job.get("metadata") or {}
-        ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+        meta = ObjectView(job).meta
+        ref = ObjectView(job).controller_ref
         group = str((ref or {}).get("apiVersion") or "").rpartition("/")[0]
         found_kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
         if ref is None or found_kind is None or not ref.get("uid"):
             return
         args = (found_kind.resource, str(meta.get("namespace") or ""), str(ref.get("name")))
         found = lookup.owner_object(*args)
-        if fresh or found is None or (found.get("metadata") or {}).get("uid") != ref.get("uid"):
+        if fresh or found is None or ObjectView(found).meta.get("uid") != ref.get("uid"):
             await lookup.read_owner(*args)
             found = lookup.owner_object(*args)
         if found is None:
@@ -62,11 +63,11 @@ def problems(
     """A child's CREATE or UPDATE (`frozen.child_problems`); an UPDATE may not take it away
     from the owner it had (a child without its owner is a job nobody queued), unless that
     owner is going (the garbage collector orphans children so)."""
-    if (job.get("metadata") or {}).get("deletionTimestamp"):
+    if ObjectView(job).meta.get("deletionTimestamp"):
         return []
     if was is not None:
         was_kind, was_obj = was
-        was_meta = was_obj.get("metadata") or {}
+        was_meta = ObjectView(was_obj).meta
         same = parent is not None and (parent[1].get("metadata") or {}).get("uid") == was_meta.get(
             "uid"
         )
@@ -109,18 +110,18 @@ def released_pod_problems(pod: Obj, lookup: QueueLookup, kinds: Registry = KINDS
     on as a bare pod of nobody's queue, so it is refused at create. Pods the Job controller
     makes carry the selector's labels; a reference to another uid names no Job (the garbage
     collector deletes the pod), and a Job nobody queued is not ours."""
-    meta = pod.get("metadata") or {}
-    ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+    meta = ObjectView(pod).meta
+    ref = ObjectView(pod).controller_ref
     group = str((ref or {}).get("apiVersion") or "").rpartition("/")[0]
     kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
     if ref is None or kind is None or (kind.resource.group, kind.resource.kind) != JOB:
         return []
     found = lookup.owner_object(kind.resource, str(meta.get("namespace") or ""), str(ref["name"]))
-    if found is None or (found.get("metadata") or {}).get("uid") != ref.get("uid"):
+    if found is None or ObjectView(found).meta.get("uid") != ref.get("uid"):
         return []
     if kind.queue_name(found) is None and owner(found, kinds, lookup.owner_object) is None:
         return []
-    selector = (found.get("spec") or {}).get("selector")
+    selector = ObjectView(found).spec.get("selector")
     if selector is None or selector_matches(selector, meta.get("labels") or {}):
         return []
     return [

@@ -17,11 +17,12 @@ Pure functions of (request, lookup), like webhooks/jobs.py.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView
 from queuectl.jobs.podgroup import group as pg
 from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.formats import podset_group_problems
@@ -29,7 +30,6 @@ from queuectl.webhooks.jobs import (
     DEFAULT_CONTROLLER_USERS,
     _format_problems,
     _label_patch,
-    _labels,
     _namespace,
 )
 from queuectl.webhooks.lookup import QueueLookup
@@ -49,7 +49,7 @@ def _pod(request: Request) -> Obj | None:
 
 
 def _ref(request: Request, pod: Obj) -> str:
-    name = request.get("name") or (pod.get("metadata") or {}).get("name") or "<generated>"
+    name = request.get("name") or ObjectView(pod).meta.get("name") or "<generated>"
     return f"Pod {_namespace(request)}/{name}"
 
 
@@ -59,7 +59,7 @@ def mutate_pod(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
     if pod is None or request.get("operation") != "CREATE" or not pg.is_queued_pod(pod, kinds):
         return allow(request)
     ns = _namespace(request)
-    queue = _labels(pod)[names.LABEL_QUEUE_NAME]
+    queue = ObjectView(pod).labels[names.LABEL_QUEUE_NAME]
     cluster_queue = lookup.local_queue(ns, queue)
     warnings = []
     if cluster_queue is None:
@@ -76,7 +76,7 @@ def mutate_pod(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
 
 def _apply_maps(pod: Obj, ops: list[dict[str, Any]]) -> Obj:
     """The pod with `lws_ops`' whole-map replacements of its labels and annotations applied."""
-    meta = dict(pod.get("metadata") or {})
+    meta = dict(ObjectView(pod).meta)
     for op in ops:
         meta[op["path"].rsplit("/", 1)[1]] = op["value"]
     return {**pod, "metadata": meta}
@@ -93,10 +93,10 @@ def mutate_lws(request: Request) -> Response:
     lws = request.get("object")
     if not isinstance(lws, dict) or request.get("operation") not in ("CREATE", "UPDATE"):
         return allow(request)
-    wanted = {k: v for k, v in _labels(lws).items() if k in _PROPAGATED and v}
+    wanted = {k: v for k, v in ObjectView(lws).labels.items() if k in _PROPAGATED and v}
     if not wanted:
         return allow(request)
-    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate")
+    lwt = ObjectView(lws).spec.get("leaderWorkerTemplate")
     if not isinstance(lwt, dict):
         return allow(request)
     ops: list[dict[str, Any]] = []
@@ -104,7 +104,7 @@ def mutate_lws(request: Request) -> Response:
         template = lwt.get(name)
         if not isinstance(template, dict):
             continue
-        meta = template.get("metadata") or {}
+        meta = ObjectView(template).meta
         labels = dict(meta.get("labels") or {})
         if all(labels.get(k) == v for k, v in wanted.items()):
             continue
@@ -144,9 +144,9 @@ def validate_pod(
 
 
 def _create_problems(pod: Obj) -> list[str]:
-    problems = _format_problems(_labels(pod), {}) + pg.group_problems(pod)
-    topology = tuple(_annotation(pod, key) for key in names.PODSET_TOPOLOGY_ANNOTATIONS)
-    meta = pod.get("metadata") or {}
+    problems = _format_problems(ObjectView(pod).labels, {}) + pg.group_problems(pod)
+    topology = tuple(ObjectView(pod).annotation(key) for key in names.PODSET_TOPOLOGY_ANNOTATIONS)
+    meta = ObjectView(pod).meta
     name = str(meta.get("name") or meta.get("generateName") or "")
     problems += podset_group_problems([(name, topology)], noun="pod")
     if not pg.is_gated(pod):
@@ -158,15 +158,10 @@ def _create_problems(pod: Obj) -> list[str]:
     return problems
 
 
-def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
-    return None if value is None else str(value)
-
-
 def _update_problems(pod: Obj, old: Obj) -> list[str]:
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if ObjectView(pod).meta.get("deletionTimestamp"):
         return []
-    new_labels, old_labels = _labels(pod), _labels(old)
+    new_labels, old_labels = ObjectView(pod).labels, ObjectView(old).labels
     problems = [
         f"label {key} cannot change on a queued pod (its group's Workload was made from it); "
         "delete the pod and create it again"
@@ -174,7 +169,7 @@ def _update_problems(pod: Obj, old: Obj) -> list[str]:
         if new_labels.get(key) != old_labels.get(key)
     ]
     count = names.ANNOTATION_POD_GROUP_TOTAL_COUNT
-    if _annotation(pod, count) != _annotation(old, count):
+    if ObjectView(pod).annotation(count) != ObjectView(old).annotation(count):
         problems.append(
             f"annotation {count} cannot change on a queued pod; delete the group's pods and "
             "create them again with the new count"

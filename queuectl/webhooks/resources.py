@@ -12,11 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from queuectl.api import names
+from queuectl.api.selectors import namespace_labels, namespace_selected
+from queuectl.api.views import ObjectView
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import Request, Response, allow, deny
-from queuectl.webhooks.selectors import selector_matches
-
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def validate_queuectl(request: Request, lookup: QueueLookup) -> Response:
@@ -27,8 +26,8 @@ def validate_queuectl(request: Request, lookup: QueueLookup) -> Response:
         return allow(request)
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return allow(request)
-    name = str((obj.get("metadata") or {}).get("name") or request.get("name") or "")
-    spec = obj.get("spec") or {}
+    name = str(ObjectView(obj).meta.get("name") or request.get("name") or "")
+    spec = ObjectView(obj).spec
     warnings: list[str] = []
     if kind.get("kind") == "ClusterQueue":
         problems = resource_group_problems(spec, "cohortName")
@@ -141,11 +140,11 @@ def local_queue_problems(
     request: Request, obj: Mapping[str, Any], lookup: QueueLookup
 ) -> tuple[list[str], list[str]]:
     """clusterQueue is immutable, and its ClusterQueue must select the LocalQueue's namespace."""
-    namespace = str(request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "")
-    cq_name = (obj.get("spec") or {}).get("clusterQueue")
+    namespace = str(request.get("namespace") or ObjectView(obj).namespace)
+    cq_name = ObjectView(obj).spec.get("clusterQueue")
     old = request.get("oldObject")
     if old is not None:
-        old_cq = (old.get("spec") or {}).get("clusterQueue")
+        old_cq = ObjectView(old).spec.get("clusterQueue")
         if old_cq != cq_name:
             return [
                 f"spec.clusterQueue is immutable (was {old_cq!r}); delete the LocalQueue and "
@@ -159,18 +158,23 @@ def local_queue_problems(
             f"ClusterQueue {cq_name!r} does not exist yet; this LocalQueue stays inactive until "
             f"it exists and its namespaceSelector selects namespace {namespace!r}"
         ]
-    # A namespace the cache has not seen yet still carries its automatic name label.
-    labels = lookup.namespace_labels(namespace) or {NAMESPACE_NAME_LABEL: namespace}
-    if selector_matches(selector, labels):
+    seen = lookup.namespace_labels(namespace)
+    if namespace_selected(selector, namespace, seen):
         return [], []
+    labels = namespace_labels(namespace, seen)
     if selector is None:
         why = "its spec.namespaceSelector is unset, which selects no namespace"
         fix = "set it to {} (every namespace) or to a selector that matches this namespace"
     else:
         why = (
             f"its spec.namespaceSelector {json.dumps(selector, sort_keys=True)} "
-            f"does not match the namespace's labels {json.dumps(dict(labels), sort_keys=True)}"
+            f"does not match the namespace's labels {json.dumps(labels, sort_keys=True)}"
         )
+        if seen is None:
+            why += (
+                " (the namespace is not in the webhook's cache yet, so only its name label is "
+                "known; if it was just created, try again in a moment)"
+            )
         fix = (
             f"label the namespace to match (`kubectl label namespace {namespace} KEY=VALUE`), "
             "widen the selector, or use a ClusterQueue meant for this namespace"

@@ -16,6 +16,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.lookup import QueueLookup
@@ -89,7 +90,7 @@ def validate_scale(
 def _decide(
     request: Request, kind: JobKind, job: Obj, what: str, lookup: QueueLookup, old: Any, new: Any
 ) -> Response:
-    labels = (job.get("metadata") or {}).get("labels") or {}
+    labels = ObjectView(job).labels
     if names.LABEL_QUEUE_NAME not in labels:
         return allow(request)
     ns, name = _where(request)

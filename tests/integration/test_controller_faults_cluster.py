@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 import aiohttp
 
 from e2e.harness import apply, one_queue
-from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import WorkloadView
 from queuectl.cli.controller import install_crds
 from queuectl.controller import kube as k
 from queuectl.controller.kube import Kube
@@ -154,7 +154,7 @@ async def test_an_admission_write_lost_before_the_server_charges_no_quota_and_is
 
         async def admitted() -> dict[str, Any] | None:
             wl = await fetch(kube, "a", namespace)
-            return wl if convert.holds_quota(wl) else None
+            return wl if WorkloadView(wl).holds_quota else None
 
         wl = await until("a admitted after its lost admission write", admitted)
         assert kube.dropped == [("before", k.WORKLOADS.path(namespace, "a", "status"))]
@@ -171,22 +171,22 @@ async def test_an_admission_whose_answer_is_lost_is_kept_and_its_quota_not_given
 
         async def admitted() -> dict[str, Any] | None:
             wl = await fetch(kube, "a", namespace)
-            return wl if convert.holds_quota(wl) else None
+            return wl if WorkloadView(wl).holds_quota else None
 
         await until("a admitted", admitted)
         assert kube.dropped == [("after", k.WORKLOADS.path(namespace, "a", "status"))]
         await asyncio.to_thread(apply, control_plane, workload("b", namespace))
 
         async def waiting_for_quota() -> bool:
-            cond = convert.condition(await fetch(kube, "b", namespace), "QuotaReserved") or {}
+            cond = WorkloadView(await fetch(kube, "b", namespace)).condition("QuotaReserved") or {}
             return cond.get("reason") == names.REASON_WAITING_FOR_QUOTA
 
         await until("b waiting for quota", waiting_for_quota)
         for _ in range(10):  # a few more cycles: b stays out, a stays in
             await asyncio.sleep(0.3)
             ctrl._wake.set()
-        assert convert.holds_quota(await fetch(kube, "a", namespace))
-        assert not convert.holds_quota(await fetch(kube, "b", namespace))
+        assert WorkloadView(await fetch(kube, "a", namespace)).holds_quota
+        assert not WorkloadView(await fetch(kube, "b", namespace)).holds_quota
 
 
 async def test_two_electors_two_hours_apart_one_failing_every_other_renewal_never_both_lead(

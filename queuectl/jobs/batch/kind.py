@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate, workload
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
 
@@ -36,7 +37,7 @@ class BatchJob:
         return workload.queue_name(job)
 
     def is_suspended(self, job: Obj) -> bool:
-        return bool((job.get("spec") or {}).get("suspend"))
+        return bool(ObjectView(job).spec.get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
         template = podtemplate.at_path(job, TEMPLATE) or {}
@@ -54,16 +55,14 @@ class BatchJob:
         return podtemplate.priority_class(podtemplate.at_path(job, TEMPLATE) or {})
 
     def finished(self, job: Obj) -> Finished | None:
-        for cond in (job.get("status") or {}).get("conditions") or ():
-            if cond.get("status") != "True":
-                continue
-            if cond.get("type") == "Complete":
+        for type_, cond in ObjectView(job).true_conditions.items():
+            if type_ == "Complete":
                 return Finished(
                     True,
                     names.REASON_FINISHED_SUCCEEDED,
                     cond.get("message") or "Job finished successfully",
                 )
-            if cond.get("type") == "Failed":
+            if type_ == "Failed":
                 return Finished(
                     False,
                     names.REASON_FINISHED_FAILED,
@@ -72,13 +71,13 @@ class BatchJob:
         return None
 
     def pods_gone(self, job: Obj) -> bool:
-        status = job.get("status") or {}
+        status = ObjectView(job).status
         return not status.get("active") and not status.get("terminating")
 
     def can_restore(self, job: Obj) -> bool:
         # The API server lets scheduling directives change only on a suspended Job that has
         # not started; the Job controller clears startTime once it has suspended it.
-        return self.is_suspended(job) and not (job.get("status") or {}).get("startTime")
+        return self.is_suspended(job) and not ObjectView(job).status.get("startTime")
 
     def run_patch(
         self, job: Obj, pod_sets: Sequence[Obj], placements: Sequence[PodSetPlacement]

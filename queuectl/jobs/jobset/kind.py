@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate, workload
 from queuectl.jobs.batch import JOBS, BatchJob
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
@@ -36,7 +37,7 @@ POD_TEMPLATE: Final = ("template", "spec", "template")
 
 
 def replicated_jobs(job: Obj) -> list[Obj]:
-    return list((job.get("spec") or {}).get("replicatedJobs") or [])
+    return list(ObjectView(job).spec.get("replicatedJobs") or [])
 
 
 def replicated_job_pods(rjob: Mapping[str, Any]) -> int:
@@ -111,7 +112,7 @@ class JobSet:
         return workload.queue_name(job)
 
     def is_suspended(self, job: Obj) -> bool:
-        return bool((job.get("spec") or {}).get("suspend"))
+        return bool(ObjectView(job).spec.get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
         return [
@@ -139,10 +140,8 @@ class JobSet:
         return None
 
     def finished(self, job: Obj) -> Finished | None:
-        status = job.get("status") or {}
-        conditions = {
-            c.get("type"): c for c in status.get("conditions") or () if c.get("status") == "True"
-        }
+        view = ObjectView(job)
+        status, conditions = view.status, view.true_conditions
         state = status.get("terminalState") or next(
             (t for t in ("Completed", "Failed") if t in conditions), None
         )
@@ -161,7 +160,7 @@ class JobSet:
         # `active` counts child Jobs with a pod pending or running (not terminating).
         return not any(
             int(s.get("active") or 0)
-            for s in (job.get("status") or {}).get("replicatedJobsStatus") or ()
+            for s in ObjectView(job).status.get("replicatedJobsStatus") or ()
         )
 
     def can_restore(self, job: Obj) -> bool:
@@ -229,7 +228,7 @@ class JobSet:
         if not is_kind(child, JOBS):
             return None
         prefix = f"{(job.get('metadata') or {}).get('name')}-"
-        name = str((child.get("metadata") or {}).get("name") or "")
+        name = ObjectView(child).name
         for i, rjob in enumerate(replicated_jobs(job)):
             start = f"{prefix}{rjob.get('name')}-"
             index, replicas = name[len(start) :], rjob.get("replicas")
@@ -249,5 +248,5 @@ class JobSet:
 
     def _workload(self, job: Obj) -> str:
         """The Workload's name: the label the controller put on the JobSet, else its own."""
-        found = workload.labels(job).get(names.LABEL_WORKLOAD)
+        found = ObjectView(job).labels.get(names.LABEL_WORKLOAD)
         return found or self.workload_name(job)

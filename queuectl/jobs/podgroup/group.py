@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate
 from queuectl.jobs.kind import JobKind, PodSet, PodSetPlacement
 from queuectl.jobs.registry import KINDS, controlled_by
@@ -58,25 +59,12 @@ class GroupKey:
     single: bool = False
 
 
-def _meta(obj: Obj) -> Mapping[str, Any]:
-    meta: Mapping[str, Any] = obj.get("metadata") or {}
-    return meta
-
-
-def _labels(obj: Obj) -> Mapping[str, str]:
-    return _meta(obj).get("labels") or {}
-
-
-def _annotations(obj: Obj) -> Mapping[str, str]:
-    return _meta(obj).get("annotations") or {}
-
-
 def lws_group(pod: Obj) -> tuple[str, int] | None:
     """(group name, size) for a LeaderWorkerSet's pod: each replica (a leader and its workers,
     `size` pods sharing a group index) is one group, `<lws>-<index>`; None for other pods."""
-    labels = _labels(pod)
-    name, index = labels.get(LWS_NAME), labels.get(LWS_GROUP_INDEX)
-    size = _annotations(pod).get(LWS_SIZE, "")
+    view = ObjectView(pod)
+    name, index = view.labels.get(LWS_NAME), view.labels.get(LWS_GROUP_INDEX)
+    size = view.annotations.get(LWS_SIZE, "")
     if not name or index is None or not size.isdigit():
         return None
     group = f"{name}-{index}"
@@ -92,9 +80,10 @@ def is_queued_pod(pod: Obj, kinds: Mapping[str, JobKind] = KINDS) -> bool:
     group, of one unless it names a group), or a LeaderWorkerSet's (each replica a group).
     A pod whose controller is a registered kind (a Job's) is its owner's business: the owner
     is queued. Letting the others through ungated would run their GPUs outside any queue."""
+    labels = ObjectView(pod).labels
     if lws_group(pod) is not None:
-        return bool(_labels(pod).get(names.LABEL_QUEUE_NAME))
-    return held_by_queue(pod, kinds) and LWS_NAME not in _labels(pod)
+        return bool(labels.get(names.LABEL_QUEUE_NAME))
+    return held_by_queue(pod, kinds) and LWS_NAME not in labels
 
 
 def held_by_queue(pod: Obj, kinds: Mapping[str, JobKind] = KINDS) -> bool:
@@ -102,7 +91,10 @@ def held_by_queue(pod: Obj, kinds: Mapping[str, JobKind] = KINDS) -> bool:
     created gated. The same as `is_queued_pod` but for a LeaderWorkerSet pod that LWS's own
     webhook has not given its group index yet: queued once it has (the mutating webhook runs
     again), and refused if it reaches the validating webhook without one."""
-    return bool(_labels(pod).get(names.LABEL_QUEUE_NAME)) and controlled_by(pod, kinds) is None
+    return (
+        bool(ObjectView(pod).labels.get(names.LABEL_QUEUE_NAME))
+        and controlled_by(pod, kinds) is None
+    )
 
 
 def lws_ops(pod: Obj) -> list[dict[str, Any]]:
@@ -113,11 +105,12 @@ def lws_ops(pod: Obj) -> list[dict[str, Any]]:
         return []
     group, size = found
     ops: list[dict[str, Any]] = []
-    labels = dict(_labels(pod))
+    view = ObjectView(pod)
+    labels = dict(view.labels)
     if labels.get(names.LABEL_POD_GROUP_NAME) != group:
         labels[names.LABEL_POD_GROUP_NAME] = group
         ops.append({"op": "add", "path": "/metadata/labels", "value": labels})
-    annotations = dict(_annotations(pod))
+    annotations = dict(view.annotations)
     if annotations.get(names.ANNOTATION_POD_GROUP_TOTAL_COUNT) != str(size):
         annotations[names.ANNOTATION_POD_GROUP_TOTAL_COUNT] = str(size)
         ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
@@ -125,23 +118,25 @@ def lws_ops(pod: Obj) -> list[dict[str, Any]]:
 
 
 def group_of(pod: Obj) -> GroupKey:
-    meta = _meta(pod)
-    ns = str(meta.get("namespace") or "")
-    name = _labels(pod).get(names.LABEL_POD_GROUP_NAME)
-    return GroupKey(ns, name, False) if name else GroupKey(ns, str(meta.get("name") or ""), True)
+    view = ObjectView(pod)
+    name = view.labels.get(names.LABEL_POD_GROUP_NAME)
+    return (
+        GroupKey(view.namespace, name, False) if name else GroupKey(view.namespace, view.name, True)
+    )
 
 
 def total_count(pod: Obj) -> int | None:
     """The group's declared size: 1 for a single pod; None when missing or not a count."""
     if group_of(pod).single:
         return 1
-    raw = _annotations(pod).get(names.ANNOTATION_POD_GROUP_TOTAL_COUNT, "")
+    raw = ObjectView(pod).annotations.get(names.ANNOTATION_POD_GROUP_TOTAL_COUNT, "")
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def group_problems(pod: Obj) -> list[str]:
     """What is wrong with a queued pod's group labels, in words that say what to write."""
-    labels, annotations = _labels(pod), _annotations(pod)
+    view = ObjectView(pod)
+    labels, annotations = view.labels, view.annotations
     if names.LABEL_POD_GROUP_NAME not in labels:
         if names.ANNOTATION_POD_GROUP_TOTAL_COUNT in annotations:
             return [
@@ -170,17 +165,17 @@ def workload_name(key: GroupKey, pod_uid: str = "") -> str:
 
 def active(pod: Obj) -> bool:
     """Counts towards the group: not finished, not being deleted."""
-    phase = (pod.get("status") or {}).get("phase")
-    return phase not in ("Succeeded", "Failed") and not _meta(pod).get("deletionTimestamp")
+    view = ObjectView(pod)
+    return view.status.get("phase") not in ("Succeeded", "Failed") and not view.deleting
 
 
 def holds_node(pod: Obj) -> bool:
     """Still runs (or may) and so holds what it asked for: not finished, deleted or not."""
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return ObjectView(pod).status.get("phase") not in ("Succeeded", "Failed")
 
 
 def is_gated(pod: Obj) -> bool:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    gates = ObjectView(pod).spec.get("schedulingGates") or ()
     return any(g.get("name") == GATE for g in gates)
 
 
@@ -188,7 +183,7 @@ def shape(pod: Obj) -> dict[str, Any]:
     """The part of a pod that admission reads, as a pod template: each container's name and
     resources, the scheduling fields and the topology annotations. Names, images, env and the
     API server's per-pod additions (its service-account volume) do not make two pods differ."""
-    spec = pod.get("spec") or {}
+    spec = ObjectView(pod).spec
 
     def containers(key: str) -> list[dict[str, Any]]:
         out = []
@@ -209,7 +204,7 @@ def shape(pod: Obj) -> dict[str, Any]:
         if spec.get(key):
             out_spec[key] = copy.deepcopy(spec[key])
     template: dict[str, Any] = {"spec": out_spec}
-    annotations = {k: v for k, v in _annotations(pod).items() if k in _SHAPE_ANNOTATIONS}
+    annotations = {k: v for k, v in ObjectView(pod).annotations.items() if k in _SHAPE_ANNOTATIONS}
     if annotations:
         template["metadata"] = {"annotations": annotations}
     return template
@@ -219,7 +214,7 @@ def pod_set_name(template: Mapping[str, Any]) -> str:
     """`ps-<hash>` of the shape without container names: a leader and its workers that ask for
     the same resources are one pod set, placed (and kept inside one domain) together."""
     unnamed = copy.deepcopy(dict(template))
-    spec = unnamed.get("spec") or {}
+    spec = ObjectView(unnamed).spec
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or ():
             c.pop("name", None)
@@ -232,7 +227,7 @@ def pod_sets(pods: Iterable[Obj]) -> list[PodSet]:
     shape, so the same group always yields the same pod sets); the template is that of the
     shape's first pod by name."""
     by_name: dict[str, tuple[dict[str, Any], int]] = {}
-    for pod in sorted(pods, key=lambda p: str(_meta(p).get("name") or "")):
+    for pod in sorted(pods, key=lambda p: ObjectView(p).name):
         if not active(pod):
             continue
         template = shape(pod)
@@ -286,7 +281,7 @@ def readiness(key: GroupKey, pods: Sequence[Obj]) -> Readiness:
 def group_workload_spec(pods: Sequence[Obj]) -> dict[str, Any]:
     """The Workload spec for a complete group: queue, priority class and time limit from the
     first pod's labels (by name, so the choice is stable), pod sets from the shapes."""
-    live = sorted((p for p in pods if active(p)), key=lambda p: str(_meta(p).get("name")))
+    live = sorted((p for p in pods if active(p)), key=lambda p: str(ObjectView(p).meta.get("name")))
     return workload_spec(live[0], pod_sets(live))
 
 
@@ -328,7 +323,7 @@ def _resize_blind(template: Mapping[str, Any]) -> str:
     """`pod_set_name` of the shape without the quantities an in-place resize can change."""
     out = copy.deepcopy(dict(template))
     for key in ("containers", "initContainers"):
-        for c in (out.get("spec") or {}).get(key) or ():
+        for c in ObjectView(out).spec.get(key) or ():
             for part in ("requests", "limits"):
                 for res in _RESIZABLE:
                     ((c.get("resources") or {}).get(part) or {}).pop(res, None)
@@ -396,8 +391,8 @@ def to_ungate(
     for pod in sorted(
         waiting,
         key=lambda p: (
-            str(_meta(p).get("creationTimestamp") or ""),
-            str(_meta(p).get("name") or ""),
+            str(ObjectView(p).meta.get("creationTimestamp") or ""),
+            ObjectView(p).name,
         ),
     ):
         name = pod_set_name(shape(pod))
@@ -412,7 +407,7 @@ def gate_ops(pod: Obj) -> list[dict[str, Any]]:
     """JSON patch ops that create the pod gated; empty when it already is."""
     if is_gated(pod):
         return []
-    spec = pod.get("spec") or {}
+    spec = ObjectView(pod).spec
     if spec.get("schedulingGates"):
         return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]

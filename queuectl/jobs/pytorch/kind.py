@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
@@ -21,14 +22,6 @@ ROLES: Final = {"master": "Master", "worker": "Worker"}
 
 def _template_path(replica_type: str) -> tuple[str, ...]:
     return (*REPLICAS, replica_type, "template")
-
-
-def _conditions(job: Obj) -> dict[str, dict[str, Any]]:
-    return {
-        str(c.get("type")): c
-        for c in (job.get("status") or {}).get("conditions") or ()
-        if c.get("status") == "True"
-    }
 
 
 class PyTorchJob:
@@ -74,7 +67,7 @@ class PyTorchJob:
         return None
 
     def finished(self, job: Obj) -> Finished | None:
-        conds = _conditions(job)
+        conds = ObjectView(job).true_conditions
         if (c := conds.get("Succeeded")) is not None:
             msg = c.get("message") or "PyTorchJob succeeded"
             return Finished(True, names.REASON_FINISHED_SUCCEEDED, msg)
@@ -86,9 +79,9 @@ class PyTorchJob:
     def pods_gone(self, job: Obj) -> bool:
         # Suspending, the operator deletes the pods, zeroes every replica's `active` and sets
         # Suspended in one status write.
-        statuses = (job.get("status") or {}).get("replicaStatuses") or {}
+        statuses = ObjectView(job).status.get("replicaStatuses") or {}
         idle = not any(int((s or {}).get("active") or 0) for s in statuses.values())
-        return idle and ("Suspended" in _conditions(job) or not statuses)
+        return idle and ("Suspended" in ObjectView(job).true_conditions or not statuses)
 
     def can_restore(self, job: Obj) -> bool:
         return self.is_suspended(job)  # the operator reads the templates only to create pods

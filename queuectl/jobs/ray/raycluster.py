@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
@@ -26,14 +27,7 @@ def owned_by_ray_job(job: Obj) -> bool:
         ref.get("controller")
         and ref.get("kind") == "RayJob"
         and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/")
-        for ref in (job.get("metadata") or {}).get("ownerReferences") or ()
-    )
-
-
-def _condition(job: Obj, type_: str) -> bool:
-    return any(
-        c.get("type") == type_ and c.get("status") == "True"
-        for c in (job.get("status") or {}).get("conditions") or ()
+        for ref in ObjectView(job).owner_refs
     )
 
 
@@ -47,10 +41,10 @@ class RayCluster:
         return None if owned_by_ray_job(job) else wl.queue_name(job)
 
     def is_suspended(self, job: Obj) -> bool:
-        return bool((job.get("spec") or {}).get("suspend"))
+        return bool(ObjectView(job).spec.get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
-        return clusterspec.pod_sets(job.get("spec") or {})
+        return clusterspec.pod_sets(ObjectView(job).spec)
 
     def workload_name(self, job: Obj) -> str:
         meta = job["metadata"]
@@ -68,9 +62,10 @@ class RayCluster:
     def pods_gone(self, job: Obj) -> bool:
         # KubeRay sets RayClusterSuspended once every pod is deleted; a status older than the
         # spec (observedGeneration) may predate the suspend and is not believed.
-        meta, status = job.get("metadata") or {}, job.get("status") or {}
-        current = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-        return current and _condition(job, "RayClusterSuspended")
+        view = ObjectView(job)
+        seen = int(view.status.get("observedGeneration") or 0)
+        current = seen >= int(view.meta.get("generation") or 0)
+        return current and "RayClusterSuspended" in view.true_conditions
 
     def can_restore(self, job: Obj) -> bool:
         return self.is_suspended(job)  # KubeRay reads the templates only to create pods
@@ -79,7 +74,7 @@ class RayCluster:
         self, job: Obj, pod_sets: Sequence[Obj], placements: Sequence[PodSetPlacement]
     ) -> dict[str, Any]:
         placed = clusterspec.run_fragment(
-            job.get("spec") or {}, SPEC, self.workload_name(job), pod_sets, placements
+            ObjectView(job).spec, SPEC, self.workload_name(job), pod_sets, placements
         )
         return pt.deep_merge({"spec": {"suspend": False}}, placed)
 
@@ -87,7 +82,7 @@ class RayCluster:
         return {"spec": {"suspend": True}}
 
     def restore_patch(self, job: Obj, pod_sets: Sequence[Obj]) -> dict[str, Any] | None:
-        return clusterspec.restore_fragment(job, job.get("spec") or {}, SPEC, pod_sets)
+        return clusterspec.restore_fragment(job, ObjectView(job).spec, SPEC, pod_sets)
 
     def suspend_ops(self, job: Obj) -> JsonPatch:
         return wl.suspend_ops_at(job, "suspend")

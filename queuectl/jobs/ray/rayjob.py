@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.batch import JOBS, BatchJob
@@ -54,7 +55,7 @@ def default_submitter(cluster: Mapping[str, Any]) -> dict[str, Any]:
 
 def has_submitter(job: Obj) -> bool:
     """K8sJobMode (the default) runs `ray job submit` in a pod of its own."""
-    return ((job.get("spec") or {}).get("submissionMode") or "K8sJobMode") == "K8sJobMode"
+    return (ObjectView(job).spec.get("submissionMode") or "K8sJobMode") == "K8sJobMode"
 
 
 class RayJob:
@@ -78,7 +79,7 @@ class RayJob:
         return wl.queue_name(job)
 
     def is_suspended(self, job: Obj) -> bool:
-        return bool((job.get("spec") or {}).get("suspend"))
+        return bool(ObjectView(job).spec.get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
         out = clusterspec.pod_sets(self._cluster(job), ".".join(CLUSTER))
@@ -100,7 +101,7 @@ class RayJob:
         return pt.priority_class(pt.at_path(job, (*CLUSTER, "headGroupSpec", "template")) or {})
 
     def finished(self, job: Obj) -> Finished | None:
-        status = job.get("status") or {}
+        status = ObjectView(job).status
         deployment = status.get("jobDeploymentStatus")
         message = status.get("message") or ""
         if deployment == "Complete":
@@ -116,7 +117,7 @@ class RayJob:
         return None
 
     def pods_gone(self, job: Obj) -> bool:
-        return str((job.get("status") or {}).get("jobDeploymentStatus") or "") in _NOTHING_RUNS
+        return str(ObjectView(job).status.get("jobDeploymentStatus") or "") in _NOTHING_RUNS
 
     def can_restore(self, job: Obj) -> bool:
         return self.is_suspended(job)  # the RayCluster is made from the spec on each resume
@@ -161,16 +162,16 @@ class RayJob:
         status.rayClusterName once it has picked the name) and, in K8sJobMode, the submitter
         Job, named as the RayJob, from the submitter template. In SidecarMode KubeRay adds
         its submitter container to the head's template: the head is not compared there."""
-        name = (child.get("metadata") or {}).get("name")
+        name = ObjectView(child).meta.get("name")
         mine = self.pod_sets(job)
         if is_kind(child, RAY_CLUSTERS):
-            chosen = (job.get("status") or {}).get("rayClusterName")
+            chosen = ObjectView(job).status.get("rayClusterName")
             if chosen and chosen != name:
                 return None
-            sidecar = (job.get("spec") or {}).get("submissionMode") == "SidecarMode"
+            sidecar = ObjectView(job).spec.get("submissionMode") == "SidecarMode"
             skip = {SUBMITTER, clusterspec.HEAD} if sidecar else {SUBMITTER}
             made = [
-                ps for ps in clusterspec.pod_sets(child.get("spec") or {}) if ps.name not in skip
+                ps for ps in clusterspec.pod_sets(ObjectView(child).spec) if ps.name not in skip
             ]
             return pairs_by_name(made, [ps for ps in mine if ps.name not in skip])
         if is_kind(child, JOBS) and has_submitter(job) and name == job["metadata"]["name"]:

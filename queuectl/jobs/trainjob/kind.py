@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.frozen import pairs_by_name
@@ -30,26 +31,16 @@ from queuectl.jobs.trainjob import runtime as rt
 TRAIN_JOBS: Final = Resource(rt.GROUP, "v1alpha1", "trainjobs", True, "TrainJob")
 
 
-def _conditions(job: Obj) -> dict[str, dict[str, Any]]:
-    return {
-        str(c.get("type")): c
-        for c in (job.get("status") or {}).get("conditions") or ()
-        if c.get("status") == "True"
-    }
-
-
 def _snapshot_text(job: Obj) -> str | None:
-    return ((job.get("metadata") or {}).get("annotations") or {}).get(
-        names.ANNOTATION_TRAINJOB_RUNTIME
-    )
+    return ObjectView(job).annotations.get(names.ANNOTATION_TRAINJOB_RUNTIME)
 
 
 def _spec_queue_label(job: Obj) -> bool:
-    return names.LABEL_QUEUE_NAME in ((job.get("spec") or {}).get("labels") or {})
+    return names.LABEL_QUEUE_NAME in (ObjectView(job).spec.get("labels") or {})
 
 
 def _active(job: Obj) -> int:
-    return sum(int(s.get("active") or 0) for s in (job.get("status") or {}).get("jobsStatus") or ())
+    return sum(int(s.get("active") or 0) for s in ObjectView(job).status.get("jobsStatus") or ())
 
 
 def _pod_sets(job: Obj, overrides: Sequence[Obj]) -> list[PodSet]:
@@ -90,7 +81,7 @@ class TrainJob:
         return wl.queue_name(job) if _snapshot_text(job) is not None else None
 
     def is_suspended(self, job: Obj) -> bool:
-        return bool((job.get("spec") or {}).get("suspend"))
+        return bool(ObjectView(job).spec.get("suspend"))
 
     def pod_sets(self, job: Obj) -> list[PodSet]:
         return _pod_sets(job, ov.users(job))
@@ -109,7 +100,7 @@ class TrainJob:
         return None
 
     def finished(self, job: Obj) -> Finished | None:
-        conds = _conditions(job)
+        conds = ObjectView(job).true_conditions
         if (c := conds.get("Complete")) is not None:
             msg = c.get("message") or "TrainJob completed"
             return Finished(True, names.REASON_FINISHED_SUCCEEDED, msg)
@@ -164,9 +155,8 @@ class TrainJob:
     def child_pod_sets(self, job: Obj, child: Obj) -> list[tuple[PodSet, PodSet]] | None:
         """trainer makes one JobSet, named as the TrainJob, from the runtime with every
         override merged in (the user's and queuectl's placement)."""
-        if not is_kind(child, JOBSETS) or (child.get("metadata") or {}).get("name") != (
-            job.get("metadata") or {}
-        ).get("name"):
+        child_name = ObjectView(child).meta.get("name")
+        if not is_kind(child, JOBSETS) or child_name != ObjectView(job).meta.get("name"):
             return None
         return pairs_by_name(JobSet().pod_sets(child), _pod_sets(job, ov.entries(job)))
 
@@ -178,7 +168,7 @@ class TrainJob:
         if found is None:
             raise rt.missing(self.input_ref(job), str(job["metadata"].get("namespace") or ""))
         value = rt.encode(rt.snapshot(found))
-        annotations = (job.get("metadata") or {}).get("annotations")
+        annotations = ObjectView(job).meta.get("annotations")
         if not annotations:
             key = {names.ANNOTATION_TRAINJOB_RUNTIME: value}
             return [{"op": "add", "path": "/metadata/annotations", "value": key}]
@@ -221,4 +211,4 @@ class TrainJob:
 
     def _workload(self, job: Obj) -> str:
         """The Workload's name: the label the controller put on the TrainJob, else its own."""
-        return wl.labels(job).get(names.LABEL_WORKLOAD) or self.workload_name(job)
+        return ObjectView(job).labels.get(names.LABEL_WORKLOAD) or self.workload_name(job)

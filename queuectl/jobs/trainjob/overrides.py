@@ -17,6 +17,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs.jobset.kind import node_selector
 from queuectl.jobs.kind import PodSetPlacement
@@ -62,7 +63,7 @@ def apply(template: Mapping[str, Any], overrides: Sequence[Mapping[str, Any]], n
         if not meta:
             del out["metadata"]
         spec = out.setdefault("spec", {})
-        given = entry.get("spec") or {}
+        given = ObjectView(entry).spec
         for key in MERGED_MAPS:
             if given.get(key):
                 spec[key] = {**(spec.get(key) or {}), **given[key]}

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
+from queuectl.api.views import ObjectView
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs.kind import InputRef, MissingInput
 
@@ -45,14 +46,14 @@ def runtime_ref(job: Obj) -> InputRef:
     """The runtime the TrainJob names (kind defaults to ClusterTrainingRuntime, as the CRD)."""
     ref = pt.at_path(job, ("spec", "runtimeRef")) or {}
     namespaced = ref.get("kind") == RUNTIMES.kind
-    namespace = str((job.get("metadata") or {}).get("namespace") or "") if namespaced else ""
+    namespace = ObjectView(job).namespace if namespaced else ""
     return InputRef(RUNTIMES if namespaced else CLUSTER_RUNTIMES, namespace, str(ref.get("name")))
 
 
 def snapshot(runtime: Mapping[str, Any]) -> dict[str, Any]:
     """What of a runtime decides the pod sets: its kind and name (for messages), its mlPolicy,
     and per replicated job its name, replicas, ancestor step, parallelism and pod template."""
-    spec = runtime.get("spec") or {}
+    spec = ObjectView(runtime).spec
     rjobs = []
     for rjob in pt.at_path(spec, ("template", "spec", "replicatedJobs")) or ():
         labels = pt.at_path(rjob, ("template", "metadata", "labels")) or {}
@@ -67,7 +68,7 @@ def snapshot(runtime: Mapping[str, Any]) -> dict[str, Any]:
         )
     return {
         "kind": runtime.get("kind"),
-        "name": (runtime.get("metadata") or {}).get("name"),
+        "name": ObjectView(runtime).meta.get("name"),
         "mlPolicy": copy.deepcopy(spec.get("mlPolicy")),
         "replicatedJobs": rjobs,
     }
@@ -79,9 +80,7 @@ def encode(snap: Mapping[str, Any]) -> str:
 
 def recorded(job: Mapping[str, Any]) -> dict[str, Any] | None:
     """The snapshot the TrainJob carries; None when it has none (or it does not parse)."""
-    text = ((job.get("metadata") or {}).get("annotations") or {}).get(
-        names.ANNOTATION_TRAINJOB_RUNTIME
-    )
+    text = ObjectView(job).annotations.get(names.ANNOTATION_TRAINJOB_RUNTIME)
     try:
         found = json.loads(text) if text else None
     except ValueError:

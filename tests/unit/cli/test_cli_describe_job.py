@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from queuectl.api import names
+from queuectl.api.resource import WORKLOADS, Resource
 from queuectl.cli._jobkinds import by_name
-from queuectl.cli._kube import JOB, WORKLOAD, CliError, Kind
+from queuectl.cli._kube import CliError
 from queuectl.cli.describe import workload_of_job
 from queuectl.cli.main import build_parser
+from queuectl.jobs.batch import JOBS
 
 Obj = dict[str, Any]
 
@@ -22,12 +24,12 @@ class FakeApi:
     def __init__(self, job: Obj, workloads: list[Obj]) -> None:
         self.job, self.workloads = job, workloads
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
-        assert (kind, name, namespace) == (JOB, "train", "team-a")
+    def get(self, kind: Resource, name: str, namespace: str | None = None) -> Obj:
+        assert (kind, name, namespace) == (JOBS, "train", "team-a")
         return self.job
 
-    def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
-        assert (kind, namespace) == (WORKLOAD, "team-a")
+    def list(self, kind: Resource, namespace: str | None = None) -> list[Obj]:
+        assert (kind, namespace) == (WORKLOADS, "team-a")
         return self.workloads
 
 
@@ -91,7 +93,7 @@ def test_each_job_kind_is_a_describe_kind_by_its_kubectl_names(typed: str, kind:
 
 
 class FakeJobSetApi(FakeApi):
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
+    def get(self, kind: Resource, name: str, namespace: str | None = None) -> Obj:
         assert (kind.kind, kind.group, kind.plural) == ("JobSet", "jobset.x-k8s.io", "jobsets")
         return self.job
 

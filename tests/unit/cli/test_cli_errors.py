@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from queuectl.api.resource import CLUSTER_QUEUES, NODES, WORKLOADS, Resource
 from queuectl.cli import stopresume
-from queuectl.cli._kube import CLUSTER_QUEUE, NODE, WORKLOAD, ApiFailure, CliError, Kind, Kube
+from queuectl.cli._kube import ApiFailure, CliError, Kube
 from queuectl.cli.main import build_parser, main
 
-JOBSET = Kind("JobSet", "jobsets", group="jobset.x-k8s.io", version="v1alpha2", namespaced=True)
+JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", True, "JobSet")
 
 
 @pytest.mark.parametrize(
@@ -84,24 +85,24 @@ class FakeKube(Kube):
     def host(self) -> str:
         return "https://example:6443"
 
-    def served(self, kind: Kind) -> bool:
+    def served(self, kind: Resource) -> bool:
         return self._ours_served is True  # an operator's kind: served as scripted too
 
 
 @pytest.mark.parametrize(
     ("served", "status", "kind", "message"),
     [
-        (False, 404, CLUSTER_QUEUE, "the queuectl CRDs are not installed in the cluster at "),
-        (True, 404, WORKLOAD, 'Workload "w" not found'),
-        (False, 404, NODE, 'Workload "w" not found'),  # a core kind: never blame the CRDs
+        (False, 404, CLUSTER_QUEUES, "the queuectl CRDs are not installed in the cluster at "),
+        (True, 404, WORKLOADS, 'Workload "w" not found'),
+        (False, 404, NODES, 'Workload "w" not found'),  # a core kind: never blame the CRDs
         (True, 404, JOBSET, 'Workload "w" not found'),
         (False, 404, JOBSET, "does not serve JobSet (no jobsets in jobset.x-k8s.io/v1alpha2); "),
-        (True, 403, WORKLOAD, "access denied: workloads is forbidden"),
-        (True, 401, WORKLOAD, "refused the kubeconfig's credentials"),
-        (True, 500, WORKLOAD, "the API server answered 500"),
+        (True, 403, WORKLOADS, "access denied: workloads is forbidden"),
+        (True, 401, WORKLOADS, "refused the kubeconfig's credentials"),
+        (True, 500, WORKLOADS, "the API server answered 500"),
     ],
 )
-def test_api_failures_in_words(served: bool, status: int, kind: Kind, message: str) -> None:
+def test_api_failures_in_words(served: bool, status: int, kind: Resource, message: str) -> None:
     err = FakeKube(served).explain_failure(
         ApiFailure(status, "workloads is forbidden"),
         kind,

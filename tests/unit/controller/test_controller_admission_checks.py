@@ -12,6 +12,7 @@ from controller_fakes import ADMISSION, World, merge, new_job, queued
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks, queues
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
@@ -59,7 +60,7 @@ def say(w: World, state: str, message: str = "") -> None:
 
 
 def condition(w: World, type_: str) -> dict[str, Any]:
-    cond = convert.condition(w.workload(), type_)
+    cond = WorkloadView(w.workload()).condition(type_)
     assert cond is not None, type_
     return dict(cond)
 
@@ -67,7 +68,7 @@ def condition(w: World, type_: str) -> dict[str, Any]:
 async def test_quota_is_reserved_with_every_check_pending_and_the_job_stays_suspended() -> None:
     w, key = await reserved()
     wl = w.workload()
-    assert convert.holds_quota(wl) and not convert.is_admitted(wl)
+    assert WorkloadView(wl).holds_quota and not WorkloadView(wl).is_admitted
     assert condition(w, names.COND_ADMITTED)["reason"] == names.REASON_WAITING_FOR_CHECKS
     assert [(c["name"], c["state"]) for c in wl["status"]["admissionChecks"]] == [
         (CHECK, "Pending")
@@ -81,7 +82,7 @@ async def test_all_checks_ready_admits_and_starts_the_job_with_its_placement() -
     w, key = await reserved()
     say(w, "Ready", "capacity is there")
     await w.rec.reconcile(key)
-    assert convert.is_admitted(w.workload())
+    assert WorkloadView(w.workload()).is_admitted
     assert "capacity: Ready" in condition(w, names.COND_ADMITTED)["message"]
     job = w.job()
     assert job["spec"]["suspend"] is False
@@ -94,7 +95,7 @@ async def test_a_check_not_ready_keeps_it_waiting(state: str) -> None:
     w, key = await reserved()
     say(w, state)
     await w.rec.reconcile(key)
-    assert not convert.is_admitted(w.workload()) and convert.holds_quota(w.workload())
+    assert not WorkloadView(w.workload()).is_admitted and WorkloadView(w.workload()).holds_quota
     assert w.job()["spec"]["suspend"] is True
 
 
@@ -103,7 +104,7 @@ async def test_retry_releases_the_reservation_and_backs_off_with_checks_reset() 
     say(w, "Retry", "no capacity right now")
     await w.rec.reconcile(key)
     wl = w.workload()
-    assert not convert.holds_quota(wl)
+    assert not WorkloadView(wl).holds_quota
     assert condition(w, names.COND_REQUEUED)["reason"] == names.REASON_EVICTED_CHECK_RETRY
     state = wl["status"]["requeueState"]
     assert state["count"] == 1
@@ -133,7 +134,7 @@ async def test_rejected_deactivates_with_the_checks_message() -> None:
     say(w, "Rejected", "region has no H100 offering")
     await w.rec.reconcile(key)
     wl = w.workload()
-    assert wl["spec"]["active"] is False and not convert.holds_quota(wl)
+    assert wl["spec"]["active"] is False and not WorkloadView(wl).holds_quota
     requeued = condition(w, names.COND_REQUEUED)
     assert requeued["status"] == "False"
     assert requeued["reason"] == names.REASON_EVICTED_CHECK_REJECTED
@@ -152,10 +153,10 @@ async def test_retry_after_admission_stops_the_running_job_first() -> None:
     say(w, "Retry", "capacity was reclaimed")
     await w.rec.reconcile(key)
     assert w.job()["spec"]["suspend"] is True
-    assert convert.holds_quota(w.workload())  # held until its pods are gone
+    assert WorkloadView(w.workload()).holds_quota  # held until its pods are gone
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 0, "startTime": None}}))
     await w.rec.reconcile(key)
-    assert not convert.holds_quota(w.workload()) and w.sched.requeued == [key]
+    assert not WorkloadView(w.workload()).holds_quota and w.sched.requeued == [key]
 
 
 async def test_a_queue_without_checks_still_admits_in_one_step() -> None:
@@ -163,7 +164,7 @@ async def test_a_queue_without_checks_still_admits_in_one_step() -> None:
     key = await queued(w, new_job())
     assert await Decisions(w.rec).admit(key, ADMISSION)
     wl = w.workload()
-    assert convert.is_admitted(wl) and "admissionChecks" not in wl["status"]
+    assert WorkloadView(wl).is_admitted and "admissionChecks" not in wl["status"]
     assert w.job()["spec"]["suspend"] is False
 
 
@@ -236,7 +237,7 @@ async def test_the_built_in_always_ready_check_marks_itself_active_once() -> Non
     w = gated_world(always_ready_check())
     await w.rec.builtin_checks.sync_check(CHECK)
     obj = w.cache.get(k.ADMISSION_CHECKS, CHECK)
-    assert obj is not None and convert.is_true(obj, names.COND_ACTIVE)
+    assert obj is not None and WorkloadView(obj).is_true(names.COND_ACTIVE)
     assert w.sched.admission_checks()[CHECK].active  # fed to the core: the queue admits
     writes = len(w.kube.writes)
     await w.rec.builtin_checks.sync_check(CHECK)
@@ -259,7 +260,7 @@ async def test_a_workload_behind_always_ready_is_admitted_right_after_its_reserv
     key = await queued(w, new_job())
     assert await Decisions(w.rec).admit(key, ADMISSION)
     wl = w.workload()
-    assert checks.states(wl) == {CHECK: "Ready"} and convert.is_admitted(wl)
+    assert checks.states(wl) == {CHECK: "Ready"} and WorkloadView(wl).is_admitted
     assert w.job()["spec"]["suspend"] is False
 
 

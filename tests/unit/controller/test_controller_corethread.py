@@ -17,8 +17,9 @@ from controller_fakes import World, merge, new_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuectl import convert, metrics
+from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.corethread import CoreThread
 from queuectl.controller.manager import Controller
@@ -208,12 +209,12 @@ async def test_a_reason_asked_for_during_a_cycle_is_written_after_it() -> None:
     running = asyncio.create_task(c.run_cycle())
     await cycle.wait_entered()
     await c.reconciler.reconcile(key)  # a Job event: the busy core cannot answer now
-    assert convert.condition(workload(c, key), names.COND_QUOTA_RESERVED) is None
+    assert WorkloadView(workload(c, key)).condition(names.COND_QUOTA_RESERVED) is None
     cycle.release.set()
     await running  # unchanged reason: not in this cycle's report
 
     await serve(c)
-    cond = convert.condition(workload(c, key), names.COND_QUOTA_RESERVED)
+    cond = WorkloadView(workload(c, key)).condition(names.COND_QUOTA_RESERVED)
     assert cond is not None and cond["reason"] == names.REASON_EXCEEDS_MAX_QUOTA
 
 

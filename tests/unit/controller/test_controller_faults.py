@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.kube import KubeError
@@ -150,14 +151,14 @@ async def test_an_admission_lost_before_the_server_releases_the_quota_and_is_adm
     w, faults, key, admission = await queued_world()
     faults.fail(admission_write, err, "before")
     assert not await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
-    assert not convert.holds_quota(api_workload(w))
+    assert not WorkloadView(api_workload(w)).holds_quota
     assert usage(w) == 0 and w.sched.requeued == [key]  # no quota charged for nothing
     assert (w.now + 1.0, key) in w.timers  # wakes the cycle when its back-off ends
 
     w.now += 2  # past the requeue back-off: the next cycle admits it, once
     (again,) = w.sched.run_cycle(w.now).admitted
     assert await Decisions(w.rec).admit(key, again.admission)
-    assert convert.holds_quota(api_workload(w)) and usage(w) == 8
+    assert WorkloadView(api_workload(w)).holds_quota and usage(w) == 8
     assert admissions_landed(faults) == 1
     assert w.job()["spec"]["suspend"] is False
 
@@ -169,7 +170,7 @@ async def test_an_admission_whose_answer_was_lost_is_kept_and_never_written_twic
     w, faults, key, admission = await queued_world()
     faults.fail(admission_write, err, "after")
     assert await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
-    assert convert.holds_quota(api_workload(w)) and usage(w) == 8
+    assert WorkloadView(api_workload(w)).holds_quota and usage(w) == 8
     assert w.sched.requeued == []
     assert w.job()["spec"]["suspend"] is False  # followed through: the Job started
     w.now += 2
@@ -185,8 +186,8 @@ async def test_an_admission_still_in_flight_is_fenced_off_and_can_never_land() -
     with pytest.raises(KubeError) as late:
         await faults.replay_late()  # the client gave up; the server gets to it now
     assert late.value.conflict
-    assert not convert.holds_quota(api_workload(w))
-    cond = convert.condition(api_workload(w), names.COND_QUOTA_RESERVED) or {}
+    assert not WorkloadView(api_workload(w)).holds_quota
+    cond = WorkloadView(api_workload(w)).condition(names.COND_QUOTA_RESERVED) or {}
     assert "interrupted (TimeoutError" in cond.get("message", "")
 
 
@@ -217,7 +218,7 @@ async def test_a_preemption_notice_lost_in_transit_is_written_once_and_served(
     await Decisions(w.rec, sleep=Sleeps()).preempt(
         Preemption(key, "ns/other", "InClusterQueue", "priority", w.now + 60)
     )
-    assert convert.is_true(api_workload(w), names.COND_PREEMPTED)
+    assert WorkloadView(api_workload(w)).is_true(names.COND_PREEMPTED)
     notices = [
         p for p in faults.landed if condition_write(names.COND_PREEMPTED)(k.WORKLOADS, "status", p)
     ]
@@ -236,7 +237,7 @@ async def test_an_eviction_for_its_time_limit_survives_dropped_connections(how: 
         Eviction(key, names.REASON_EVICTED_MAX_EXEC_TIME, "ran past its limit")
     )
     wl = api_workload(w)
-    assert wl["spec"]["active"] is False and convert.is_true(wl, names.COND_EVICTED)
+    assert wl["spec"]["active"] is False and WorkloadView(wl).is_true(names.COND_EVICTED)
     assert w.job()["spec"]["suspend"] is True  # the drain went on
 
 
@@ -249,7 +250,7 @@ async def test_a_requeue_lost_in_transit_still_releases_the_quota(how: str) -> N
     faults.fail(condition_write(names.COND_REQUEUED), aiohttp.ServerDisconnectedError(), how)
     await w.rec.reconcile(key)
     wl = api_workload(w)
-    assert not convert.holds_quota(wl) and convert.is_true(wl, names.COND_REQUEUED)
+    assert not WorkloadView(wl).holds_quota and WorkloadView(wl).is_true(names.COND_REQUEUED)
     assert w.sched.requeued == [key] and usage(w) == 0
 
 
@@ -383,8 +384,8 @@ async def test_whatever_fails_in_transit_the_core_charges_exactly_what_the_api_a
         with contextlib.suppress(KubeError):
             await faults.replay_late()
     wl = api_workload(w)
-    assert admitted == convert.holds_quota(wl)
-    assert usage(w) == (8 if convert.holds_quota(wl) else 0)
+    assert admitted == WorkloadView(wl).holds_quota
+    assert usage(w) == (8 if WorkloadView(wl).holds_quota else 0)
     assert admissions_landed(faults) == (1 if admitted else 0)
 
 

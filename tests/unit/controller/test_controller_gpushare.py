@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller import placement
 from queuectl.controller.decisions import Decisions
@@ -140,8 +140,8 @@ async def test_a_refused_rewrite_deactivates_instead_of_holding_quota_forever() 
     assert await Decisions(w.rec).admit(key, core.Admission("cq", (mig,)))
 
     wl = w.workload()
-    assert wl["spec"]["active"] is False and not convert.holds_quota(wl)
-    requeued = convert.condition(wl, names.COND_REQUEUED) or {}
+    assert wl["spec"]["active"] is False and not WorkloadView(wl).holds_quota
+    requeued = WorkloadView(wl).condition(names.COND_REQUEUED) or {}
     assert (requeued["status"], requeued["reason"]) == ("False", "GpuResourceRefused")
     assert "MutablePodResourcesForSuspendedJobs" in requeued["message"]
     assert "spec.template: field is immutable" in requeued["message"]
@@ -166,4 +166,4 @@ async def test_other_refusals_of_the_start_patch_are_not_read_as_the_gate() -> N
     with pytest.raises(KubeError):
         await Decisions(w.rec).admit(key, ADMISSION)
     wl = w.workload()
-    assert wl["spec"].get("active") is not False and convert.holds_quota(wl)
+    assert wl["spec"].get("active") is not False and WorkloadView(wl).holds_quota

@@ -12,8 +12,8 @@ from typing import Any
 
 from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, queued
 
-from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 
@@ -98,9 +98,9 @@ async def test_an_admission_that_races_a_scale_up_is_never_started() -> None:
     assert await Decisions(w.rec).admit(key, ADMISSION)
 
     assert w.job()["spec"]["suspend"] is True, "started with 8 pods on quota for 1"
-    cond = convert.condition(w.workload(), names.COND_REQUEUED)
+    cond = WorkloadView(w.workload()).condition(names.COND_REQUEUED)
     assert cond is not None and cond["reason"] == names.REASON_EVICTED_JOB_CHANGED
-    assert not convert.holds_quota(w.workload())
+    assert not WorkloadView(w.workload()).holds_quota
     assert w.sched.workloads()[key].not_before > w.now, "the stale shape could be re-admitted"
     await w.rec.reconcile(key)
     assert w.workload()["spec"]["podSets"][0]["count"] == 8
@@ -113,17 +113,17 @@ async def test_a_running_job_scaled_past_the_webhook_is_stopped_and_requeued() -
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 1, "startTime": "t"}}))
     change_job(w, parallelism=4)
     await w.rec.reconcile(key)
-    evicted = convert.condition(w.workload(), names.COND_EVICTED) or {}
+    evicted = WorkloadView(w.workload()).condition(names.COND_EVICTED) or {}
     assert evicted.get("reason") == names.REASON_EVICTED_JOB_CHANGED
     assert "main: 1 x {nvidia.com/gpu=8}] -> [main: 4 x {nvidia.com/gpu=8}]" in evicted["message"]
     assert w.job()["spec"]["suspend"] is True
-    assert convert.holds_quota(w.workload())  # until its pods are gone
+    assert WorkloadView(w.workload()).holds_quota  # until its pods are gone
 
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 0, "startTime": None}}))
     await w.rec.reconcile(key)
     await w.rec.reconcile(key)
     wl = w.workload()
-    assert not convert.holds_quota(wl)
+    assert not WorkloadView(wl).holds_quota
     assert wl["spec"]["podSets"][0]["count"] == 4
 
 
@@ -131,8 +131,8 @@ async def test_an_admitted_job_keeps_running_when_only_labels_change() -> None:
     w, key = await admitted_world()
     change_job(w, labels={"app": "v2"})
     await w.rec.reconcile(key)
-    assert convert.holds_quota(w.workload())
-    assert not convert.is_true(w.workload(), names.COND_EVICTED)
+    assert WorkloadView(w.workload()).holds_quota
+    assert not WorkloadView(w.workload()).is_true(names.COND_EVICTED)
     assert w.job()["spec"]["suspend"] is False
 
 
@@ -152,7 +152,7 @@ async def test_a_job_naming_a_class_its_namespace_may_not_use_waits_without_prio
     assert "priority" not in w.workload()["spec"]
     await w.rec.reconcile(key)
     assert w.sched.workload(key) is None
-    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+    cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == names.REASON_PRIORITY_CLASS_NOT_ALLOWED
     assert "WorkloadPriorityClass top may not be used in namespace ns" in cond["message"]
 
@@ -171,7 +171,7 @@ async def test_a_running_job_relabelled_past_the_webhook_gains_no_priority() -> 
     await w.rec.reconcile_job("Job", "ns", "train")
     assert w.workload()["spec"]["priorityClassName"] == "top"
     assert w.sched.workloads()[key].priority == 0  # not 1000
-    assert convert.holds_quota(w.workload())
+    assert WorkloadView(w.workload()).holds_quota
 
 
 async def test_a_running_job_moved_to_another_flavors_nodes_past_the_webhook_is_stopped() -> None:
@@ -183,13 +183,15 @@ async def test_a_running_job_moved_to_another_flavors_nodes_past_the_webhook_is_
     assert started["spec"]["suspend"] is False  # placed and started by the controller
     w.add(k.JOBS, started)
     await w.rec.reconcile(key)
-    assert not convert.is_true(w.workload(), names.COND_EVICTED), "its own placement is no change"
+    assert not WorkloadView(w.workload()).is_true(names.COND_EVICTED), (
+        "its own placement is no change"
+    )
 
     moved = copy.deepcopy(w.job())
     moved["spec"]["template"]["spec"]["nodeSelector"] = {names.LABEL_GPU_PRODUCT: "A100"}
     w.add(k.JOBS, moved)
     await w.rec.reconcile(key)
-    evicted = convert.condition(w.workload(), names.COND_EVICTED) or {}
+    evicted = WorkloadView(w.workload()).condition(names.COND_EVICTED) or {}
     assert evicted.get("reason") == names.REASON_EVICTED_JOB_CHANGED
     assert "pod set 'main': nodeSelector not as admitted" in evicted["message"]
     assert w.job()["spec"]["suspend"] is True

@@ -7,8 +7,8 @@ import asyncio
 
 from controller_fakes import World, new_job, queued
 
-from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.pacing import PendingRefresh, TokenBucket
 from queuectl.controller.workqueue import WorkQueue
@@ -109,7 +109,7 @@ async def test_a_waiting_workloads_reason_is_written_at_once_and_its_numbers_at_
         return sum(1 for wr in w.kube.writes if wr[0] == "patch/status")
 
     def message() -> tuple[str, str]:
-        cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+        cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED) or {}
         return cond.get("reason", ""), cond.get("message", "")
 
     async def core_says(reason: str, msg: str) -> None:
@@ -148,10 +148,10 @@ async def test_a_reason_refused_for_budget_is_left_stale_for_the_sweep_to_retry(
     await queued(w, new_job())
     await w.rec.write_pending(w.workload(), "InsufficientQuota", "needs 8, 3 free", w.now)
     await w.rec.write_pending(w.workload(), "Preempting", "waiting for 2 victims", w.now)
-    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+    cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == "InsufficientQuota"
     assert w.rec.pending_refresh.deferred == 1
     w.now += 100
     await w.rec.write_pending(w.workload(), "Preempting", "waiting for 2 victims", w.now)
-    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+    cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == "Preempting"

@@ -8,8 +8,8 @@ from typing import Any
 
 from controller_fakes import World
 
-from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.core import types as core
@@ -80,12 +80,12 @@ async def test_a_group_runs_when_admitted_and_waits_for_new_pods_after_eviction(
     await w.rec.evict(w.workload(), names.REASON_EVICTED_PREEMPTION, "preempted")
     deleted = [name for op, res, name in w.kube.writes if (op, res) == ("delete", "pods")]
     assert sorted(deleted) == ["g-0", "g-1"]
-    assert convert.holds_quota(w.workload())  # until its pods are gone
+    assert WorkloadView(w.workload()).holds_quota  # until its pods are gone
     for pod in pods(w):
         w.cache.queued_pods.apply("DELETED", pod)
     await w.rec.reconcile(wl_key)
     wl = w.workload()
-    assert not convert.holds_quota(wl) and convert.is_true(wl, names.COND_REQUEUED)
+    assert not WorkloadView(wl).holds_quota and WorkloadView(wl).is_true(names.COND_REQUEUED)
     assert w.sched.requeued == [wl_key]
     reason, _ = w.feed.withheld[wl_key]
     assert reason == names.REASON_POD_GROUP_INCOMPLETE  # waits for replacement pods

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from controller_fakes import World, new_job, queued
 
-from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 
 
@@ -53,7 +53,7 @@ async def test_a_job_naming_a_missing_class_waits_and_takes_its_value_once_creat
     w.feed.feed_workload(w.workload())
     await w.rec.reconcile(key)
     assert w.sched.workload(key) is None
-    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED) or {}
+    cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == names.REASON_PRIORITY_CLASS_NOT_FOUND
     assert "WorkloadPriorityClass urgent does not exist; create it" in cond.get("message", "")
 

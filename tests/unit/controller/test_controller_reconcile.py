@@ -11,6 +11,7 @@ from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, q
 
 from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.core.results import Preemption
@@ -24,7 +25,7 @@ async def test_a_queued_job_gets_an_owned_workload_with_its_priority() -> None:
     w.add(k.JOBS, new_job())
     key = await w.rec.reconcile_job("Job", "ns", "train")
     wl = w.workload()
-    assert key == convert.workload_key(wl)
+    assert key == WorkloadView(wl).key
     (ref,) = wl["metadata"]["ownerReferences"]
     assert (ref["kind"], ref["name"], ref["controller"]) == ("Job", "train", True)
     assert wl["spec"]["priority"] == 5 and wl["spec"]["priorityClassName"] == "low"
@@ -38,7 +39,7 @@ async def test_a_queued_job_gets_an_owned_workload_with_its_priority() -> None:
 
 async def test_admission_writes_status_then_starts_the_job_with_the_flavor() -> None:
     w, _ = await admitted_world()
-    assert convert.holds_quota(w.workload())
+    assert WorkloadView(w.workload()).holds_quota
     job = w.job()
     assert job["spec"]["suspend"] is False
     terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][AFF]["nodeSelectorTerms"]
@@ -59,7 +60,7 @@ async def test_a_stale_admission_is_never_written_twice() -> None:
     stale["metadata"]["resourceVersion"] = "1"
     w.cache.store(k.WORKLOADS).objects[("ns", stale["metadata"]["name"])] = stale
     assert not await Decisions(w.rec).admit(key, ADMISSION)  # 409, re-read: already admitted
-    assert convert.holds_quota(w.workload())
+    assert WorkloadView(w.workload()).holds_quota
     assert [x for x in w.kube.writes[writes:] if x[0] == "patch/status"] == []
 
 
@@ -77,7 +78,7 @@ async def test_preemption_notice_grace_suspend_drain_and_requeue() -> None:
         Preemption(key, "ns/other", "InClusterQueue", "priority", w.now + 60)
     )
     wl = w.workload()
-    assert convert.is_true(wl, names.COND_PREEMPTED)
+    assert WorkloadView(wl).is_true(names.COND_PREEMPTED)
     assert w.job()["metadata"]["annotations"][names.ANNOTATION_PREEMPTION_DEADLINE] == (
         convert.format_time(w.now + 60)
     )
@@ -86,9 +87,9 @@ async def test_preemption_notice_grace_suspend_drain_and_requeue() -> None:
 
     w.now += 61
     await w.rec.reconcile(key)
-    assert convert.is_true(w.workload(), names.COND_EVICTED)
+    assert WorkloadView(w.workload()).is_true(names.COND_EVICTED)
     assert w.job()["spec"]["suspend"] is True
-    assert convert.holds_quota(w.workload())  # quota held until the pods are gone
+    assert WorkloadView(w.workload()).holds_quota  # quota held until the pods are gone
     assert w.sched.requeued == []
 
     await w.rec.reconcile(key)  # pods still there: nothing happens
@@ -101,7 +102,7 @@ async def test_preemption_notice_grace_suspend_drain_and_requeue() -> None:
     ]["nodeAffinity"].get(AFF)
     assert names.ANNOTATION_PREEMPTION_DEADLINE not in job["metadata"].get("annotations", {})
     wl = w.workload()
-    assert not convert.holds_quota(wl) and convert.is_true(wl, names.COND_REQUEUED)
+    assert not WorkloadView(wl).holds_quota and WorkloadView(wl).is_true(names.COND_REQUEUED)
     assert wl["status"]["accumulatedPastExecutionTimeSeconds"] >= 61
     assert w.sched.requeued == [key]
 
@@ -112,7 +113,7 @@ async def test_job_completion_marks_the_workload_finished() -> None:
         k.JOBS, merge(w.job(), {"status": {"conditions": [{"type": "Complete", "status": "True"}]}})
     )
     await w.rec.reconcile(key)
-    cond = convert.condition(w.workload(), names.COND_FINISHED)
+    cond = WorkloadView(w.workload()).condition(names.COND_FINISHED)
     assert cond is not None and cond["reason"] == names.REASON_FINISHED_SUCCEEDED
     assert key not in w.feed.fed
 
@@ -126,7 +127,7 @@ async def test_withheld_reasons_for_a_stopped_local_queue(stop: str, reason: str
     w.add(k.LOCAL_QUEUES, merge(copy.deepcopy(dict(lq or {})), {"spec": {"stopPolicy": stop}}))
     key = await queued(w, new_job())
     await w.rec.reconcile(key)
-    cond = convert.condition(w.workload(), names.COND_QUOTA_RESERVED)
+    cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED)
     assert (cond or {}).get("reason") == reason
 
 

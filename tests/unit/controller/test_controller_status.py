@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from queuectl import convert
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import placement, status
 from queuectl.core import types as core
 from queuectl.core.results import Preemption
@@ -21,7 +21,7 @@ def wl(**st: Any) -> dict[str, Any]:
 
 
 def cond(patch: dict[str, Any], type_: str) -> Any:
-    return convert.condition({"status": patch["status"]}, type_)
+    return WorkloadView({"status": patch["status"]}).condition(type_)
 
 
 ADMISSION = core.Admission(

@@ -11,8 +11,9 @@ from typing import Any
 
 from controller_fakes import World, admitted_world, gpu_node, merge
 
-from queuectl import convert, metrics
+from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.drain import Drainer, DrainOptions
 
@@ -125,7 +126,7 @@ async def test_a_bad_gpu_cordons_the_node_and_requeues_the_gang_ahead_of_its_pee
 
     assert await h.run_queued() == [key]
     wl = w.workload()
-    cond = convert.condition(wl, names.COND_EVICTED) or {}
+    cond = WorkloadView(wl).condition(names.COND_EVICTED) or {}
     assert (cond.get("status"), cond.get("reason")) == ("True", names.REASON_EVICTED_NODE_FAILURES)
     assert "n1" in cond["message"]
     assert w.job()["spec"]["suspend"] is True  # the whole gang stops
@@ -141,8 +142,8 @@ async def test_a_bad_gpu_cordons_the_node_and_requeues_the_gang_ahead_of_its_pee
     h.remove_pods()
     await w.rec.reconcile(key)
     wl = w.workload()
-    assert not convert.holds_quota(wl)
-    requeued = convert.condition(wl, names.COND_REQUEUED) or {}
+    assert not WorkloadView(wl).holds_quota
+    requeued = WorkloadView(wl).condition(names.COND_REQUEUED) or {}
     assert (requeued.get("status"), requeued.get("reason")) == (
         "True",
         names.REASON_EVICTED_NODE_FAILURES,

@@ -12,8 +12,9 @@ from controller_fakes import FakeKube, World, admitted_world, gpu_node, merge, n
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuectl import convert, metrics
+from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.manager import Controller
@@ -213,7 +214,7 @@ async def test_node_failure_evictions_are_left_to_the_drainer() -> None:
     reason = names.REASON_EVICTED_NODE_FAILURES
     before = value("queuectl_evicted_workloads_total", reason=reason)
     await w.rec.evict(w.workload(), reason, "node n1 lost a GPU")
-    assert convert.is_true(w.workload(), names.COND_EVICTED)
+    assert WorkloadView(w.workload()).is_true(names.COND_EVICTED)
     assert value("queuectl_evicted_workloads_total", reason=reason) == before
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from controller_fakes import ADMISSION, World, gpu_node, new_job, queued
 
-from queuectl import convert, metrics
+from queuectl import metrics
 from queuectl.api import names
+from queuectl.api.views import WorkloadView
 from queuectl.controller import checks
 from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
@@ -86,7 +87,7 @@ async def test_a_reservation_the_nodes_hold_is_ready_at_once_and_asks_for_nothin
     await reserve(w)
     assert entry(w)["state"] == "Ready"
     assert "nothing to provision" in entry(w)["message"]
-    assert convert.is_admitted(w.workload()) and w.job()["spec"]["suspend"] is False
+    assert WorkloadView(w.workload()).is_admitted and w.job()["spec"]["suspend"] is False
     assert stored(w, "pods") == [] and stored(w, "priorityclasses") == []
 
 
@@ -106,7 +107,7 @@ async def test_no_room_makes_placeholder_pods_of_the_exact_shape_at_the_lowest_p
     )
     await reserve(w)
     assert entry(w)["state"] == "Pending" and "0 of 1 placeholder" in entry(w)["message"]
-    assert not convert.is_admitted(w.workload()) and w.job()["spec"]["suspend"] is True
+    assert not WorkloadView(w.workload()).is_admitted and w.job()["spec"]["suspend"] is True
     (pc,) = stored(w, "priorityclasses")
     assert pc["metadata"]["name"] == names.PRIORITY_CLASS_PLACEHOLDER
     assert pc["value"] == names.PRIORITY_PLACEHOLDER_VALUE and pc["preemptionPolicy"] == "Never"
@@ -140,7 +141,7 @@ async def test_placeholders_bound_on_new_nodes_make_it_ready_and_give_way_to_the
     assert entry(w)["state"] == "Ready"
     assert "bound on karpenter-1" in entry(w)["message"]
     assert ("delete", "pods", pod["metadata"]["name"]) in w.kube.writes
-    assert convert.is_admitted(w.workload()) and w.job()["spec"]["suspend"] is False
+    assert WorkloadView(w.workload()).is_admitted and w.job()["spec"]["suspend"] is False
     gauge = metrics.CONTROLLER_PROVISION_REQUESTS.labels("placeholders", "Pending")
     assert gauge._value.get() == 0
 
@@ -154,7 +155,7 @@ async def test_no_capacity_in_time_is_retry_with_the_placeholders_withdrawn() ->
     await w.rec.reconcile(key)
     assert stored(w, "pods") == []
     wl = w.workload()
-    assert not convert.holds_quota(wl)  # released, requeued with back-off
+    assert not WorkloadView(wl).holds_quota  # released, requeued with back-off
     assert "no capacity within 600s" in entry(w)["message"]
 
 
@@ -187,7 +188,7 @@ async def test_a_placeholder_whose_workload_no_longer_waits_is_deleted() -> None
     }
     w.kube.put(k.PODS, stray)
     w.add(k.PODS, stray)
-    key = convert.workload_key(w.workload())
+    key = WorkloadView(w.workload()).key
     assert w.timers[-1][1] == key  # the pod event only queues the workload: listeners never write
     assert ("delete", "pods", "train-cap-main-0") not in w.kube.writes
     await w.rec.reconcile(key)
@@ -229,9 +230,9 @@ async def test_the_provisioning_request_state_decides_the_check(
     w.kube.put(PROVISIONING_REQUESTS, req)
     await w.rec.reconcile(key)
     if state == "Ready":
-        assert entry(w)["state"] == "Ready" and convert.is_admitted(w.workload())
+        assert entry(w)["state"] == "Ready" and WorkloadView(w.workload()).is_admitted
     else:
-        assert not convert.holds_quota(w.workload())
+        assert not WorkloadView(w.workload()).holds_quota
         assert condition in entry(w)["message"]
     assert (("delete", PROVISIONING_REQUESTS.plural, name) in w.kube.writes) is withdrawn
     templates = [o for o in stored(w, POD_TEMPLATES.plural)]
@@ -250,8 +251,8 @@ async def test_parameters_it_cannot_use_keep_the_check_inactive_saying_why(
 ) -> None:
     w = await world(provision_check(parameters))
     obj = w.cache.get(k.ADMISSION_CHECKS, CHECK)
-    assert obj is not None and not convert.is_true(obj, names.COND_ACTIVE)
-    cond = convert.condition(obj, names.COND_ACTIVE)
+    assert obj is not None and not WorkloadView(obj).is_true(names.COND_ACTIVE)
+    cond = WorkloadView(obj).condition(names.COND_ACTIVE)
     assert cond is not None and problem in cond["message"]
 
 
@@ -265,5 +266,5 @@ async def test_time_from_reservation_to_admission_is_observed() -> None:
     w.add(k.NODES, gpu_node("karpenter-1"))
     bind(w, pod, "karpenter-1")
     await w.rec.reconcile(key)
-    assert convert.is_admitted(w.workload())
+    assert WorkloadView(w.workload()).is_admitted
     assert hist._sum.get() - before == pytest.approx(42)

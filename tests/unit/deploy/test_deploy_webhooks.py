@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuectl.api import names
+from queuectl.api.selectors import selector_matches
 from queuectl.jobs.registry import KINDS
-from queuectl.webhooks.selectors import selector_matches
 
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 JOB = ("batch", "v1", "jobs")

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queuectl.api.selectors import selector_matches
 from queuectl.webhooks.formats import (
     INT32_MAX,
     is_dns1123_label,
@@ -16,7 +17,6 @@ from queuectl.webhooks.formats import (
     priority_class_problem,
     queue_name_problem,
 )
-from queuectl.webhooks.selectors import selector_matches
 
 
 @pytest.mark.parametrize(

@@ -198,6 +198,23 @@ def test_local_queue_outside_the_selector_is_refused(
     assert fragment in message, scenario
 
 
+def test_a_local_queue_in_a_namespace_not_seen_yet(lookup: InMemoryLookup) -> None:
+    """Applied with its namespace, before the namespace reached the cache: judged by the name
+    label every namespace carries; a term about any other label cannot be decided yet, so a
+    ClusterQueue closed to team=b does not take it on a guess (the controller agrees)."""
+    name = names.LABEL_NAMESPACE_NAME
+    lookup.cluster_queues["cq-by-name"] = {"matchLabels": {name: "fresh"}}
+    not_b = [{"key": "team", "operator": "NotIn", "values": ["b"]}]
+    lookup.cluster_queues["cq-not-b"] = {"matchExpressions": not_b}
+    assert validate_queuectl(lq_request("cq-all", "fresh"), lookup)["allowed"] is True
+    assert validate_queuectl(lq_request("cq-by-name", "fresh"), lookup)["allowed"] is True
+    message = refusal(validate_queuectl(lq_request("cq-not-b", "fresh"), lookup))
+    assert "does not accept work from namespace 'fresh'" in message
+    assert "not in the webhook's cache yet, so only its name label is known" in message
+    lookup.namespaces["fresh"] = {name: "fresh", "team": "a"}  # its event arrives
+    assert validate_queuectl(lq_request("cq-not-b", "fresh"), lookup)["allowed"] is True
+
+
 def test_local_queue_cluster_queue_is_immutable(lookup: InMemoryLookup) -> None:
     message = refusal(validate_queuectl(lq_request("cq-all", old_cq="cq-a"), lookup))
     assert "spec.clusterQueue is immutable (was 'cq-a')" in message

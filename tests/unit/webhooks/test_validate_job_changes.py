@@ -315,3 +315,20 @@ def test_classes_a_namespace_may_use_are_allowed(
         classes.local_queues[(namespace, "gpu")] = "cq-a"
     req = request(new, old=old, namespace=namespace)
     assert validate_job(req, classes)["allowed"] is True, scenario
+
+
+def test_a_class_closed_to_a_label_is_not_granted_before_the_namespace_is_seen(
+    classes: InMemoryLookup,
+) -> None:
+    """`not-b` is for every namespace but team=b's. A Job in a namespace the cache has not
+    seen yet is refused it: only the name label is known, and granting on a guess could hand
+    team-b a class closed to it. Once the namespace is seen, team=a may use it."""
+    closed = [{"key": "team", "operator": "NotIn", "values": ["b"]}]
+    classes.priority_class_selectors["not-b"] = {"matchExpressions": closed}
+    new = gpu_job(labels={PC: "not-b"})
+    new["metadata"]["namespace"] = "fresh"
+    classes.local_queues[("fresh", "gpu")] = "cq-a"
+    message = refusal(validate_job(request(new, namespace="fresh"), classes))
+    assert "WorkloadPriorityClass 'not-b' may not be used in namespace 'fresh'" in message
+    classes.namespaces["fresh"] = {names.LABEL_NAMESPACE_NAME: "fresh", "team": "a"}
+    assert validate_job(request(new, namespace="fresh"), classes)["allowed"] is True
