@@ -32,14 +32,19 @@ test: $(STAMP)
 
 # The same suite in tiers, for a fast loop: unit and property tests (no cluster), integration
 # tests against the real API server, then e2e (whole-system scenarios, operators, real node).
+# Each runs on JOBS workers (pytest-xdist; a cluster tier starts one control plane per worker,
+# a module's tests stay on one worker); JOBS=1 runs it in one process, as `make test` does.
+JOBS ?= 2
+PARALLEL = $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup,)
+
 test-unit: $(STAMP)
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit $(ARGS)
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(PARALLEL) tests/unit $(ARGS)
 
 test-integration: $(STAMP)
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration $(ARGS)
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(PARALLEL) tests/integration $(ARGS)
 
 test-e2e: $(STAMP)
-	$(VENV)/bin/pytest -q -p no:cacheprovider e2e $(ARGS)
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(PARALLEL) e2e $(ARGS)
 
 # The controller/agent image as an OCI layout in build/image/oci, from Debian packages (no Docker,
 # no registry); prints the manifest digest. Needs root, mmdebstrap and umoci (apt-get installs them).

@@ -6,7 +6,7 @@ The messages say what is wrong and what a valid value looks like, since kubectl 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from queuectl.api import names
 
@@ -99,3 +99,15 @@ LABEL_CHECKS = {
     names.LABEL_PRIORITY_CLASS: priority_class_problem,
     names.LABEL_MAX_EXEC_TIME: max_exec_time_problem,
 }
+
+
+def label_format_problems(new: Mapping[str, str], old: Mapping[str, str]) -> list[str]:
+    """Malformed values among the queuectl labels that this request sets or changes."""
+    problems = []
+    for key, check in LABEL_CHECKS.items():
+        value = new.get(key)
+        if value is not None and value != old.get(key):
+            problem = check(value)
+            if problem:
+                problems.append(problem)
+    return problems

@@ -18,7 +18,6 @@ shell. The rules are in docs/design/webhooks.md; the short version:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
@@ -30,23 +29,22 @@ from queuectl.jobs.registry import KINDS, Registry
 from queuectl.jobs.shape import shape, shape_changes
 from queuectl.webhooks import inputs, owners
 from queuectl.webhooks.formats import (
-    LABEL_CHECKS,
+    label_format_problems,
     podset_group_problems,
     priority_class_problem,
 )
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.owned import owned_key_problems
 from queuectl.webhooks.review import (
-    JsonPatch,
+    DEFAULT_CONTROLLER_USERS,
     Request,
     Response,
     allow,
     deny,
-    escape_pointer,
+    label_patch,
+    namespace_of,
     user_name,
 )
-
-DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
 
 
 def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
@@ -55,32 +53,10 @@ def kind_of(request: Request, kinds: Registry = KINDS) -> JobKind | None:
     return kinds.for_group_kind(str(gvk.get("group") or ""), str(gvk.get("kind") or ""))
 
 
-def _namespace(request: Request) -> str:
-    obj = request.get("object") or request.get("oldObject") or {}
-    ns = request.get("namespace") or ObjectView(obj).namespace
-    return str(ns)
-
-
 def _job_ref(request: Request, kind: JobKind) -> str:
     obj = request.get("object") or request.get("oldObject") or {}
     name = request.get("name") or ObjectView(obj).meta.get("name") or "<generated>"
-    return f"{kind.resource.kind} {_namespace(request)}/{name}"
-
-
-def _label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> JsonPatch:
-    """Ops that make the Job's labels match `wanted` (None = absent); empty when they already do."""
-    current = ObjectView(job).labels
-    if not ObjectView(job).labels:
-        present = {k: v for k, v in wanted.items() if v is not None}
-        return [{"op": "add", "path": "/metadata/labels", "value": present}] if present else []
-    ops: JsonPatch = []
-    for key, value in wanted.items():
-        path = "/metadata/labels/" + escape_pointer(key)
-        if value is None and key in current:
-            ops.append({"op": "remove", "path": path})
-        elif value is not None and current.get(key) != value:
-            ops.append({"op": "add", "path": path, "value": value})
-    return ops
+    return f"{kind.resource.kind} {namespace_of(request)}/{name}"
 
 
 async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> None:
@@ -109,7 +85,7 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
     if kind is None or not isinstance(job, dict) or owners.owner_of(job, lookup, kinds) is not None:
         return allow(request)  # not a kind we queue, or a part of a job that is queued whole
     what = kind.resource.kind
-    ns = _namespace(request)
+    ns = namespace_of(request)
     labels = ObjectView(job).labels
     queue = labels.get(names.LABEL_QUEUE_NAME)
     if request.get("operation") == "UPDATE":
@@ -121,7 +97,7 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
         cluster_queue = lookup.local_queue(ns, queue)
         if cluster_queue is None:
             return allow(request, [], warnings)
-        patch = _label_patch(job, {names.LABEL_CLUSTER_QUEUE: cluster_queue})
+        patch = label_patch(job, {names.LABEL_CLUSTER_QUEUE: cluster_queue})
         return allow(request, patch, warnings)
     if request.get("operation") != "CREATE":
         return allow(request)
@@ -140,7 +116,7 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
     recorded, refusal = inputs.snapshot_ops(kind, job, lookup)
     if refusal is not None:
         return deny(request, f"{_job_ref(request, kind)}: {refusal}")
-    return allow(request, _label_patch(job, wanted) + kind.suspend_ops(job) + recorded, warnings)
+    return allow(request, label_patch(job, wanted) + kind.suspend_ops(job) + recorded, warnings)
 
 
 def _priority_class_warnings(
@@ -158,18 +134,6 @@ def _priority_class_warnings(
         f"(`kubectl get workloadpriorityclasses` lists them) or its "
         f"{names.LABEL_PRIORITY_CLASS} label names an existing class or is removed"
     ]
-
-
-def _format_problems(new: Mapping[str, str], old: Mapping[str, str]) -> list[str]:
-    """Malformed values among the queuectl labels that this request sets or changes."""
-    problems = []
-    for key, check in LABEL_CHECKS.items():
-        value = new.get(key)
-        if value is not None and value != old.get(key):
-            problem = check(value)
-            if problem:
-                problems.append(problem)
-    return problems
 
 
 def _owned_problems(request: Request, lookup: QueueLookup, kinds: Registry) -> list[str]:
@@ -200,7 +164,7 @@ def validate_job(
         if not problems:
             return allow(request)
         gvk, meta = request.get("kind") or {}, ObjectView(job).meta
-        what = f"{gvk.get('kind')} {_namespace(request)}/{meta.get('name') or '<generated>'}"
+        what = f"{gvk.get('kind')} {namespace_of(request)}/{meta.get('name') or '<generated>'}"
         return deny(request, f"{what}: " + "; ".join(problems))
     operation = request.get("operation")
     parent = owners.owner_of(job, lookup, kinds)
@@ -239,7 +203,7 @@ def _priority_class_problems(
     selector = lookup.priority_class_selector(wanted)
     if selector is None:
         return []
-    ns = _namespace(request)
+    ns = namespace_of(request)
     if namespace_selected(selector, ns, lookup.namespace_labels(ns)):
         return []
     return [
@@ -285,7 +249,7 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     problems = inputs.create_problems(kind, job, lookup, queued=queue is not None)
     if queue is None:
         return problems
-    problems += _format_problems(labels, {})
+    problems += label_format_problems(labels, {})
     problems += _group_problems(kind, job)
     problems += _priority_class_problems(request, labels, {}, lookup)
     if not kind.is_suspended(job):
@@ -296,7 +260,7 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
             f"so check that MutatingWebhookConfiguration {names.MUTATING_WEBHOOK_CONFIGURATION} "
             f"exists and that no other webhook clears {field}"
         )
-    expected = lookup.local_queue(_namespace(request), queue)
+    expected = lookup.local_queue(namespace_of(request), queue)
     given = labels.get(names.LABEL_CLUSTER_QUEUE)
     if expected is not None and given is not None and given != expected:
         problems.append(
@@ -311,11 +275,11 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     what, field = kind.resource.kind, kind.suspend_field
     if ObjectView(job).meta.get("deletionTimestamp"):
         return []  # finalizers being removed from a job on its way out
-    ns, name = _namespace(request), str(request.get("name") or job["metadata"].get("name", ""))
+    ns, name = namespace_of(request), str(request.get("name") or job["metadata"].get("name", ""))
     new_labels, old_labels = ObjectView(job).labels, ObjectView(old).labels
     new_queue = new_labels.get(names.LABEL_QUEUE_NAME)
     old_queue = old_labels.get(names.LABEL_QUEUE_NAME)
-    problems = _format_problems(new_labels, old_labels)
+    problems = label_format_problems(new_labels, old_labels)
     if new_queue is not None:
         problems += _priority_class_problems(request, new_labels, old_labels, lookup)
     admitted = lookup.is_job_admitted(ns, name, kind.resource)

@@ -25,17 +25,20 @@ from queuectl.api.resource import Obj
 from queuectl.api.views import ObjectView
 from queuectl.jobs.podgroup import group as pg
 from queuectl.jobs.registry import KINDS, Registry
-from queuectl.webhooks.formats import podset_group_problems
-from queuectl.webhooks.jobs import (
-    DEFAULT_CONTROLLER_USERS,
-    _format_problems,
-    _label_patch,
-    _namespace,
-)
+from queuectl.webhooks.formats import label_format_problems, podset_group_problems
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.owned import owned_key_problems
 from queuectl.webhooks.owners import released_pod_problems
-from queuectl.webhooks.review import Request, Response, allow, deny, user_name
+from queuectl.webhooks.review import (
+    DEFAULT_CONTROLLER_USERS,
+    Request,
+    Response,
+    allow,
+    deny,
+    label_patch,
+    namespace_of,
+    user_name,
+)
 
 _FIXED_LABELS = (names.LABEL_QUEUE_NAME, names.LABEL_POD_GROUP_NAME)
 
@@ -50,7 +53,7 @@ def _pod(request: Request) -> Obj | None:
 
 def _ref(request: Request, pod: Obj) -> str:
     name = request.get("name") or ObjectView(pod).meta.get("name") or "<generated>"
-    return f"Pod {_namespace(request)}/{name}"
+    return f"Pod {namespace_of(request)}/{name}"
 
 
 def mutate_pod(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
@@ -58,7 +61,7 @@ def mutate_pod(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
     pod = _pod(request)
     if pod is None or request.get("operation") != "CREATE" or not pg.is_queued_pod(pod, kinds):
         return allow(request)
-    ns = _namespace(request)
+    ns = namespace_of(request)
     queue = ObjectView(pod).labels[names.LABEL_QUEUE_NAME]
     cluster_queue = lookup.local_queue(ns, queue)
     warnings = []
@@ -70,7 +73,7 @@ def mutate_pod(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
     # Whole-map ops for the group's labels go first: the cluster-queue op then adds to them.
     group_ops = pg.lws_ops(pod)
     grouped = _apply_maps(pod, group_ops)
-    ops = group_ops + _label_patch(grouped, {names.LABEL_CLUSTER_QUEUE: cluster_queue})
+    ops = group_ops + label_patch(grouped, {names.LABEL_CLUSTER_QUEUE: cluster_queue})
     return allow(request, ops + pg.gate_ops(pod), warnings)
 
 
@@ -144,7 +147,7 @@ def validate_pod(
 
 
 def _create_problems(pod: Obj) -> list[str]:
-    problems = _format_problems(ObjectView(pod).labels, {}) + pg.group_problems(pod)
+    problems = label_format_problems(ObjectView(pod).labels, {}) + pg.group_problems(pod)
     topology = tuple(ObjectView(pod).annotation(key) for key in names.PODSET_TOPOLOGY_ANNOTATIONS)
     meta = ObjectView(pod).meta
     name = str(meta.get("name") or meta.get("generateName") or "")

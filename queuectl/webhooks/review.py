@@ -11,6 +11,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from queuectl.api import names
+from queuectl.api.views import ObjectView
+
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
@@ -18,6 +21,9 @@ OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 Request = Mapping[str, Any]
 Response = dict[str, Any]
 JsonPatch = list[dict[str, Any]]
+
+DEFAULT_CONTROLLER_USERS: frozenset[str] = frozenset({names.CONTROLLER_USERNAME})
+"""Whose writes every webhook lets through: the controller's own service account."""
 
 
 class MalformedReview(ValueError):
@@ -178,3 +184,26 @@ def user_name(request: Request) -> str:
 def escape_pointer(token: str) -> str:
     """Escape one JSON Pointer token (RFC 6901): label keys contain '/'."""
     return token.replace("~", "~0").replace("/", "~1")
+
+
+def namespace_of(request: Request) -> str:
+    """The namespace a review is about: the request's, else its object's."""
+    obj = request.get("object") or request.get("oldObject") or {}
+    ns = request.get("namespace") or ObjectView(obj).namespace
+    return str(ns)
+
+
+def label_patch(job: Mapping[str, Any], wanted: Mapping[str, str | None]) -> JsonPatch:
+    """Ops that make the Job's labels match `wanted` (None = absent); empty when they already do."""
+    current = ObjectView(job).labels
+    if not ObjectView(job).labels:
+        present = {k: v for k, v in wanted.items() if v is not None}
+        return [{"op": "add", "path": "/metadata/labels", "value": present}] if present else []
+    ops: JsonPatch = []
+    for key, value in wanted.items():
+        path = "/metadata/labels/" + escape_pointer(key)
+        if value is None and key in current:
+            ops.append({"op": "remove", "path": path})
+        elif value is not None and current.get(key) != value:
+            ops.append({"op": "add", "path": path, "value": value})
+    return ops

@@ -24,17 +24,13 @@ from queuectl import metrics
 from queuectl.api import names
 from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks import wellformed
-from queuectl.webhooks.jobs import (
-    DEFAULT_CONTROLLER_USERS,
-    mutate_job,
-    read_inputs,
-    validate_job,
-)
+from queuectl.webhooks.jobs import mutate_job, read_inputs, validate_job
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.owned import read_owner
 from queuectl.webhooks.pods import mutate_lws, mutate_pod, validate_pod
 from queuectl.webhooks.resources import validate_queuectl
 from queuectl.webhooks.review import (
+    DEFAULT_CONTROLLER_USERS,
     MalformedReview,
     Request,
     Response,
