@@ -177,14 +177,17 @@ class Enforcer:
     def _workload(self, wl_key: str) -> Obj | None:
         """The Workload to judge: holds quota, not evicted, no action of ours queued; None
         while this replica does not lead (the first pass after it does judges them all)."""
-        since = self._acting.get(wl_key)
-        if since is not None and self.clock() - since < self.options.acting_s:
-            return None
-        if not self.leading():
+        if not self._may_judge(wl_key):
             return None
         ns, name = split_key(wl_key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
         return wl if should_evict(wl) else None
+
+    def _may_judge(self, wl_key: str) -> bool:
+        """This replica leads, and no action of ours on the Workload is queued."""
+        since = self._acting.get(wl_key)
+        acting = since is not None and self.clock() - since < self.options.acting_s
+        return not acting and self.leading()
 
     def _flavors(self) -> dict[str, Obj]:
         return {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
@@ -199,10 +202,7 @@ class Enforcer:
 
     def _unadmitted(self, wl_key: str) -> Excess | None:
         """A plain pod group's pods that run with no admission behind them (`without_quota`)."""
-        since = self._acting.get(wl_key)
-        if since is not None and self.clock() - since < self.options.acting_s:
-            return None
-        if not self.leading():
+        if not self._may_judge(wl_key):
             return None
         ns, name = split_key(wl_key)
         wl = self.cache.get(k.WORKLOADS, name, ns)

@@ -324,45 +324,43 @@ def render_webhook_configurations(
         "rules": _job_rules(kinds, ["UPDATE"], subresource="scale"),
         "matchConditions": [not_the_controller],
     }
+
     # Our keys are ours on every object queuectl reads, labelled or not (the queued hooks
     # above see the labelled ones); fail closed like them.
-    owned_hooks = []
-    for name, path, rules, pod in (
-        (
+    def unlabelled(
+        name: str, path: str, rules: list[dict[str, Any]], when: dict[str, str]
+    ) -> dict[str, Any]:
+        """A fail-closed hook for objects without the queue label, sent only `when` (CEL)."""
+        hook = _webhook(name, client.client_config(path, ca_bundle), rules, fail=True)
+        return hook | {
+            "namespaceSelector": _namespace_selector(namespace),
+            "objectSelector": _queue_label("DoesNotExist"),
+            "matchConditions": [not_the_controller, when],
+        }
+
+    owned_hooks = [
+        unlabelled(
             VALIDATE_OWNED_KEYS_JOB,
             names.WEBHOOK_PATH_VALIDATE_JOB,
             _job_rules(kinds, ["CREATE", "UPDATE"]),
-            False,
+            {"name": "carries-our-keys", "expression": _carries_our_keys(False)},
         ),
-        (VALIDATE_OWNED_KEYS_POD, names.WEBHOOK_PATH_VALIDATE_POD, POD_RULES, True),
-    ):
-        hook = _webhook(name, client.client_config(path, ca_bundle), rules, fail=True)
-        hook |= {
-            "namespaceSelector": _namespace_selector(namespace),
-            "objectSelector": _queue_label("DoesNotExist"),
-            "matchConditions": [
-                not_the_controller,
-                {"name": "carries-our-keys", "expression": _carries_our_keys(pod)},
-            ],
-        }
-        owned_hooks.append(hook)
+        unlabelled(
+            VALIDATE_OWNED_KEYS_POD,
+            names.WEBHOOK_PATH_VALIDATE_POD,
+            POD_RULES,
+            {"name": "carries-our-keys", "expression": _carries_our_keys(True)},
+        ),
+    ]
     # A pod claiming a queued Job that its selector does not match would be released by the
     # Job controller and run outside the queue; fail closed like the hooks above (only such
     # claims, and pods of Jobs with a manual selector, are sent).
-    job_pod = _webhook(
+    job_pod = unlabelled(
         VALIDATE_JOB_POD,
-        client.client_config(names.WEBHOOK_PATH_VALIDATE_POD, ca_bundle),
+        names.WEBHOOK_PATH_VALIDATE_POD,
         POD_RULES,
-        fail=True,
+        {"name": "claims-a-job-unselected", "expression": CLAIMS_A_JOB_UNSELECTED},
     )
-    job_pod |= {
-        "namespaceSelector": _namespace_selector(namespace),
-        "objectSelector": _queue_label("DoesNotExist"),
-        "matchConditions": [
-            not_the_controller,
-            {"name": "claims-a-job-unselected", "expression": CLAIMS_A_JOB_UNSELECTED},
-        ],
-    }
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
