@@ -11,9 +11,9 @@ import logging
 
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView, owner_reference
-from queuectl.controller import kube as k
-from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.priority import follow_priority_class, resolve_priority
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError, Obj
 from queuectl.controller.workload_writes import WorkloadWrites
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import controlled_by

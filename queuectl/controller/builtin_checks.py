@@ -19,10 +19,10 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import ObjectView
 from queuectl.controller import checks, status
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Kube, KubeError, Obj
 from queuectl.controller.provision import ProvisionCheck
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.core.types import CheckState
 
 

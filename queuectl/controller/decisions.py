@@ -23,9 +23,9 @@ from queuectl.api import names
 from queuectl.api.errors import is_transient
 from queuectl.api.views import WorkloadView
 from queuectl.controller import checks, settle, status
-from queuectl.controller import kube as k
-from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.reconcile import Reconciler
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError, Obj
 from queuectl.controller.workload_writes import split_key
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption

@@ -12,7 +12,7 @@ from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller import status
 from queuectl.controller.feed import Feed
-from queuectl.controller.kube import Obj
+from queuectl.controller.watch.kube import Obj
 from queuectl.core.results import QueueStatus
 
 Usage = Mapping[tuple[str, str], int]

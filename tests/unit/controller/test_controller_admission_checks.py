@@ -14,9 +14,9 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller import checks, queues
-from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.status import RETRY_BACKOFF_BASE_S
+from queuectl.controller.watch import kube as k
 
 CHECK = "capacity"
 

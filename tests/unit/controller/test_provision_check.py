@@ -15,13 +15,13 @@ from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller import checks
-from queuectl.controller import kube as k
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.provision import (
     POD_TEMPLATES,
     PROVISION_TIMEOUT_S,
     PROVISIONING_REQUESTS,
 )
+from queuectl.controller.watch import kube as k
 
 CHECK = "capacity"
 
