@@ -37,7 +37,7 @@ from bench.memory_sizes import deep_size, top_sites
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import status
+from queuectl.controller.admission import status
 from queuectl.controller.manager import Controller
 from queuectl.controller.watch import kube as k
 from queuectl.core.results import CycleResult

@@ -22,7 +22,8 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.errors import is_transient
 from queuectl.api.views import WorkloadView
-from queuectl.controller import checks, settle, status
+from queuectl.controller import settle
+from queuectl.controller.admission import checks, status
 from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import placement
+from queuectl.controller.admission import placement
 from queuectl.controller.drain import should_evict
 from queuectl.controller.enforce import (
     FLAVOR,

@@ -23,7 +23,8 @@ from typing import Any
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView, owner_reference
-from queuectl.controller import placement, settle, status
+from queuectl.controller import settle
+from queuectl.controller.admission import placement, status
 from queuectl.controller.feed import local_queue_stop
 from queuectl.controller.priority import resolve_priority
 from queuectl.controller.watch import kube as k

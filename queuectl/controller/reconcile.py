@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import checks, placement, settle, status
+from queuectl.controller import settle
+from queuectl.controller.admission import checks, placement, status
+from queuectl.controller.admission.builtin_checks import BuiltinChecks
 from queuectl.controller.adoption import JobWorkloads
-from queuectl.controller.builtin_checks import BuiltinChecks
 from queuectl.controller.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.events import EventRecorder
 from queuectl.controller.feed import Feed, local_queue_stop

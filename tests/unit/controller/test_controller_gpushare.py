@@ -14,7 +14,7 @@ import pytest
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import placement
+from queuectl.controller.admission import placement
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.drift import admitted_pod_sets, drift
 from queuectl.controller.watch import kube as k
