@@ -22,12 +22,12 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller.corethread import CoreThread
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.enforce_loop import EnforceOptions, Enforcer
 from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed
+from queuectl.controller.feed.corethread import CoreThread
+from queuectl.controller.feed.feed import Feed
 from queuectl.controller.gcpolicy import GcOptions, GcPolicy
 from queuectl.controller.inflight import Action, InFlight
 from queuectl.controller.leader import LeaderElector

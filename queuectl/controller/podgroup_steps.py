@@ -25,7 +25,7 @@ from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView, owner_reference
 from queuectl.controller import settle
 from queuectl.controller.admission import placement, status
-from queuectl.controller.feed import local_queue_stop
+from queuectl.controller.feed.feed import local_queue_stop
 from queuectl.controller.priority import resolve_priority
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj

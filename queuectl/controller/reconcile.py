@@ -25,7 +25,7 @@ from queuectl.controller.admission.builtin_checks import BuiltinChecks
 from queuectl.controller.adoption import JobWorkloads
 from queuectl.controller.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed, local_queue_stop
+from queuectl.controller.feed.feed import Feed, local_queue_stop
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.controller.pending import PendingReasons
 from queuectl.controller.podgroup_steps import PodGroupSteps

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from queuectl.api.views import WorkloadView
 from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed
+from queuectl.controller.feed.feed import Feed
 from queuectl.controller.pacing import PendingRefresh
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache

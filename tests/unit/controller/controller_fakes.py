@@ -15,7 +15,7 @@ from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.controller.decisions import Decisions
 from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed
+from queuectl.controller.feed.feed import Feed
 from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache

@@ -10,7 +10,7 @@ import pytest
 
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller.foreign import ForeignPods, foreign_usage
+from queuectl.controller.feed.foreign import ForeignPods, foreign_usage
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.podowners import Owners

@@ -17,7 +17,7 @@ from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.admission import checks
-from queuectl.controller.foreign import ForeignPods
+from queuectl.controller.feed.foreign import ForeignPods
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch import podgroups
 from queuectl.controller.watch.cache import Cache
