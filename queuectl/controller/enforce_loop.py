@@ -44,15 +44,15 @@ from queuectl.controller.enforce import (
     without_quota,
 )
 from queuectl.controller.enforce import pod_gpus as gpus_of
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.reconcile import Reconciler
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.controller.watch.podgroups import group_of_workload
 from queuectl.controller.watch.podowners import claim
 from queuectl.controller.watch.watcher import Key, key_of
-from queuectl.controller.workload_writes import split_key
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.reconcile import Reconciler
+from queuectl.controller.workloads.workload_writes import split_key
 from queuectl.jobs.podgroup import group as pg
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from queuectl.api.views import WorkloadView
 from queuectl.controller import queues
 from queuectl.controller.admission import checks
 from queuectl.controller.admission.status import RETRY_BACKOFF_BASE_S
-from queuectl.controller.decisions import Decisions
 from queuectl.controller.watch import kube as k
+from queuectl.controller.workloads.decisions import Decisions
 
 CHECK = "capacity"
 

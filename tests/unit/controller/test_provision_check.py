@@ -20,8 +20,8 @@ from queuectl.controller.admission.provision import (
     PROVISION_TIMEOUT_S,
     PROVISIONING_REQUESTS,
 )
-from queuectl.controller.decisions import Decisions
 from queuectl.controller.watch import kube as k
+from queuectl.controller.workloads.decisions import Decisions
 
 CHECK = "capacity"
 

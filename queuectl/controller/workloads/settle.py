@@ -22,7 +22,7 @@ from queuectl.api.views import WorkloadView
 from queuectl.controller.admission import status
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj
-from queuectl.controller.workload_writes import WorkloadWrites
+from queuectl.controller.workloads.workload_writes import WorkloadWrites
 
 log = logging.getLogger(__name__)
 
