@@ -30,7 +30,7 @@ from queuectl.controller.gcpolicy import GcOptions, GcPolicy
 from queuectl.controller.inflight import Action, InFlight
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.observe import Observer
-from queuectl.controller.queue_status import QueueStatusWriter
+from queuectl.controller.queues.queue_status import QueueStatusWriter
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kinds import RECHECK_S, KindWatches
