@@ -32,10 +32,10 @@ from queuectl.api.views import ObjectView
 from queuectl.cli import dev
 from queuectl.cli._numbers import PORT, real, seconds
 from queuectl.cli.main import Subparsers
-from queuectl.controller.drain import DrainOptions
 from queuectl.controller.health import health_app, metrics_app, port_of, serve
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.manager import Controller, Options
+from queuectl.controller.nodes.drain import DrainOptions
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kinds import RECHECK_S
 from queuectl.controller.watch.kube import Kube, KubeError

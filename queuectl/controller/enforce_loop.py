@@ -32,7 +32,6 @@ from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.admission import placement
-from queuectl.controller.drain import should_evict
 from queuectl.controller.enforce import (
     FLAVOR,
     Excess,
@@ -44,6 +43,7 @@ from queuectl.controller.enforce import (
     without_quota,
 )
 from queuectl.controller.enforce import pod_gpus as gpus_of
+from queuectl.controller.nodes.drain import should_evict
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj

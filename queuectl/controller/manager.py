@@ -22,13 +22,13 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller.drain import Drainer, DrainOptions
 from queuectl.controller.enforce_loop import EnforceOptions, Enforcer
 from queuectl.controller.feed.corethread import CoreThread
 from queuectl.controller.feed.feed import Feed
 from queuectl.controller.gcpolicy import GcOptions, GcPolicy
 from queuectl.controller.inflight import Action, InFlight
 from queuectl.controller.leader import LeaderElector
+from queuectl.controller.nodes.drain import Drainer, DrainOptions
 from queuectl.controller.observe import Observer
 from queuectl.controller.queues.queue_status import QueueStatusWriter
 from queuectl.controller.watch import kube as k
