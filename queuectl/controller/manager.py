@@ -22,7 +22,7 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller.enforce_loop import EnforceOptions, Enforcer
+from queuectl.controller.enforcement.enforce_loop import EnforceOptions, Enforcer
 from queuectl.controller.feed.corethread import CoreThread
 from queuectl.controller.feed.feed import Feed
 from queuectl.controller.gcpolicy import GcOptions, GcPolicy

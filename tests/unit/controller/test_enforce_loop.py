@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from queuectl.api import names
-from queuectl.controller.enforce_loop import Enforcer
+from queuectl.controller.enforcement.enforce_loop import Enforcer
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 

@@ -32,7 +32,7 @@ from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.admission import placement
-from queuectl.controller.enforce import (
+from queuectl.controller.enforcement.enforce import (
     FLAVOR,
     Excess,
     admitted_devices,
@@ -42,7 +42,7 @@ from queuectl.controller.enforce import (
     gpu_names,
     without_quota,
 )
-from queuectl.controller.enforce import pod_gpus as gpus_of
+from queuectl.controller.enforcement.enforce import pod_gpus as gpus_of
 from queuectl.controller.nodes.drain import should_evict
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
