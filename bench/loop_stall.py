@@ -36,8 +36,8 @@ import aiohttp
 
 from bench.core_bench import SCALES, build, workload
 from queuectl.api import names
-from queuectl.controller import corethread
-from queuectl.controller.corethread import CoreThread
+from queuectl.controller.feed import corethread
+from queuectl.controller.feed.corethread import CoreThread
 from queuectl.webhooks.certmanager import write_files
 from queuectl.webhooks.certs import CertState, generate_ca, generate_serving_cert
 from queuectl.webhooks.lookup import InMemoryLookup

@@ -37,9 +37,9 @@ from bench.memory_sizes import deep_size, top_sites
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller import status
+from queuectl.controller.admission import status
 from queuectl.controller.manager import Controller
+from queuectl.controller.watch import kube as k
 from queuectl.core.results import CycleResult
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -17,9 +17,9 @@ from typing import Any
 from bench.cluster import objects
 from bench.cluster.objects import Layout
 from queuectl.api.resource import Resource
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.watcher import Watcher
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.watcher import Watcher
 
 Obj = dict[str, Any]
 MANAGERS = ("bench-runner", "queuectl-controller")

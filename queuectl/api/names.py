@@ -125,7 +125,7 @@ REASON_READY: Final = "Ready"
 # not exist, or is not Active, is inactive with one of these reasons (as in Kueue).
 REASON_ADMISSION_CHECK_NOT_FOUND: Final = "AdmissionCheckNotFound"
 REASON_ADMISSION_CHECK_INACTIVE: Final = "AdmissionCheckInactive"
-# The built-in trivial check controller (queuectl/controller/builtin_checks.py).
+# The built-in trivial check controller (queuectl/controller/admission/builtin_checks.py).
 CHECK_ALWAYS_READY: Final = "queuectl.io/always-ready"
 # The built-in capacity check (docs/design/provisioning.md): queued demand grows the fleet.
 CHECK_PROVISIONING: Final = "queuectl.io/provisioning"

@@ -1,10 +1,11 @@
 """The cluster as the scheduler sees it: list everything once, feed a fresh core, ask it questions.
 
-The objects go through the controller's own cache and feed (`queuectl.controller.cache.Cache`,
-`queuectl.controller.feed.Feed`), so LocalQueue resolution, priority classes, withheld workloads
-and the API->core conversion are the controller's code, not a copy. No cycle is run: the core's
-`explain` replays the decision for one workload against the quota held right now, and the
-pending order is the core's own queue order.
+The objects go through the controller's own cache and feed
+(`queuectl.controller.watch.cache.Cache`, `queuectl.controller.feed.feed.Feed`), so LocalQueue
+resolution, priority classes, withheld workloads and the API->core conversion are the
+controller's code, not a copy. No cycle is run: the core's `explain` replays the decision for
+one workload against the quota held right now, and the pending order is the core's own queue
+order.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from queuectl.cli._kube import CliError, Obj
 from queuectl.core import Explanation, Scheduler, fleet
 
 if TYPE_CHECKING:
-    from queuectl.controller.cache import Cache
-    from queuectl.controller.feed import Feed
+    from queuectl.controller.feed.feed import Feed
+    from queuectl.controller.watch.cache import Cache
 
 # Fed in this order: everything a Workload is resolved against comes before the Workloads.
 LOAD_ORDER: tuple[Resource, ...] = (
@@ -77,9 +78,9 @@ class Snapshot:
         cls, objects: Objects, now: float | None = None, notes: Iterable[str] = ()
     ) -> Snapshot:
         """Build from listed objects (plural -> items); missing kinds count as empty."""
-        from queuectl.controller.cache import Cache
-        from queuectl.controller.feed import Feed
-        from queuectl.controller.kube import Kube as AsyncKube
+        from queuectl.controller.feed.feed import Feed
+        from queuectl.controller.watch.cache import Cache
+        from queuectl.controller.watch.kube import Kube as AsyncKube
 
         objs = {k.plural: list(objects.get(k.plural, ())) for k in LOAD_ORDER}
         if "namespaces" not in objects:

@@ -32,13 +32,13 @@ from queuectl.api.views import ObjectView
 from queuectl.cli import dev
 from queuectl.cli._numbers import PORT, real, seconds
 from queuectl.cli.main import Subparsers
-from queuectl.controller import kube as k
-from queuectl.controller.drain import DrainOptions
 from queuectl.controller.health import health_app, metrics_app, port_of, serve
-from queuectl.controller.kinds import RECHECK_S
-from queuectl.controller.kube import Kube, KubeError
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.manager import Controller, Options
+from queuectl.controller.nodes.drain import DrainOptions
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kinds import RECHECK_S
+from queuectl.controller.watch.kube import Kube, KubeError
 from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.jobs.registry import KINDS, Registry, load_kind
 from queuectl.webhooks.certmanager import CertManager

@@ -28,7 +28,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.views import ObjectView
-from queuectl.controller.kube import LEASES, Kube, KubeError, Obj, api_trouble
+from queuectl.controller.watch.kube import LEASES, Kube, KubeError, Obj, api_trouble
 
 log = logging.getLogger(__name__)
 

@@ -22,23 +22,23 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.corethread import CoreThread
-from queuectl.controller.decisions import Decisions
-from queuectl.controller.drain import Drainer, DrainOptions
-from queuectl.controller.enforce_loop import EnforceOptions, Enforcer
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed
+from queuectl.controller.enforcement.enforce_loop import EnforceOptions, Enforcer
+from queuectl.controller.feed.corethread import CoreThread
+from queuectl.controller.feed.feed import Feed
 from queuectl.controller.gcpolicy import GcOptions, GcPolicy
 from queuectl.controller.inflight import Action, InFlight
-from queuectl.controller.kinds import RECHECK_S, KindWatches
-from queuectl.controller.kube import Kube, Obj
 from queuectl.controller.leader import LeaderElector
+from queuectl.controller.nodes.drain import Drainer, DrainOptions
 from queuectl.controller.observe import Observer
-from queuectl.controller.queue_status import QueueStatusWriter
-from queuectl.controller.reconcile import Reconciler
-from queuectl.controller.watcher import run_all
+from queuectl.controller.queues.queue_status import QueueStatusWriter
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kinds import RECHECK_S, KindWatches
+from queuectl.controller.watch.kube import Kube, Obj
+from queuectl.controller.watch.watcher import run_all
+from queuectl.controller.workloads.decisions import Decisions
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
 from queuectl.jobs.podgroup import group as pg

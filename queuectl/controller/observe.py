@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Obj
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Obj
 from queuectl.core import Scheduler, fleet
 from queuectl.core.types import GPU
 

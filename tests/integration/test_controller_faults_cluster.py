@@ -27,11 +27,11 @@ from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import WorkloadView
 from queuectl.cli.controller import install_crds
-from queuectl.controller import kube as k
-from queuectl.controller.kube import Kube
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.manager import Controller
-from queuectl.controller.watcher import Store, Watcher
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import Kube
+from queuectl.controller.watch.watcher import Store, Watcher
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.pytest_plugin import StandardFleet
 

@@ -272,7 +272,7 @@ def _resource(res: Any) -> str:
 def test_the_controller_may_list_and_watch_everything_it_caches(
     control_plane: Cluster, controller_rbac: None
 ) -> None:
-    from queuectl.controller.cache import WATCHED
+    from queuectl.controller.watch.cache import WATCHED
 
     refused = [
         f"{verb} {_resource(res)}"

@@ -19,6 +19,15 @@ def test_imports_point_down_and_core_is_pure() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_controller_keeps_to_its_rooms() -> None:
+    """Inside controller/ the wiring is on top and each room imports only the rooms below it
+    (docs/design/controller.md, "Rooms"). The contract is exhaustive, so a new module or room
+    fails here until it is given its place; run by id, so removing it fails too."""
+    result = _run(str(BIN / "lint-imports"), "--contract", "controller-rooms")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "The controller in rooms" in result.stdout, result.stdout
+
+
 def test_ruff_is_clean() -> None:
     result = _run(str(BIN / "ruff"), "check", ".")
     assert result.returncode == 0, result.stdout + result.stderr

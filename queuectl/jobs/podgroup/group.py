@@ -9,7 +9,7 @@ group name is a group of one. Every queued pod is created with the scheduling ga
 per pod shape; admission lifts the gate on each pod and adds the placement.
 
 Unlike a Job there is no single object to suspend, so this is not a `JobKind`: the controller
-drives a group through `controller/podgroups.py`, and the webhooks through these functions.
+drives a group through `controller/watch/podgroups.py`, and the webhooks through these functions.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from queuectl.api.errors import is_transient
-from queuectl.controller.kube import KubeError
+from queuectl.controller.watch.kube import KubeError
 
 TRANSIENT = [
     aiohttp.ServerDisconnectedError(),

@@ -13,13 +13,13 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.decisions import Decisions
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed
-from queuectl.controller.kube import KubeError, Obj
-from queuectl.controller.reconcile import Reconciler
+from queuectl.controller.feed.feed import Feed
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import KubeError, Obj
+from queuectl.controller.workloads.decisions import Decisions
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.core import Scheduler
 from queuectl.core import types as core
 from queuectl.jobs.batch import BatchJob

@@ -13,10 +13,11 @@ from controller_fakes import ADMISSION, World, merge, new_job, queued
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import checks, queues
-from queuectl.controller import kube as k
-from queuectl.controller.decisions import Decisions
-from queuectl.controller.status import RETRY_BACKOFF_BASE_S
+from queuectl.controller.admission import checks
+from queuectl.controller.admission.status import RETRY_BACKOFF_BASE_S
+from queuectl.controller.queues import queues
+from queuectl.controller.watch import kube as k
+from queuectl.controller.workloads.decisions import Decisions
 
 CHECK = "capacity"
 

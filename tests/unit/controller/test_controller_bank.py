@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from queuectl import metrics
-from queuectl.controller import kube as k
-from queuectl.controller import queues
-from queuectl.controller.corethread import CoreThread
-from queuectl.controller.queue_status import QueueStatusWriter
+from queuectl.controller.feed.corethread import CoreThread
+from queuectl.controller.queues import queues
+from queuectl.controller.queues.queue_status import QueueStatusWriter
+from queuectl.controller.watch import kube as k
 from tests.unit.controller.controller_fakes import World
 
 T0 = 1_735_689_600.0

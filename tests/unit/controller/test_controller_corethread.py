@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.corethread import CoreThread
+from queuectl.controller.feed.corethread import CoreThread
 from queuectl.controller.manager import Controller
+from queuectl.controller.watch import kube as k
 from queuectl.core import (
     GPU,
     ClusterQueue,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from queuectl.api import names
-from queuectl.controller.drift import drift, follow_patch
+from queuectl.controller.workloads.drift import drift, follow_patch
 
 GPU = names.GPU_RESOURCE
 

@@ -28,11 +28,11 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.decisions import Decisions
-from queuectl.controller.kube import KubeError
 from queuectl.controller.manager import Controller
-from queuectl.controller.watcher import Store, Watcher
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError
+from queuectl.controller.watch.watcher import Store, Watcher
+from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption
 

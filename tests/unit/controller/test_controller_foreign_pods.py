@@ -10,10 +10,10 @@ import pytest
 
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.foreign import ForeignPods, foreign_usage
-from queuectl.controller.podowners import Owners
+from queuectl.controller.feed.foreign import ForeignPods, foreign_usage
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.podowners import Owners
 
 GPU = names.GPU_RESOURCE
 

@@ -14,11 +14,11 @@ import pytest
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller import placement
-from queuectl.controller.decisions import Decisions
-from queuectl.controller.drift import admitted_pod_sets, drift
-from queuectl.controller.kube import KubeError
+from queuectl.controller.admission import placement
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError
+from queuectl.controller.workloads.decisions import Decisions
+from queuectl.controller.workloads.drift import admitted_pod_sets, drift
 from queuectl.core import types as core
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.shape import shape_changes

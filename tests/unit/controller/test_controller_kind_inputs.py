@@ -8,8 +8,8 @@ from typing import Any
 from aiohttp.test_utils import TestClient, TestServer
 
 from queuectl.api import names
-from queuectl.controller.cache import Cache
-from queuectl.controller.kinds import KindWatches
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kinds import KindWatches
 from queuectl.jobs.registry import KINDS
 from queuectl.jobs.trainjob import CLUSTER_RUNTIMES, RUNTIMES, TRAIN_JOBS
 from queuectl.webhooks.review import decode_patch

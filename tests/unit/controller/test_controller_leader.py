@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuectl.api.resource import Resource
-from queuectl.controller.kube import KubeError, Obj
 from queuectl.controller.leader import LeaderElector, LeadershipLost, LeaseTiming
+from queuectl.controller.watch.kube import KubeError, Obj
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 TICK = 1.0  # seconds of virtual time per round; electors step every retry period (2 s)

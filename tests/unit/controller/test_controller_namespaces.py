@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from queuectl.api import names
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
 
 NAME = names.LABEL_NAMESPACE_NAME
 

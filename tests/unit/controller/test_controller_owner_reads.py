@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from queuectl.api import names
-from queuectl.controller import kube as k
+from queuectl.controller.watch import kube as k
 from queuectl.jobs.jobset import JOBSETS
 from queuectl.webhooks.jobs import mutate_job, read_inputs
 from tests.unit.controller.controller_fakes import World

@@ -9,8 +9,8 @@ from controller_fakes import World, new_job, queued
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.pacing import PendingRefresh, TokenBucket
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.pacing import PendingRefresh, TokenBucket
 from queuectl.controller.workqueue import WorkQueue
 
 

@@ -10,8 +10,8 @@ from controller_fakes import World
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.decisions import Decisions
+from queuectl.controller.watch import kube as k
+from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core import types as core
 from queuectl.jobs.podgroup import group as pg
 

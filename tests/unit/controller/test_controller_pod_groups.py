@@ -9,10 +9,10 @@ import pytest
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.podgroup_steps import _finished
-from queuectl.controller.podgroups import group_of_workload, group_pods, incomplete
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.podgroups import group_of_workload, group_pods, incomplete
+from queuectl.controller.workloads.podgroup_steps import _finished
 from queuectl.jobs.podgroup import group as pg
 from queuectl.jobs.registry import KINDS
 

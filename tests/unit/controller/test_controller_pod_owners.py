@@ -11,8 +11,8 @@ import pytest
 
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
-from queuectl.controller import kube as k
-from queuectl.controller.podowners import Owners, is_ours, pod_workload
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.podowners import Owners, is_ours, pod_workload
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", True, "JobSet")
 

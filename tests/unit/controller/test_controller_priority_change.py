@@ -6,7 +6,7 @@ from controller_fakes import World, new_job, queued
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
+from queuectl.controller.watch import kube as k
 
 
 async def relabel(w: World, priority_class: str | None) -> None:

@@ -12,8 +12,8 @@ from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, q
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.decisions import Decisions
+from queuectl.controller.watch import kube as k
+from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core.results import Preemption
 from queuectl.jobs.batch import BatchJob
 

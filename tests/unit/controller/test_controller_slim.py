@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queuectl.controller.slim import MAX_DEPTH, slim
+from queuectl.controller.watch.slim import MAX_DEPTH, slim
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

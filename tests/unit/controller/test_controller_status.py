@@ -6,7 +6,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import placement, status
+from queuectl.controller.admission import placement, status
 from queuectl.core import types as core
 from queuectl.core.results import Preemption
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from queuectl.controller.kube import WORKLOADS
-from queuectl.controller.watcher import Store
+from queuectl.controller.watch.kube import WORKLOADS
+from queuectl.controller.watch.watcher import Store
 
 
 def obj(name: str, rv: int, **spec: Any) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import drain, podowners
-from queuectl.controller import kube as k
+from queuectl.controller.nodes import drain
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch import podowners
 
 
 def node(

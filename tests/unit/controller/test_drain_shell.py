@@ -14,8 +14,8 @@ from controller_fakes import World, admitted_world, gpu_node, merge
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.drain import Drainer, DrainOptions
+from queuectl.controller.nodes.drain import Drainer, DrainOptions
+from queuectl.controller.watch import kube as k
 
 Action = Callable[[], Awaitable[None]]
 

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from queuectl.api import names
-from queuectl.controller.enforce import FLAVOR, GPUS, POD_SET, PODS, Excess, describe, excess
+from queuectl.controller.enforcement.enforce import (
+    FLAVOR,
+    GPUS,
+    POD_SET,
+    PODS,
+    Excess,
+    describe,
+    excess,
+)
 
 GPU = names.GPU_RESOURCE
 MIG = "nvidia.com/mig-3g.40gb"

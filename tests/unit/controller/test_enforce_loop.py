@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from queuectl.api import names
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.enforce_loop import Enforcer
+from queuectl.controller.enforcement.enforce_loop import Enforcer
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
 
 GPU = names.GPU_RESOURCE
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.decisions import Decisions
 from queuectl.controller.manager import Controller
 from queuectl.controller.observe import Observer
+from queuectl.controller.watch import kube as k
+from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core.results import Preemption
 
 REG = metrics.CONTROLLER_REGISTRY

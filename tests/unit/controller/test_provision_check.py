@@ -14,14 +14,14 @@ from controller_fakes import ADMISSION, World, gpu_node, new_job, queued
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import checks
-from queuectl.controller import kube as k
-from queuectl.controller.decisions import Decisions
-from queuectl.controller.provision import (
+from queuectl.controller.admission import checks
+from queuectl.controller.admission.provision import (
     POD_TEMPLATES,
     PROVISION_TIMEOUT_S,
     PROVISIONING_REQUESTS,
 )
+from queuectl.controller.watch import kube as k
+from queuectl.controller.workloads.decisions import Decisions
 
 CHECK = "capacity"
 

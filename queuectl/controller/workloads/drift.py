@@ -20,9 +20,9 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.convert import pod_requests
 from queuectl.jobs import JobKind, PodSetPlacement
 from queuectl.jobs import podtemplate as pt

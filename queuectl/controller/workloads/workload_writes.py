@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed
-from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.controller.pacing import PendingRefresh
+from queuectl.controller.feed.feed import Feed
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.pacing import PendingRefresh
 from queuectl.core.results import PendingInfo
 from queuectl.jobs import JobKind
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Final
 
-from queuectl.controller.kube import Obj
+from queuectl.controller.watch.kube import Obj
 
 MAX_SHARED_LEN: Final = 128
 """Longer values (free-text messages with figures) are rarely repeated: left alone."""

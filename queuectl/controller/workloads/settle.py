@@ -19,10 +19,10 @@ from typing import Any
 
 from queuectl.api.errors import is_transient
 from queuectl.api.views import WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller import status
-from queuectl.controller.kube import KubeError, Obj
-from queuectl.controller.workload_writes import WorkloadWrites
+from queuectl.controller.admission import status
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError, Obj
+from queuectl.controller.workloads.workload_writes import WorkloadWrites
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.selectors import namespace_selected
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.controller.podowners import Owners
-from queuectl.controller.watcher import Store, Watcher
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
+from queuectl.controller.watch.podowners import Owners
+from queuectl.controller.watch.watcher import Store, Watcher
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import KINDS, input_resources
 
@@ -77,7 +77,7 @@ class Cache:
             tuple(kind.resource for kind in KINDS.values()) if job_kinds is None else job_kinds
         )
         """Every job kind's resource (default: the registered kinds): a store each from the
-        start, empty until its watch starts (controller/kinds.py)."""
+        start, empty until its watch starts (controller/watch/kinds.py)."""
         self.inputs = input_resources(KINDS.values()) if inputs is None else inputs
         """What job kinds read their pod sets from (a TrainJob's runtimes): watched like the
         kinds, once served, for the webhooks' `input_object`."""

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Obj
-from queuectl.controller.podowners import Owners, claim, is_ours
-from queuectl.controller.watcher import Key, key_of
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Obj
+from queuectl.controller.watch.podowners import Owners, claim, is_ours
+from queuectl.controller.watch.watcher import Key, key_of
 
 Usage = dict[str, int]
 Holds = Callable[[str], bool]

@@ -24,11 +24,11 @@ from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import checks
-from queuectl.controller import kube as k
-from queuectl.controller import provision_objects as objs
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.admission import checks
+from queuectl.controller.admission import provision_objects as objs
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.core.provision import gpu_demand, unplaced
 from queuectl.core.types import CheckState
 

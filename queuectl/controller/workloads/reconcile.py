@@ -19,20 +19,21 @@ from collections.abc import Callable, Mapping
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import checks, placement, settle, status
-from queuectl.controller import kube as k
-from queuectl.controller.adoption import JobWorkloads
-from queuectl.controller.builtin_checks import BuiltinChecks
-from queuectl.controller.cache import Cache
-from queuectl.controller.drift import admitted_pod_sets, drift, follow_job
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.feed import Feed, local_queue_stop
-from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.controller.pacing import PendingRefresh
-from queuectl.controller.pending import PendingReasons
-from queuectl.controller.podgroup_steps import PodGroupSteps
-from queuectl.controller.priority import follow_priority_class
-from queuectl.controller.workload_writes import CoreActions, split_key
+from queuectl.controller.admission import checks, placement, status
+from queuectl.controller.admission.builtin_checks import BuiltinChecks
+from queuectl.controller.feed.feed import Feed, local_queue_stop
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
+from queuectl.controller.workloads import settle
+from queuectl.controller.workloads.adoption import JobWorkloads
+from queuectl.controller.workloads.drift import admitted_pod_sets, drift, follow_job
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.pacing import PendingRefresh
+from queuectl.controller.workloads.pending import PendingReasons
+from queuectl.controller.workloads.podgroup_steps import PodGroupSteps
+from queuectl.controller.workloads.priority import follow_priority_class
+from queuectl.controller.workloads.workload_writes import CoreActions, split_key
 from queuectl.jobs import JobKind, PodSetPlacement
 
 

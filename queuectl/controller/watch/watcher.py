@@ -18,8 +18,8 @@ from typing import Any, Final
 import aiohttp
 
 from queuectl.api.resource import Resource
-from queuectl.controller.kube import Kube, KubeError, Obj, api_trouble
-from queuectl.controller.slim import slim
+from queuectl.controller.watch.kube import Kube, KubeError, Obj, api_trouble
+from queuectl.controller.watch.slim import slim
 
 log = logging.getLogger(__name__)
 

@@ -23,13 +23,14 @@ from typing import Any
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView, owner_reference
-from queuectl.controller import kube as k
-from queuectl.controller import placement, settle, status
-from queuectl.controller.feed import local_queue_stop
-from queuectl.controller.kube import KubeError, Obj
-from queuectl.controller.podgroups import group_of_workload, group_pods
-from queuectl.controller.priority import resolve_priority
-from queuectl.controller.workload_writes import WorkloadWrites
+from queuectl.controller.admission import placement, status
+from queuectl.controller.feed.feed import local_queue_stop
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError, Obj
+from queuectl.controller.watch.podgroups import group_of_workload, group_pods
+from queuectl.controller.workloads import settle
+from queuectl.controller.workloads.priority import resolve_priority
+from queuectl.controller.workloads.workload_writes import WorkloadWrites
 from queuectl.jobs.podgroup import group as pg
 
 

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Iterable
 
 from queuectl.api.resource import Resource
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import READ_TIMEOUT_S, Kube, KubeError, api_trouble
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import READ_TIMEOUT_S, Kube, KubeError, api_trouble
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import input_resources
 

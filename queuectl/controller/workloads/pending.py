@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import status
-from queuectl.controller.kube import Obj
-from queuectl.controller.workload_writes import WorkloadWrites
+from queuectl.controller.admission import status
+from queuectl.controller.watch.kube import Obj
+from queuectl.controller.workloads.workload_writes import WorkloadWrites
 
 
 class PendingReasons(WorkloadWrites):

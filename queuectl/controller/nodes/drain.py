@@ -27,13 +27,13 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller import podowners
-from queuectl.controller.cache import Cache
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.controller.reconcile import Reconciler
-from queuectl.controller.workload_writes import split_key
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch import podowners
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.reconcile import Reconciler
+from queuectl.controller.workloads.workload_writes import split_key
 from queuectl.core import fleet
 
 log = logging.getLogger(__name__)

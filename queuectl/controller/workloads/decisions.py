@@ -22,11 +22,12 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.errors import is_transient
 from queuectl.api.views import WorkloadView
-from queuectl.controller import checks, settle, status
-from queuectl.controller import kube as k
-from queuectl.controller.kube import KubeError, Obj
-from queuectl.controller.reconcile import Reconciler
-from queuectl.controller.workload_writes import split_key
+from queuectl.controller.admission import checks, status
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError, Obj
+from queuectl.controller.workloads import settle
+from queuectl.controller.workloads.reconcile import Reconciler
+from queuectl.controller.workloads.workload_writes import split_key
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption
 

@@ -6,7 +6,7 @@ Workloads that reserved quota in a queue listing the check. Checks owned by anyo
 left alone. `REGISTRY` is the seam for the built-ins, each made from the controller's API
 client, cache, clock and timer: `queuectl.io/always-ready`, trivial and meant for demos and
 tests (Active, Ready for every workload), and `queuectl.io/provisioning`, which asks an
-autoscaler for the capacity a reservation needs (controller/provision.py).
+autoscaler for the capacity a reservation needs (controller/admission/provision.py).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any, Protocol
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import ObjectView
-from queuectl.controller import checks, status
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.controller.provision import ProvisionCheck
+from queuectl.controller.admission import checks, status
+from queuectl.controller.admission.provision import ProvisionCheck
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.core.types import CheckState
 
 

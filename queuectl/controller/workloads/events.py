@@ -14,8 +14,8 @@ from typing import Final
 from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.views import ObjectView
-from queuectl.controller.kube import EVENTS, Kube, Obj, api_trouble
-from queuectl.controller.pacing import EVENT_BURST, EVENT_QPS, TokenBucket
+from queuectl.controller.watch.kube import EVENTS, Kube, Obj, api_trouble
+from queuectl.controller.workloads.pacing import EVENT_BURST, EVENT_QPS, TokenBucket
 
 log = logging.getLogger(__name__)
 MAX_PENDING: Final = 256

@@ -14,12 +14,12 @@ from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller import queues
-from queuectl.controller.cache import Cache
-from queuectl.controller.corethread import CoreThread
-from queuectl.controller.feed import Feed
-from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.feed.corethread import CoreThread
+from queuectl.controller.feed.feed import Feed
+from queuectl.controller.queues import queues
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.convert import gpu_time_bank_balance
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Obj
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Obj
 from queuectl.jobs.podgroup import group as pg
 
 

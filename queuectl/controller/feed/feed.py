@@ -16,11 +16,12 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import checks, podgroups
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.foreign import ForeignPods
-from queuectl.controller.kube import Obj
+from queuectl.controller.admission import checks
+from queuectl.controller.feed.foreign import ForeignPods
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch import podgroups
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Obj
 from queuectl.core import types as core
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import Any
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
-from queuectl.controller import checks
+from queuectl.controller.admission import checks
 from queuectl.core import backoff_seconds
 from queuectl.core import types as core
 from queuectl.core.results import Preemption

@@ -10,9 +10,9 @@ from typing import Any, Final
 from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import status
-from queuectl.controller.feed import Feed
-from queuectl.controller.kube import Obj
+from queuectl.controller.admission import status
+from queuectl.controller.feed.feed import Feed
+from queuectl.controller.watch.kube import Obj
 from queuectl.core.results import QueueStatus
 
 Usage = Mapping[tuple[str, str], int]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller.cache import Cache
-from queuectl.controller.kube import Kube, KubeError, Obj
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.jobs import JobKind
 
 

@@ -11,10 +11,10 @@ import logging
 
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView, owner_reference
-from queuectl.controller import kube as k
-from queuectl.controller.kube import KubeError, Obj
-from queuectl.controller.priority import follow_priority_class, resolve_priority
-from queuectl.controller.workload_writes import WorkloadWrites
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.kube import KubeError, Obj
+from queuectl.controller.workloads.priority import follow_priority_class, resolve_priority
+from queuectl.controller.workloads.workload_writes import WorkloadWrites
 from queuectl.jobs import JobKind
 from queuectl.jobs.registry import controlled_by
 

@@ -19,7 +19,7 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import WORKLOADS
 from queuectl.api.views import ObjectView, WorkloadView, owner_reference
-from queuectl.controller.placement import placements
+from queuectl.controller.admission.placement import placements
 from queuectl.core import types as core
 from queuectl.core.provision import Shape
 from queuectl.jobs import PodSetPlacement

@@ -31,11 +31,8 @@ from dataclasses import dataclass
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.controller import kube as k
-from queuectl.controller import placement
-from queuectl.controller.cache import Cache
-from queuectl.controller.drain import should_evict
-from queuectl.controller.enforce import (
+from queuectl.controller.admission import placement
+from queuectl.controller.enforcement.enforce import (
     FLAVOR,
     Excess,
     admitted_devices,
@@ -45,14 +42,17 @@ from queuectl.controller.enforce import (
     gpu_names,
     without_quota,
 )
-from queuectl.controller.enforce import pod_gpus as gpus_of
-from queuectl.controller.events import EventRecorder
-from queuectl.controller.kube import Kube, KubeError, Obj
-from queuectl.controller.podgroups import group_of_workload
-from queuectl.controller.podowners import claim
-from queuectl.controller.reconcile import Reconciler
-from queuectl.controller.watcher import Key, key_of
-from queuectl.controller.workload_writes import split_key
+from queuectl.controller.enforcement.enforce import pod_gpus as gpus_of
+from queuectl.controller.nodes.drain import should_evict
+from queuectl.controller.watch import kube as k
+from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.kube import Kube, KubeError, Obj
+from queuectl.controller.watch.podgroups import group_of_workload
+from queuectl.controller.watch.podowners import claim
+from queuectl.controller.watch.watcher import Key, key_of
+from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.reconcile import Reconciler
+from queuectl.controller.workloads.workload_writes import split_key
 from queuectl.jobs.podgroup import group as pg
 
 log = logging.getLogger(__name__)
