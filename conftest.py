@@ -2,6 +2,7 @@
 tiers' one rule: tests/unit needs no cluster (`make test-unit` must run on a bare machine), and
 how a parallel run (`pytest -n 2 --dist loadgroup`, the tiers' default) splits the tests."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,13 @@ import pytest
 pytest_plugins = ["queuectl.testenv.pytest_plugin"]
 
 UNIT = Path(__file__).parent / "tests" / "unit"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist worker starts with COLUMNS=80, which a serial run does not have: the CLI
+    would cut its tables to 80 columns there and nowhere else."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
 
 
 @pytest.hookimpl(trylast=True)

@@ -260,8 +260,12 @@ def scenario(tree_ns: str, k8s_client: k8s.ApiClient) -> str:
 
 
 def cli(kubeconfig: str, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The CLI in-process, its output captured as a pipe would be: whole lines, whatever
+    COLUMNS the runner sets (pytest-xdist's workers set it)."""
     capsys.readouterr()
-    rc = main([*argv, "--kubeconfig", kubeconfig])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("COLUMNS", raising=False)
+        rc = main([*argv, "--kubeconfig", kubeconfig])
     out, err = capsys.readouterr()
     return rc, out, err
 
