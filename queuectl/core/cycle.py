@@ -15,7 +15,7 @@ Order of work, each step cheap when nothing happened:
    until no queue has a candidate left: a deep queue is drained in one cycle. A head that would
    preempt although it fitted when the loop began (work admitted or quota held earlier in the
    loop took its fit) waits for the next cycle instead, its queue held back meanwhile, at most
-   `MAX_WAITS` cycles in a row.
+   `MAX_WAITS` cycles in a row. Each head's turn is in numbered steps (`admission_pass`).
 """
 
 from __future__ import annotations
@@ -24,24 +24,12 @@ import heapq
 from dataclasses import replace
 
 from queuectl.core import parking, patience, reasons
+from queuectl.core.admission_pass import AdmissionPass, wake_waiting_preemptors
 from queuectl.core.assign import assign
 from queuectl.core.book import Book, Deferred
-from queuectl.core.decision import Decision
-from queuectl.core.foresee import fits_only_by_borrowing
-from queuectl.core.outcomes import Out, admit, report, tell_those_behind
-from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
-from queuectl.core.quota import available, share_path
-from queuectl.core.results import CycleResult, Eviction, PendingInfo, waiting_for_quota
-
-WAITED = (
-    "it fitted when this cycle began, so it is tried again next cycle before anything is "
-    "preempted for it"
-)
-"""Why a head that would preempt waits instead (its WaitingForQuota message ends so)."""
-
-MAX_WAITS = 8
-"""Cycles in a row a preemptor may wait because work admitted (or quota held for a preemptor)
-before it in the cycle took the fit it had when the cycle began (`_wait_instead_of_preempting`)."""
+from queuectl.core.outcomes import Out, admit, report
+from queuectl.core.queues import Bucket, PendingQueue, sort_key
+from queuectl.core.results import CycleResult, Eviction, PendingInfo
 
 
 def run_cycle(s: Book, now: float) -> CycleResult:
@@ -53,7 +41,7 @@ def run_cycle(s: Book, now: float) -> CycleResult:
     _timers(s, now, out)
     _settle_nominations(s, now, out)
     parking.wake(s)
-    _wake_waiting_preemptors(s)
+    wake_waiting_preemptors(s)
     parking.behind_own_work(s)
     parking.carry_over(s, [a.key for a in out.admitted])
     _idle_queues(s, out)
@@ -187,16 +175,6 @@ def _idle_queues(s: Book, out: Out) -> None:
                 report(s, q, bucket, info, out)
 
 
-Order = tuple[bool, tuple[float, ...], SortKey]
-
-
-def _order(s: Book, cq: str, head: SortKey, borrowing: bool) -> Order:
-    """Heap key: in the borrowing pass queues with GPU time credit first (`bank.has_credit`),
-    then fair share (share path), then the head's own order."""
-    first = borrowing and not s.st.bank.has_credit(cq)
-    return first, share_path(s.st.tree.queues[cq]), head
-
-
 def _admission_loop(s: Book, now: float, out: Out) -> None:
     """Two passes: first what fits in queues' own quota, then borrowers by fair share.
 
@@ -214,7 +192,7 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
     s.st.begin_loop()
     try:
         aside: dict[Bucket, PendingInfo] = {}
-        deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
+        deferred = AdmissionPass(s, now, out, strict, aside, borrowing=False).run(active)
         deferred.extend(s.set_aside)
         second: dict[str, None] = {}
         # Quiet buckets that would borrow were set aside by their (skipped) turn: their turn
@@ -236,163 +214,10 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
         s.quiet = {n: bs for n, bs in quiet.items() if bs}
         for name in parking.borrowers_to_recheck(s, strict):
             second[name] = None
-        _pass(s, list(second), now, out, strict, aside, borrowing=True)
+        AdmissionPass(s, now, out, strict, aside, borrowing=True).run(list(second))
     finally:
         s.quiet, s.set_aside = {}, Deferred()
         s.st.end_loop()
-
-
-def _pass(
-    s: Book,
-    names: list[str],
-    now: float,
-    out: Out,
-    strict: set[str],
-    aside: dict[Bucket, PendingInfo],
-    borrowing: bool,
-) -> Deferred:
-    """One pass; returns what waits for the borrowing pass: (queue, bucket set aside or None
-    for a whole StrictFIFO queue, whether the bucket's cheap re-check is owed). `aside`: the
-    untold reason of a bucket that failed in the first pass while it would borrow (the second
-    pass, where others start borrowing, may still find it victims)."""
-    st = s.st
-    heap: list[tuple[Order, str]] = []
-
-    def push(name: str) -> None:
-        if borrowing and name not in strict:
-            parking.sweep(s, name, aside)
-        _push_head(s, heap, name, borrowing)
-
-    for name in names:
-        push(name)
-    deferred = Deferred()
-    while heap:
-        key, name = heapq.heappop(heap)
-        q = s.pq[name]
-        head = q.head()
-        if head is None or q.blocked_at is not None:
-            continue
-        current = _order(s, name, head[0], borrowing)
-        if current != key:
-            heapq.heappush(heap, (current, name))
-            continue
-        sk, wkey, bucket = head
-        aside_ok = not borrowing and name not in strict  # a bucket that would borrow waits
-        rechecked = bucket.recheck
-        if rechecked:
-            bucket.recheck = False
-            if parking.still_short(s, name, bucket):
-                # Freed quota was taken before its turn: the same failure, so no evaluation.
-                q.park(bucket)
-                untold = aside.pop(bucket, None)
-                if untold is not None:
-                    report(s, q, bucket, untold, out)
-                elif bucket.unreported and bucket.info is not None:
-                    report(s, q, bucket, bucket.info, out)
-                if bucket.borrows and aside_ok:
-                    deferred.add(name, bucket, True)  # others may start borrowing there
-                push(name)
-                continue
-            if aside_ok and parking.certainly_borrows(s, name, bucket):
-                q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
-                deferred.add(name, bucket, True)
-                push(name)
-                continue
-        aside.pop(bucket, None)
-        w = st.workloads[wkey]
-        out.evaluated += 1
-        if aside_ok and fits_only_by_borrowing(st, w):
-            # What `assign` would answer sets it aside unchanged (see below): skip building it.
-            q.park(bucket)
-            deferred.add(name, bucket, rechecked)
-            push(name)
-            continue
-        d = assign(st, w, now)
-        if d.borrows and not borrowing and d.kind != "fail":
-            # Its parked record still holds: if what it borrows is gone by the second pass,
-            # the cheap re-check answers without a second full evaluation.
-            if name in strict:
-                bucket.recheck = rechecked
-                deferred.add(name, None, rechecked)
-                continue
-            q.park(bucket)
-            deferred.add(name, bucket, rechecked)
-        elif d.kind == "fit" and d.admission is not None:
-            q.remove(wkey)
-            admit(s, w, d.admission, now, out)
-        elif d.kind == "preempt":
-            if s.waits.get(wkey, 0) < MAX_WAITS and st.fitted_when_loop_began(
-                st.tree.queues[name], d.need
-            ):
-                _wait_instead_of_preempting(s, name, bucket, wkey, d, out)
-                parking.left_quiet(s, name, sk, first_pass=not borrowing)
-                continue  # its queue admits nothing else in this cycle
-            q.remove(wkey)
-            patience.preempt_or_wait(s, w, d, now, out)
-        else:
-            assert d.info is not None
-            parking.set_wake(s, name, bucket, d, sk)
-            if d.retry_at is not None:
-                heapq.heappush(s.retries, (d.retry_at, name))
-            if d.borrows and aside_ok:
-                aside[bucket] = d.info  # told after its cheap re-check in the second pass
-                q.park(bucket)
-                deferred.add(name, bucket, True)
-            else:
-                report(s, q, bucket, d.info, out)
-                if name in strict:
-                    q.blocked_at = sk
-                    tell_those_behind(s, name, bucket, out)
-                else:
-                    q.park(bucket)
-        push(name)
-    return deferred
-
-
-def _wait_instead_of_preempting(
-    s: Book, name: str, bucket: Bucket, key: str, d: Decision, out: Out
-) -> None:
-    """A preemptor whose need fitted in what was free when this cycle began (work admitted, or
-    quota held for a preemptor, earlier in the cycle took it) waits for the next cycle instead
-    of preempting: completions before then may let it in for nothing. Its queue admits nothing
-    else in this cycle, so that lower-priority work does not take what it waits for (and become
-    its victim next cycle).
-    It waits at most `MAX_WAITS` cycles in a row, then preempts if it still must: it cannot
-    starve. (Each further wait needs quota freed between two cycles: with no event, the next
-    cycle starts without the fit and it preempts at once.)"""
-    q = s.pq[name]
-    node = s.st.tree.queues[name]
-    short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
-    fr, n, a = next((x for x in short if x[1] > x[2]), short[0])
-    info = waiting_for_quota("", name, fr, n, a, why=WAITED)
-    # Parked with nothing that wakes it but the next cycle (see `_wake_waiting_preemptors`).
-    bucket.wake, bucket.avail_at, bucket.need = [], None, None
-    bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False
-    bucket.depends, bucket.within, bucket.recheck = (), None, False
-    bucket.borrowing_helps = False
-    q.park(bucket)
-    report(s, q, bucket, info, out)
-    s.waiting_preemptors[name] = (bucket, key)
-
-
-def _wake_waiting_preemptors(s: Book) -> None:
-    before, s.waits = s.waits, {}
-    for name, (bucket, key) in s.waiting_preemptors.items():
-        s.waits[key] = before.get(key, 0) + 1
-        q = s.pq.get(name)
-        if q is not None and q.buckets.get(bucket.shape) is bucket:
-            q.unpark(bucket)
-    s.waiting_preemptors.clear()
-
-
-def _push_head(s: Book, heap: list[tuple[Order, str]], name: str, borrowing: bool) -> None:
-    """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
-    q = s.pq[name]
-    if not q.heap:
-        return  # every bucket parked (the usual case after a turn): no head to look for
-    nxt = q.head()
-    if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
-        heapq.heappush(heap, (_order(s, name, nxt[0], borrowing), name))
 
 
 def _next_wakeup(s: Book) -> float | None:

@@ -106,8 +106,8 @@ def explain(s: Book, key: str, now: float) -> Explanation:
         victims = tuple(sorted(c.key for c, _ in d.victims))
         waits = s.waiting_preemptors.get(w.cluster_queue)
         if waits is not None and waits[1] == key and info is not None:
-            # The cycle let it wait instead of preempting (`cycle.MAX_WAITS`): say so, and what
-            # the next cycle does if the quota it waits for is still taken then.
+            # The cycle let it wait instead of preempting (`admission_pass.MAX_WAITS`): say so,
+            # and what the next cycle does if the quota it waits for is still taken then.
             return Explanation(
                 key,
                 "pending",
