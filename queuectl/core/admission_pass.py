@@ -35,11 +35,11 @@ before it in the cycle took the fit it had when the cycle began (`_wait_instead_
 Order = tuple[bool, tuple[float, ...], SortKey]
 
 
-def order(s: Book, cq: str, head: SortKey, borrowing: bool) -> Order:
+def order(book: Book, cq: str, head: SortKey, borrowing: bool) -> Order:
     """Heap key: in the borrowing pass queues with GPU time credit first (`bank.has_credit`),
     then fair share (share path), then the head's own order."""
-    first = borrowing and not s.st.bank.has_credit(cq)
-    return first, share_path(s.st.tree.queues[cq]), head
+    first = borrowing and not book.state.bank.has_credit(cq)
+    return first, share_path(book.state.tree.queues[cq]), head
 
 
 class AdmissionPass:
@@ -82,13 +82,13 @@ class AdmissionPass:
 
     def turn(self, key: Order, name: str) -> bool:
         """One head's turn; True when its queue's next head goes on the heap."""
-        s = self.book
-        q = s.pq[name]
+        book = self.book
+        q = book.pending[name]
         head = q.head()
         if head is None or q.blocked_at is not None:
             return False
         # 1. A stale heap key (shares only grow within a cycle) is recomputed and pushed again.
-        current = order(s, name, head[0], self.borrowing)
+        current = order(book, name, head[0], self.borrowing)
         if current != key:
             heapq.heappush(self.heap, (current, name))
             return False
@@ -104,14 +104,14 @@ class AdmissionPass:
                 return True
         # 3. Evaluate it: `assign`, or only that it would borrow when that sets it aside.
         self.aside.pop(bucket, None)
-        w = s.st.workloads[wkey]
+        w = book.state.workloads[wkey]
         self.out.evaluated += 1
-        if aside_ok and fits_only_by_borrowing(s.st, w):
+        if aside_ok and fits_only_by_borrowing(book.state, w):
             # What `assign` would answer sets it aside unchanged (step 4): skip building it.
             q.park(bucket)
             self.deferred.add(name, bucket, rechecked)
             return True
-        d = assign(s.st, w, self.now)
+        d = assign(book.state, w, self.now)
         # 4. Act on the decision.
         return self.act(name, q, sk, bucket, w, d, rechecked, aside_ok)
 
@@ -119,18 +119,18 @@ class AdmissionPass:
         """Step 2: the bucket's parked record answers when what woke it was taken before its
         turn (the same failure), or when it could only be admitted by borrowing in the first
         pass (set aside unevaluated). True: answered."""
-        s = self.book
-        if parking.still_short(s, name, bucket):
+        book = self.book
+        if parking.still_short(book, name, bucket):
             q.park(bucket)
             untold = self.aside.pop(bucket, None)
             if untold is not None:
-                report(s, q, bucket, untold, self.out)
+                report(book, q, bucket, untold, self.out)
             elif bucket.unreported and bucket.info is not None:
-                report(s, q, bucket, bucket.info, self.out)
+                report(book, q, bucket, bucket.info, self.out)
             if bucket.borrows and aside_ok:
                 self.deferred.add(name, bucket, True)  # others may start borrowing there
             return True
-        if aside_ok and parking.certainly_borrows(s, name, bucket):
+        if aside_ok and parking.certainly_borrows(book, name, bucket):
             q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
             self.deferred.add(name, bucket, True)
             return True
@@ -149,7 +149,7 @@ class AdmissionPass:
     ) -> bool:
         """Step 4: admit, wait for the borrowing pass, preempt (or wait a cycle instead), or
         park with its reason. True when its queue's next head goes on the heap."""
-        s, out = self.book, self.out
+        book, out = self.book, self.out
         if d.borrows and not self.borrowing and d.kind != "fail":
             # Its parked record still holds: if what it borrows is gone by the second pass,
             # the cheap re-check answers without a second full evaluation.
@@ -161,16 +161,16 @@ class AdmissionPass:
             self.deferred.add(name, bucket, rechecked)
         elif d.kind == "fit" and d.admission is not None:
             q.remove(w.key)
-            admit(s, w, d.admission, self.now, out)
+            admit(book, w, d.admission, self.now, out)
         elif d.kind == "preempt":
-            if s.waits.get(w.key, 0) < MAX_WAITS and s.st.fitted_when_loop_began(
-                s.st.tree.queues[name], d.need
+            if book.waits.get(w.key, 0) < MAX_WAITS and book.state.fitted_when_loop_began(
+                book.state.tree.queues[name], d.need
             ):
-                _wait_instead_of_preempting(s, name, bucket, w.key, d, out)
-                parking.left_quiet(s, name, sk, first_pass=not self.borrowing)
+                _wait_instead_of_preempting(book, name, bucket, w.key, d, out)
+                parking.left_quiet(book, name, sk, first_pass=not self.borrowing)
                 return False  # its queue admits nothing else in this cycle
             q.remove(w.key)
-            patience.preempt_or_wait(s, w, d, self.now, out)
+            patience.preempt_or_wait(book, w, d, self.now, out)
         else:
             self.park(name, q, sk, bucket, d, aside_ok)
         return True
@@ -180,26 +180,26 @@ class AdmissionPass:
     ) -> None:
         """A failure: parked with what wakes it, its reason told (in the first pass, when it
         would borrow, only after its re-check in the second); a StrictFIFO queue blocks."""
-        s, out = self.book, self.out
+        book, out = self.book, self.out
         assert d.info is not None
-        parking.set_wake(s, name, bucket, d, sk)
+        parking.set_wake(book, name, bucket, d, sk)
         if d.retry_at is not None:
-            heapq.heappush(s.retries, (d.retry_at, name))
+            heapq.heappush(book.retries, (d.retry_at, name))
         if d.borrows and aside_ok:
             self.aside[bucket] = d.info  # told after its cheap re-check in the second pass
             q.park(bucket)
             self.deferred.add(name, bucket, True)
         else:
-            report(s, q, bucket, d.info, out)
+            report(book, q, bucket, d.info, out)
             if name in self.strict:
                 q.blocked_at = sk
-                tell_those_behind(s, name, bucket, out)
+                tell_those_behind(book, name, bucket, out)
             else:
                 q.park(bucket)
 
 
 def _wait_instead_of_preempting(
-    s: Book, name: str, bucket: Bucket, key: str, d: Decision, out: Out
+    book: Book, name: str, bucket: Bucket, key: str, d: Decision, out: Out
 ) -> None:
     """A preemptor whose need fitted in what was free when this cycle began (work admitted, or
     quota held for a preemptor, earlier in the cycle took it) waits for the next cycle instead
@@ -209,8 +209,8 @@ def _wait_instead_of_preempting(
     It waits at most `MAX_WAITS` cycles in a row, then preempts if it still must: it cannot
     starve. (Each further wait needs quota freed between two cycles: with no event, the next
     cycle starts without the fit and it preempts at once.)"""
-    q = s.pq[name]
-    node = s.st.tree.queues[name]
+    q = book.pending[name]
+    node = book.state.tree.queues[name]
     short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
     fr, n, a = next((x for x in short if x[1] > x[2]), short[0])
     info = waiting_for_quota("", name, fr, n, a, why=WAITED)
@@ -220,25 +220,25 @@ def _wait_instead_of_preempting(
     bucket.depends, bucket.within, bucket.recheck = (), None, False
     bucket.borrowing_helps = False
     q.park(bucket)
-    report(s, q, bucket, info, out)
-    s.waiting_preemptors[name] = (bucket, key)
+    report(book, q, bucket, info, out)
+    book.waiting_preemptors[name] = (bucket, key)
 
 
-def wake_waiting_preemptors(s: Book) -> None:
-    before, s.waits = s.waits, {}
-    for name, (bucket, key) in s.waiting_preemptors.items():
-        s.waits[key] = before.get(key, 0) + 1
-        q = s.pq.get(name)
+def wake_waiting_preemptors(book: Book) -> None:
+    before, book.waits = book.waits, {}
+    for name, (bucket, key) in book.waiting_preemptors.items():
+        book.waits[key] = before.get(key, 0) + 1
+        q = book.pending.get(name)
         if q is not None and q.buckets.get(bucket.shape) is bucket:
             q.unpark(bucket)
-    s.waiting_preemptors.clear()
+    book.waiting_preemptors.clear()
 
 
-def push_head(s: Book, heap: list[tuple[Order, str]], name: str, borrowing: bool) -> None:
+def push_head(book: Book, heap: list[tuple[Order, str]], name: str, borrowing: bool) -> None:
     """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
-    q = s.pq[name]
+    q = book.pending[name]
     if not q.heap:
         return  # every bucket parked (the usual case after a turn): no head to look for
     nxt = q.head()
-    if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
-        heapq.heappush(heap, (order(s, name, nxt[0], borrowing), name))
+    if nxt is not None and q.blocked_at is None and name not in book.waiting_preemptors:
+        heapq.heappush(heap, (order(book, name, nxt[0], borrowing), name))

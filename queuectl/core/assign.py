@@ -30,12 +30,12 @@ from queuectl.core.types import (
 )
 
 
-def assign(st: State, w: Workload, now: float) -> Decision:
+def assign(state: State, w: Workload, now: float) -> Decision:
     """Decide for one pending workload whose ClusterQueue is active."""
     name = w.cluster_queue
-    cq = st.queues[name]
-    node = st.tree.queues[name]
-    covering = st.tree.covering[name]
+    cq = state.queues[name]
+    node = state.tree.queues[name]
+    covering = state.tree.covering[name]
     acc: dict[FlavorResource, int] = {}
     extra: NodeUse = {}
     picks: list[PodSetAssignment] = []
@@ -44,7 +44,7 @@ def assign(st: State, w: Workload, now: float) -> Decision:
     borrows = False
     notes = Notes()
     grouping = Grouping.of(w)
-    fitting = Fitting(st, w, cq, node, acc, extra, notes, grouping)
+    fitting = Fitting(state, w, cq, node, acc, extra, notes, grouping)
     try:
         mismatch = grouping.mismatch() if grouping is not None else None
         if mismatch is not None:
@@ -88,7 +88,7 @@ def assign(st: State, w: Workload, now: float) -> Decision:
                     borrows = True
                 if choice.topology is not None and topo is None:
                     topo = choice.topology
-                    chosen_flavor = st.flavors[choice.flavor]
+                    chosen_flavor = state.flavors[choice.flavor]
                     add_use(
                         extra,
                         charge_of(topo, node_requests(ps.requests, chosen_flavor.node_resources)),
@@ -109,7 +109,7 @@ def assign(st: State, w: Workload, now: float) -> Decision:
     admission = Admission(name, tuple(picks))
     if not needs_preempt:
         return Decision("fit", admission=admission, borrows=borrows)
-    d = search(st, w, cq, node, acc, _placer(st, w, chosen), now)
+    d = search(state, w, cq, node, acc, _placer(state, w, chosen), now)
     if d.kind == "fail":
         d.shorts = notes.shorts
         d.depends = notes.depends
@@ -125,12 +125,12 @@ def assign(st: State, w: Workload, now: float) -> Decision:
     return d
 
 
-def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[], bool]:
+def _placer(state: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[], bool]:
     """A check that every pod set with a topology flavor can be placed on the nodes as they are."""
     todo = []
     for ps, flavors in zip(w.podsets, chosen, strict=True):
         for fname in dict.fromkeys(flavors.values()):
-            flavor = st.flavors[fname]
+            flavor = state.flavors[fname]
             if flavor.topology_name is not None:
                 todo.append((flavor, ps))
                 break
@@ -139,7 +139,7 @@ def _placer(st: State, w: Workload, chosen: list[dict[str, str]]) -> Callable[[]
         extra: NodeUse = {}
         grouping = Grouping.of(w)
         for flavor, ps in todo:
-            topo = place_podset(st, flavor, ps, extra, grouping)
+            topo = place_podset(state, flavor, ps, extra, grouping)
             if topo is None or isinstance(topo, str):
                 return False
             add_use(extra, charge_of(topo, node_requests(ps.requests, flavor.node_resources)))

@@ -69,7 +69,7 @@ class Notes:
 class Fitting:
     """One workload's flavor choices in progress: what they read, and what is taken so far."""
 
-    st: State
+    state: State
     w: Workload
     cq: ClusterQueue
     node: QNode
@@ -95,27 +95,27 @@ def ineligible(flavor: Flavor, ps: PodSet) -> str | None:
 
 
 def place_podset(
-    st: State, flavor: Flavor, ps: PodSet, extra: NodeUse, grouping: Grouping | None = None
+    state: State, flavor: Flavor, ps: PodSet, extra: NodeUse, grouping: Grouping | None = None
 ) -> TopologyAssignment | str | None:
     """Node placement for a flavor with a Topology (None: the flavor has none); a member of a
     pod-set group goes where its group is, or where all of it fits (`podset_groups`)."""
     if flavor.topology_name is None:
         return None
-    topo = st.topologies.get(flavor.topology_name)
+    topo = state.topologies.get(flavor.topology_name)
     if topo is None:
         return f"topology {flavor.topology_name} of flavor {flavor.name} not found"
-    used = with_use(st.node_used, extra)
-    nodes = st.nodes_for(flavor, ps)
+    used = with_use(state.node_used, extra)
+    nodes = state.nodes_for(flavor, ps)
     per_pod = node_requests(ps.requests, flavor.node_resources)
     group = ps.topology.group if ps.topology is not None else None
     if grouping is None or group is None:
-        return place(nodes, st.capacity, used, topo.levels, ps.topology, ps.count, per_pod)
+        return place(nodes, state.capacity, used, topo.levels, ps.topology, ps.count, per_pod)
     mates = [
-        (m, st.nodes_for(flavor, m), node_requests(m.requests, flavor.node_resources))
+        (m, state.nodes_for(flavor, m), node_requests(m.requests, flavor.node_resources))
         for m in grouping.members[group]
         if m is not ps and group not in grouping.pins
     ]
-    ground = Ground(flavor.topology_name, topo.levels, st.capacity, used)
+    ground = Ground(flavor.topology_name, topo.levels, state.capacity, used)
     return place_member(ground, grouping, ps, nodes, per_pod, mates)
 
 
@@ -162,7 +162,7 @@ def choose_flavor(
     by preempting (quota short, or node placement failed) at once when `whenCanPreempt` is
     Preempt, it is short of quota and no borrowing fit came before, else the first such after
     the walk, behind a borrowing fit. None: not answered (`Fitting.places`). Raises `NoFit`."""
-    st, cq, node = f.st, f.cq, f.node
+    state, cq, node = f.state, f.cq, f.node
     fungibility, preempts = cq.flavor_fungibility, cq.preemption.any
     borrow_choice: Choice | None = None
     preempt_choice: Choice | None = None
@@ -177,7 +177,7 @@ def choose_flavor(
             worst = (rank, build)
 
     for fq in group.flavors:
-        flavor = st.flavors[fq.name]
+        flavor = state.flavors[fq.name]
         if not f.places and flavor.topology_name is not None:
             return None  # node placement decides: not sure
         why = ineligible(flavor, ps)
@@ -186,7 +186,7 @@ def choose_flavor(
             continue
         fits, borrows, possible, short = quota_fit(node, flavor.name, rs, totals, f.taken)
         if fits:
-            topo = place_podset(st, flavor, ps, f.extra, f.grouping)
+            topo = place_podset(state, flavor, ps, f.extra, f.grouping)
             if isinstance(topo, str):
                 f.notes.topology = True
                 msg = f"quota allows flavor {flavor.name} for pod set {ps.name} but {topo}"

@@ -12,7 +12,7 @@ from queuectl.core.state import State
 from queuectl.core.types import Workload
 
 
-def fits_only_by_borrowing(st: State, w: Workload) -> bool:
+def fits_only_by_borrowing(state: State, w: Workload) -> bool:
     """Would `assign` admit it, but only by borrowing? (False: no, or not sure.)
 
     The first pass needs nothing more of that answer than its kind: such a bucket waits for
@@ -24,8 +24,8 @@ def fits_only_by_borrowing(st: State, w: Workload) -> bool:
         return False
     ps = w.podsets[0]
     name = w.cluster_queue
-    cq = st.queues[name]
-    covering = st.tree.covering[name]
+    cq = state.queues[name]
+    covering = state.tree.covering[name]
     totals = {r: v * ps.count for r, v in ps.requests.items() if v > 0}
     groups: dict[int, list[str]] = {}
     for r in sorted(totals):
@@ -34,7 +34,7 @@ def fits_only_by_borrowing(st: State, w: Workload) -> bool:
             return False
         groups.setdefault(gi, []).append(r)
     # Nothing is taken between the groups: they hold different resources.
-    fitting = Fitting(st, w, cq, st.tree.queues[name], {}, {}, Notes(), None, places=False)
+    fitting = Fitting(state, w, cq, state.tree.queues[name], {}, {}, Notes(), None, places=False)
     borrows = False
     for gi, rs in groups.items():
         try:

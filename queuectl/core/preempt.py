@@ -34,18 +34,18 @@ from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
 from queuectl.core.types import ClusterQueue, FlavorResource, PreemptionPolicy, Workload
 
 
-def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
+def _pool(state: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
-    work = st.preemptible(queue, now)
-    memoise = st.in_cycle or st.pooling
-    memo = st.cache.usable_memo.get(queue) if memoise else None
+    work = state.preemptible(queue, now)
+    memoise = state.in_cycle or state.pooling
+    memo = state.cache.usable_memo.get(queue) if memoise else None
     hit = memo.get(frs) if memo is not None else None
     if hit is not None and hit.work is work:
         return hit
     old, protected = work
     end: float | None = None
-    victim_of, evicting = st.victim_of, st.evicting
+    victim_of, evicting = state.victim_of, state.evicting
     for c in protected:  # in coming-of-age order: the first that counts is the earliest
         if c.key not in victim_of and c.key not in evicting and not frs.isdisjoint(c.usage):
             end = c.admitted_at + c.min_runtime
@@ -57,15 +57,15 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     ]
     pool = Pool(work, usable, end)
     if memoise:
-        st.cache.usable_memo.setdefault(queue, {})[frs] = pool
+        state.cache.usable_memo.setdefault(queue, {})[frs] = pool
     return pool
 
 
-def _borrowing(st: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
+def _borrowing(state: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
     """Is the queue's own running work over its quota (quota held for others aside)?"""
-    held = st.held.get(node.name)
+    holds = state.queue_holds.get(node.name)
     for fr in frs:  # noqa: SIM110 (a plain loop: this runs ~50 times per victim search)
-        if node.borrows(fr, -held.get(fr, 0) if held else 0):
+        if node.borrows(fr, -holds.get(fr, 0) if holds else 0):
             return True
     return False
 
@@ -109,14 +109,14 @@ def _in_order(groups: list[_Group], own: list[Charge]) -> Iterator[tuple[Charge,
 class _Candidates:
     """What one victim search may take, gathered before any of it is tried."""
 
-    __slots__ = ("blocked", "groups", "hold", "own", "retry")
+    __slots__ = ("blocked", "groups", "own", "retry", "takeable")
 
     def __init__(self) -> None:
         self.own: list[Charge] = []
         """Own-queue candidates, ranked only if the shortfall check lets the search go on."""
         self.groups: list[_Group] = []
         """Other queues' candidates, one group per queue."""
-        self.hold: dict[FlavorResource, int] = {}
+        self.takeable: dict[FlavorResource, int] = {}
         """What the candidates hold of each (flavor, resource) the preemptor is short of."""
         self.blocked = False
         """Some borrower had candidates but shares no borrowing branch with the preemptor."""
@@ -131,7 +131,7 @@ class _Candidates:
 
 
 def search(
-    st: State,
+    state: State,
     w: Workload,
     cq: ClusterQueue,
     node: QNode,
@@ -148,19 +148,19 @@ def search(
     policy = cq.preemption
     would_borrow = any(node.borrows(fr, n) for fr, n in need.items())
     found = _Candidates()
-    reach = Reach(st, node)
+    reach = Reach(state, node)
     """Where other queues meet the preemptor's in the tree."""
 
     # 1. Candidates.
     if policy.within_cluster_queue != "Never":
-        _from_own_queue(st, w, cq.name, policy.within_cluster_queue, frs, now, found)
+        _from_own_queue(state, w, cq.name, policy.within_cluster_queue, frs, now, found)
     reclaim_within = (
         would_borrow and node.parent is not None and policy.reclaim_within_cohort != "Never"
     )
-    credit = reclaim_within and st.bank.has_credit(cq.name)
+    credit = reclaim_within and state.bank.has_credit(cq.name)
     across = across_rule(policy, w, would_borrow, credit)
     if node.parent is not None and across is not None:
-        _from_other_queues(st, w, node, frs, across, reach, now, found)
+        _from_other_queues(state, w, node, frs, across, reach, now, found)
 
     # 2. Enough between them?
     def fail(hopeless: bool = False) -> Decision:
@@ -174,14 +174,14 @@ def search(
             borrows=would_borrow,
         )
 
-    if not _enough(node, need, found.hold):
+    if not _enough(node, need, found.takeable):
         return fail(hopeless=not (found.any() or found.blocked))
 
     # 3. The fewest that make room.
     def fits() -> bool:
         return _fits(node, need) and placeable()
 
-    victims = _fewest_victims(st, _in_order(found.groups, found.own), frs, reach, fits)
+    victims = _fewest_victims(state, _in_order(found.groups, found.own), frs, reach, fits)
     if victims is None:
         return fail()
     return Decision(
@@ -239,7 +239,7 @@ def across_rule(
 
 
 def _from_own_queue(
-    st: State,
+    state: State,
     w: Workload,
     queue: str,
     policy: str,
@@ -249,16 +249,16 @@ def _from_own_queue(
 ) -> None:
     """The preemptor's own queue: its work old enough to preempt that `policy`
     (withinClusterQueue) allows."""
-    pool = _pool(st, queue, frs, now)
+    pool = _pool(state, queue, frs, now)
     if pool.end is not None:
         found.retry_at(pool.end)
     found.own = [c for c in pool.usable if within_queue_allows(policy, w, c)]
     for fr in frs:
-        found.hold[fr] = sum(c.usage.get(fr, 0) for c in found.own)
+        found.takeable[fr] = sum(c.usage.get(fr, 0) for c in found.own)
 
 
 def _from_other_queues(
-    st: State,
+    state: State,
     w: Workload,
     node: QNode,
     frs: frozenset[FlavorResource],
@@ -271,24 +271,24 @@ def _from_other_queues(
     quota of `frs` (`_borrowing`), met along the tree (`reach`), gives the prefix of its ranked
     work that `across` allows. Their protected work coming of age sets `found.retry`."""
     root = node.root
-    memo = _nobody_else(st, node, frs)
+    memo = _nobody_else(state, node, frs)
     if memo is not None:
         for q, t in memo:
             if q != node.name:
                 found.retry_at(t)
         return
-    epoch = st.cache.cross_epoch.get(root, 0)
+    epoch = state.cache.cross_epoch.get(root, 0)
     found_in: set[str] = set()
     ends: list[tuple[str, float]] = []
-    by_fr = st.borrowers.get(root, {})
+    by_fr = state.borrowers.get(root, {})
     names: set[str] = set()
     for fr in frs:
         names.update(by_fr.get(fr, ()))
     for other_name in sorted(names):
-        other = st.tree.queues[other_name]
-        if not _borrowing(st, other, frs):
+        other = state.tree.queues[other_name]
+        if not _borrowing(state, other, frs):
             continue
-        pool = _pool(st, other_name, frs, now)
+        pool = _pool(state, other_name, frs, now)
         end = pool.end
         if end is not None:
             ends.append((other_name, end))
@@ -303,7 +303,7 @@ def _from_other_queues(
         ranked = pool.rank(frs)
         k = len(ranked) if across.bound is None else bisect_left(pool.prios, across.bound)
         why = across.reason
-        if across.credit and not st.bank.has_credit(other_name):
+        if across.credit and not state.bank.has_credit(other_name):
             upto = bisect_left(pool.prios, w.priority + 1)
             if upto > k:
                 k, why = upto, reasons.PREEMPTED_CREDIT
@@ -316,41 +316,41 @@ def _from_other_queues(
             found.blocked = True
             continue
         level, branch = met
-        order = (level, st.bank.has_credit(other_name), -share(branch), -share(other))
+        order = (level, state.bank.has_credit(other_name), -share(branch), -share(other))
         found.groups.append((order, ranked, k, why))
         for fr in frs:
-            found.hold[fr] = found.hold.get(fr, 0) + pool.cum[fr][k]
-    if st.in_cycle:
-        st.cache.no_cross[(root, frs)] = (epoch, found_in, ends)
+            found.takeable[fr] = found.takeable.get(fr, 0) + pool.cum[fr][k]
+    if state.in_cycle:
+        state.cache.no_cross[(root, frs)] = (epoch, found_in, ends)
 
 
 def _nobody_else(
-    st: State, node: QNode, frs: frozenset[FlavorResource]
+    state: State, node: QNode, frs: frozenset[FlavorResource]
 ) -> list[tuple[str, float]] | None:
     """The cross-branch memo, inside an admission loop: when a scan of the tree for `frs`
     found nothing to take in any queue but (perhaps) the preemptor's own, and no queue of the
     tree has started borrowing since (its `cross_epoch`), a new scan finds nothing either: its
     answer is the protected work's coming of age, (queue, when), without visiting a borrower.
     None: scan."""
-    if not st.in_cycle:
+    if not state.in_cycle:
         return None
     root = node.root
-    hit = st.cache.no_cross.get((root, frs))
-    if hit is None or hit[0] != st.cache.cross_epoch.get(root, 0) or not hit[1] <= {node.name}:
+    hit = state.cache.no_cross.get((root, frs))
+    if hit is None or hit[0] != state.cache.cross_epoch.get(root, 0) or not hit[1] <= {node.name}:
         return None
     return hit[2]
 
 
-def _still_lent(st: State, reach: Reach, c: Charge, frs: frozenset[FlavorResource]) -> bool:
+def _still_lent(state: State, reach: Reach, c: Charge, frs: frozenset[FlavorResource]) -> bool:
     """Is another queue's candidate still on borrowed quota? Earlier victims may have brought
     its branch back within its own quota: nothing borrowed is left there to take."""
-    owner = st.tree.queues[c.cq]
+    owner = state.tree.queues[c.cq]
     short = frs.intersection(c.usage)
-    return _borrowing(st, owner, short) and reach.meet(owner, short) is not None
+    return _borrowing(state, owner, short) and reach.meet(owner, short) is not None
 
 
 def _fewest_victims(
-    st: State,
+    state: State,
     order: Iterator[tuple[Charge, str]],
     frs: frozenset[FlavorResource],
     reach: Reach,
@@ -362,34 +362,36 @@ def _fewest_victims(
     do not make room."""
     removed: list[tuple[Charge, str]] = []
     for c, why in order:
-        if why != reasons.PREEMPTED_WITHIN_CQ and not _still_lent(st, reach, c, frs):
+        if why != reasons.PREEMPTED_WITHIN_CQ and not _still_lent(state, reach, c, frs):
             continue
-        st.apply(c, -1, mark=False)
+        state.apply(c, -1, mark=False)
         removed.append((c, why))
         if fits():
             break
     else:
         for c, _ in reversed(removed):
-            st.apply(c, 1, mark=False)
+            state.apply(c, 1, mark=False)
         return None
     victims = list(removed)
     for i in range(len(removed) - 2, -1, -1):
         c, why = removed[i]
-        st.apply(c, 1, mark=False)
+        state.apply(c, 1, mark=False)
         if fits():
             victims.remove((c, why))
         else:
-            st.apply(c, -1, mark=False)
+            state.apply(c, -1, mark=False)
     for c, _ in victims:
-        st.apply(c, 1, mark=False)
+        state.apply(c, 1, mark=False)
     return victims
 
 
-def _enough(node: QNode, need: dict[FlavorResource, int], held: dict[FlavorResource, int]) -> bool:
+def _enough(
+    node: QNode, need: dict[FlavorResource, int], takeable: dict[FlavorResource, int]
+) -> bool:
     """Cheap necessary condition: the candidates hold at least the shortfall of each need."""
     for fr, n in need.items():
         short = n - max(0, available(node, fr))
-        if short > 0 and held.get(fr, 0) < short:
+        if short > 0 and takeable.get(fr, 0) < short:
             return False
     return True
 
