@@ -190,7 +190,14 @@ def keeps_waiting(book: Book, w: Workload, now: float) -> bool:
 
 
 WAIT_PHRASE = "it waits for that instead of preempting"
-"""In every waiter's message: how `queuectl describe` recognises the controller's wait."""
+"""In every waiter's message (`wait_message`); read only by `waits_for_completions`."""
+
+
+def waits_for_completions(reason: str, message: str) -> bool:
+    """Does a pending workload's (reason, message), as the controller wrote them, say that it
+    waits for completions instead of preempting? The wording is the core's: it is read here,
+    next to where it is written, so no caller matches the core's prose."""
+    return reason == reasons.WAITING_FOR_QUOTA and WAIT_PHRASE in message
 
 
 def wait_message(key: str, waiting: Waiting) -> PendingInfo:
