@@ -3,8 +3,8 @@
 The queue's flavors are tried in order. The first that fits within the queue's quota (and, for
 a flavor with a Topology, on the nodes) wins. One that fits only by borrowing, or only by
 preempting, is taken at once or remembered while later flavors are tried, as
-`flavorFungibility` says. With no flavor chosen, the most useful reason why is told (`_RANK`);
-it is built only then, since most choices succeed.
+`flavorFungibility` says. With no flavor chosen, the most useful reason why is told (the first
+of the lowest rank met, `_PLACEMENT` first); it is built only then.
 """
 
 from __future__ import annotations
@@ -31,13 +31,10 @@ from queuectl.core.types import (
 )
 
 Mode = Literal["fit", "borrow", "preempt"]
-# Lower rank = more useful to tell the user.
-_RANK = {
-    reasons.TOPOLOGY_PLACEMENT_FAILED: 0,
-    reasons.WAITING_FOR_QUOTA: 1,
-    reasons.EXCEEDS_MAX_QUOTA: 2,
-    reasons.NO_MATCHING_FLAVOR: 3,
-}
+# Why no flavor was chosen, most useful to tell the user first: the first reason of the lowest
+# rank met in the walk.
+_PLACEMENT, _QUOTA, _EXCEEDS, _NO_RANK = 0, 1, 2, 3
+"""TopologyPlacementFailed, WaitingForQuota, ExceedsMaxQuota; none yet (NoMatchingFlavor)."""
 
 
 @dataclass(slots=True)
@@ -82,6 +79,8 @@ class Fitting:
     places: bool = True
     """False: a flavor with a Topology ends the walk unanswered (`choose_flavor` answers None)
     instead of placing on the nodes (`foresee`: node placement would decide)."""
+    explains: bool = True
+    """False: no reason is built, nor notes kept, for a "no" (`foresee` needs only the kind)."""
 
 
 def ineligible(flavor: Flavor, ps: PodSet) -> str | None:
@@ -161,47 +160,36 @@ def choose_flavor(
     once when `whenCanBorrow` is Borrow, else the first such after the walk; one that fits only
     by preempting (quota short, or node placement failed) at once when `whenCanPreempt` is
     Preempt, it is short of quota and no borrowing fit came before, else the first such after
-    the walk, behind a borrowing fit. None: not answered (`Fitting.places`). Raises `NoFit`."""
-    state, cq, node = f.state, f.cq, f.node
-    fungibility, preempts = cq.flavor_fungibility, cq.preemption.any
+    the walk, behind a borrowing fit. None: not answered (`Fitting.places`), or no flavor
+    when `Fitting.explains` is False; with it, no flavor raises `NoFit`."""
+    state, cq, node, explains = f.state, f.cq, f.node, f.explains
+    fungibility = cq.flavor_fungibility
     borrow_choice: Choice | None = None
     preempt_choice: Choice | None = None
-    worst: tuple[int, Callable[[], PendingInfo]] | None = None
-    """The most useful reason so far, built only if no flavor is chosen (the usual answer)."""
+    worst = _NO_RANK
+    """The rank of the most useful reason so far; it is built (`why`) only if no flavor is
+    chosen."""
+    why: Callable[[], PendingInfo] | None = None
     skipped: list[str] = []
-
-    def note(reason: str, build: Callable[[], PendingInfo]) -> None:
-        nonlocal worst
-        rank = _RANK[reason]
-        if worst is None or rank < worst[0]:
-            worst = (rank, build)
-
     for fq in group.flavors:
         flavor = state.flavors[fq.name]
         if not f.places and flavor.topology_name is not None:
             return None  # node placement decides: not sure
-        why = ineligible(flavor, ps)
-        if why is not None:
-            skipped.append(f"{flavor.name}: {why}")
+        bad = ineligible(flavor, ps)
+        if bad is not None:
+            if explains:
+                skipped.append(f"{flavor.name}: {bad}")
             continue
         fits, borrows, possible, short = quota_fit(node, flavor.name, rs, totals, f.taken)
         if fits:
             topo = place_podset(state, flavor, ps, f.extra, f.grouping)
             if isinstance(topo, str):
-                f.notes.topology = True
                 msg = f"quota allows flavor {flavor.name} for pod set {ps.name} but {topo}"
+                f.notes.topology = True
                 f.notes.placement = f.notes.placement or msg
-                note(
-                    reasons.TOPOLOGY_PLACEMENT_FAILED,
-                    partial(
-                        PendingInfo,
-                        f.w.key,
-                        reasons.TOPOLOGY_PLACEMENT_FAILED,
-                        msg,
-                        flavor=flavor.name,
-                    ),
-                )
-                if preempts and preempt_choice is None:
+                if worst > _PLACEMENT:
+                    worst, why = _PLACEMENT, partial(_unplaced, f.w.key, msg, flavor.name)
+                if cq.preemption.any and preempt_choice is None:
                     preempt_choice = Choice(flavor.name, "preempt")
                 continue
             choice = Choice(flavor.name, "borrow" if borrows else "fit", topo)
@@ -212,22 +200,24 @@ def choose_flavor(
         assert short is not None
         fr, n, a = short
         if possible:
-            f.notes.shorts.append((fr, n - max(a, 0)))
-            note(
-                reasons.WAITING_FOR_QUOTA,
-                partial(waiting_for_quota, f.w.key, cq.name, fr, n, a, podset=ps.name),
-            )
-            if preempts:
+            if explains:
+                f.notes.shorts.append((fr, n - max(a, 0)))
+                if worst > _QUOTA:
+                    worst = _QUOTA
+                    why = partial(waiting_for_quota, f.w.key, cq.name, fr, n, a, podset=ps.name)
+            if cq.preemption.any:
                 if fungibility.when_can_preempt == "Preempt" and borrow_choice is None:
                     return Choice(flavor.name, "preempt")
                 preempt_choice = preempt_choice or Choice(flavor.name, "preempt")
-        else:
-            note(reasons.EXCEEDS_MAX_QUOTA, partial(_exceeds, f.w.key, ps.name, fr, n, a, cq.name))
+        elif explains and worst > _EXCEEDS:
+            worst, why = _EXCEEDS, partial(_exceeds, f.w.key, ps.name, fr, n, a, cq.name)
     if borrow_choice is not None:
         return borrow_choice
     if preempt_choice is not None:
         return preempt_choice
-    if worst is None:
+    if not explains:
+        return None
+    if why is None:
         raise NoFit(
             partial(
                 PendingInfo,
@@ -238,7 +228,11 @@ def choose_flavor(
                 resource=rs[0],
             )
         )
-    raise NoFit(worst[1])
+    raise NoFit(why)
+
+
+def _unplaced(key: str, message: str, flavor: str) -> PendingInfo:
+    return PendingInfo(key, reasons.TOPOLOGY_PLACEMENT_FAILED, message, flavor=flavor)
 
 
 def _exceeds(key: str, podset: str, fr: FlavorResource, n: int, a: int, cq: str) -> PendingInfo:

@@ -7,7 +7,7 @@ answers just that, with `assign`'s own flavor choice (`flavor_fit.choose_flavor`
 
 from __future__ import annotations
 
-from queuectl.core.flavor_fit import Fitting, NoFit, Notes, choose_flavor
+from queuectl.core.flavor_fit import Fitting, Notes, choose_flavor
 from queuectl.core.state import State
 from queuectl.core.types import Workload
 
@@ -28,19 +28,17 @@ def fits_only_by_borrowing(state: State, w: Workload) -> bool:
     covering = state.tree.covering[name]
     totals = {r: v * ps.count for r, v in ps.requests.items() if v > 0}
     groups: dict[int, list[str]] = {}
-    for r in sorted(totals):
+    for r in totals:  # in request order (often the GPU first): the first "no" ends it
         gi = covering.get(r)
         if gi is None:
             return False
         groups.setdefault(gi, []).append(r)
     # Nothing is taken between the groups: they hold different resources.
-    fitting = Fitting(state, w, cq, state.tree.queues[name], {}, {}, Notes(), None, places=False)
+    node = state.tree.queues[name]
+    fitting = Fitting(state, w, cq, node, {}, {}, Notes(), None, places=False, explains=False)
     borrows = False
     for gi, rs in groups.items():
-        try:
-            choice = choose_flavor(fitting, ps, cq.resource_groups[gi], rs, totals)
-        except NoFit:
-            return False
+        choice = choose_flavor(fitting, ps, cq.resource_groups[gi], rs, totals)
         if choice is None or choice.mode == "preempt":
             return False
         borrows = borrows or choice.mode == "borrow"
