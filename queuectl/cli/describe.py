@@ -26,8 +26,7 @@ from queuectl.cli._kube import CliError
 from queuectl.cli._render import Cell, Term, duration, quantity, table
 from queuectl.cli._snapshot import Snapshot
 from queuectl.cli.main import Subparsers
-from queuectl.core import GpuTimeBank, fleet
-from queuectl.core.patience import WAIT_PHRASE
+from queuectl.core import GpuTimeBank, fleet, waits_for_completions
 
 KINDS = ("clusterqueue", "localqueue", "cohort", "workload", *JOB_ALIASES)
 __all__ = ["add_parser", "describe", "run", "workload_of_job"]
@@ -342,7 +341,7 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         parts += ["", sec.heading("Why pending (the scheduler's own reasoning, now)", term)]
         parts += explain_lines(expl, snap.withheld(key), term)
         said = wlv.condition_message(obj)
-        if expl is not None and expl.preemption_possible and said and WAIT_PHRASE in said[1]:
+        if expl is not None and expl.preemption_possible and said and waits_for_completions(*said):
             parts.append(
                 "Patience:    the controller waits for finishing work first (its last word "
                 "below); it preempts only if that quota does not come back in time"

@@ -8,7 +8,7 @@ from queuectl import native
 
 __path__ = native.core_path(__path__)  # a compiled build of these sources, when asked for
 
-from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS
+from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, waits_for_completions
 from queuectl.core.results import (
     Admitted,
     CycleResult,
@@ -89,4 +89,5 @@ __all__ = [
     "TopologyRequest",
     "Workload",
     "backoff_seconds",
+    "waits_for_completions",
 ]

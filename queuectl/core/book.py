@@ -86,11 +86,11 @@ class Deferred:
 
 class Book:
     """Where every workload is (pending in a queue, waiting out a back-off, inactive,
-    nominated as a preemptor, or admitted in `st`) and the timers and notes between cycles."""
+    nominated as a preemptor, or admitted in `state`) and the timers and notes between cycles."""
 
     def __init__(self) -> None:
-        self.st = State()
-        self.pq: dict[str, PendingQueue] = {}
+        self.state = State()
+        self.pending: dict[str, PendingQueue] = {}
         self.waiting: list[tuple[float, str]] = []
         """Back-off timers: (not before, key); stale unless `waiting_at[key]` agrees."""
         self.waiting_at: dict[str, float] = {}
@@ -103,7 +103,7 @@ class Book:
         self.to_settle: set[str] = set()
         """Nominations that may have no victim counted any more: new ones, and those a victim
         of which was released since the last cycle. Only these can be ready (a victim leaves
-        `st.charges` only through `release`), so the cycle checks only these."""
+        `state.charges` only through `release`), so the cycle checks only these."""
         self.retries: list[tuple[float, str]] = []
         """(when a protected victim comes of age, queue): its parked buckets wake then."""
         self.waiting_preemptors: dict[str, tuple[Bucket, str]] = {}
@@ -152,10 +152,10 @@ class Book:
                 w.key, reasons.PENDING, f"requeued; backing off until {w.not_before:.3f}"
             )
         else:
-            self.pq.setdefault(w.cluster_queue, PendingQueue()).add(w)
+            self.pending.setdefault(w.cluster_queue, PendingQueue()).add(w)
 
     def unqueue(self, w: Workload) -> None:
-        q = self.pq.get(w.cluster_queue)
+        q = self.pending.get(w.cluster_queue)
         if q is not None:
             q.remove(w.key)
         self.waiting_at.pop(w.key, None)
@@ -163,29 +163,29 @@ class Book:
 
     def release(self, key: str) -> None:
         """An admitted workload stopped: its quota goes back, or stays held for its preemptor."""
-        st = self.st
-        charge = st.drop(key)
+        state = self.state
+        charge = state.drop(key)
         if charge is None:
             return
         self.to_settle.update(self.nominated_by.get(key, ()))
-        st.evicting.discard(key)
-        preemptor = st.victim_of.pop(key, None)
+        state.evicting.discard(key)
+        preemptor = state.victim_of.pop(key, None)
         if preemptor is not None and preemptor in self.nominations:
-            st.hold(preemptor, charge, counted=True)  # its quota stays held for the preemptor
+            state.hold(preemptor, charge, counted=True)  # its quota stays held for the preemptor
         elif self.patience <= 0.0:
-            st.apply(charge, -1)
+            state.apply(charge, -1)
         else:
-            node = st.tree.queues.get(charge.cq)
+            node = state.tree.queues.get(charge.cq)
             if node is None:
-                st.apply(charge, -1)
+                state.apply(charge, -1)
                 return
             # What it had borrowed, read before its usage goes: the loans coming home.
             loans = {fr: min(n, node.borrowed(fr)) for fr, n in charge.usage.items()}
-            st.apply(charge, -1)
+            state.apply(charge, -1)
             root = node.root.name
             self.flows.note(("tree", root), charge.usage)
             self.flows.note(("loans", root), loans)
-            if 0 in node.blimit.values():  # fenced: only its own work returns it quota
+            if 0 in node.borrowing_limit.values():  # fenced: only its own work returns it quota
                 self.flows.note(("queue", charge.cq), charge.usage)
 
     def nominate(self, key: str, victims: set[str]) -> None:
@@ -204,33 +204,33 @@ class Book:
         if victims is None:
             return []
         self.to_settle.discard(key)
-        st = self.st
+        state = self.state
         for v in victims:
             waiting = self.nominated_by.get(v)
             if waiting is not None:
                 waiting.discard(key)
                 if not waiting:
                     del self.nominated_by[v]
-            if st.victim_of.get(v) == key:
-                del st.victim_of[v]
-                if v in st.charges:
-                    st.evicting.add(v)  # already told to stop; never chosen twice
-        return st.release_held(key, mark)
+            if state.victim_of.get(v) == key:
+                del state.victim_of[v]
+                if v in state.charges:
+                    state.evicting.add(v)  # already told to stop; never chosen twice
+        return state.release_held(key, mark)
 
     def track_deadline(self, key: str) -> None:
-        w = self.st.workloads.get(key)
-        charge = self.st.charges.get(key)
+        w = self.state.workloads.get(key)
+        charge = self.state.charges.get(key)
         if w is not None and charge is not None and w.max_execution_seconds is not None:
             heapq.heappush(self.deadlines, (charge.admitted_at + w.max_execution_seconds, key))
 
     # --- what the cycle and explain read ----------------------------------------------------
     def idle_reason(self, cq: str) -> PendingInfo | None:
         """Why a queue admits nothing at all (None when it is active)."""
-        st = self.st
-        spec = st.queues.get(cq)
+        state = self.state
+        spec = state.queues.get(cq)
         if spec is None:
             return PendingInfo("", reasons.CLUSTER_QUEUE_NOT_FOUND, f"ClusterQueue {cq} not found")
-        why = st.tree.inactive.get(cq)
+        why = state.tree.inactive.get(cq)
         if why is not None:
             return PendingInfo(
                 "", reasons.CLUSTER_QUEUE_INACTIVE, f"ClusterQueue {cq} is inactive: {why}"
@@ -247,20 +247,20 @@ class Book:
         self, cq: str, flavor: str, resource: str, limit: int = 5
     ) -> tuple[QueueHolding, ...]:
         """Queues of `cq`'s cohort tree that hold the (flavor, resource), most first."""
-        root = self.st.root_of(cq)
+        root = self.state.root_of(cq)
         if root is None:
             return ()
         fr = (flavor, resource)
         cached = self.holders_cache.get((root, fr))
         if cached is not None:
             return cached
-        held = [
+        holders = [
             QueueHolding(n.name, n.usage[fr], n.borrowed(fr))
-            for n in self.st.tree.leaves.get(root, ())
+            for n in self.state.tree.leaves.get(root, ())
             if n.usage.get(fr, 0) > 0
         ]
-        held.sort(key=lambda h: (-h.usage, h.cluster_queue))
-        result = tuple(held[:limit])
+        holders.sort(key=lambda h: (-h.usage, h.cluster_queue))
+        result = tuple(holders[:limit])
         if self.caching:
             self.holders_cache[(root, fr)] = result
         return result

@@ -15,7 +15,7 @@ Order of work, each step cheap when nothing happened:
    until no queue has a candidate left: a deep queue is drained in one cycle. A head that would
    preempt although it fitted when the loop began (work admitted or quota held earlier in the
    loop took its fit) waits for the next cycle instead, its queue held back meanwhile, at most
-   `MAX_WAITS` cycles in a row.
+   `MAX_WAITS` cycles in a row. Each head's turn is in numbered steps (`admission_pass`).
 """
 
 from __future__ import annotations
@@ -24,82 +24,70 @@ import heapq
 from dataclasses import replace
 
 from queuectl.core import parking, patience, reasons
+from queuectl.core.admission_pass import AdmissionPass, wake_waiting_preemptors
 from queuectl.core.assign import assign
 from queuectl.core.book import Book, Deferred
-from queuectl.core.decision import Decision
-from queuectl.core.foresee import fits_only_by_borrowing
-from queuectl.core.outcomes import Out, admit, report, tell_those_behind
-from queuectl.core.queues import Bucket, PendingQueue, SortKey, sort_key
-from queuectl.core.quota import available, share_path
-from queuectl.core.results import CycleResult, Eviction, PendingInfo, waiting_for_quota
-
-WAITED = (
-    "it fitted when this cycle began, so it is tried again next cycle before anything is "
-    "preempted for it"
-)
-"""Why a head that would preempt waits instead (its WaitingForQuota message ends so)."""
-
-MAX_WAITS = 8
-"""Cycles in a row a preemptor may wait because work admitted (or quota held for a preemptor)
-before it in the cycle took the fit it had when the cycle began (`_wait_instead_of_preempting`)."""
+from queuectl.core.outcomes import Out, admit, report
+from queuectl.core.queues import Bucket, PendingQueue, sort_key
+from queuectl.core.results import CycleResult, Eviction, PendingInfo
 
 
-def run_cycle(s: Book, now: float) -> CycleResult:
-    s.now = now
-    s.st.ensure_tree()
-    parking.credit_turned(s, s.st.bank.settle(now, s.st.tree.queues))
-    patience.record_freed(s, now)
+def run_cycle(book: Book, now: float) -> CycleResult:
+    book.now = now
+    book.state.ensure_tree()
+    parking.credit_turned(book, book.state.bank.settle(now, book.state.tree.queues))
+    patience.record_freed(book, now)
     out = Out()
-    _timers(s, now, out)
-    _settle_nominations(s, now, out)
-    parking.wake(s)
-    _wake_waiting_preemptors(s)
-    parking.behind_own_work(s)
-    parking.carry_over(s, [a.key for a in out.admitted])
-    _idle_queues(s, out)
-    _admission_loop(s, now, out)
-    if s.fresh:
-        out.pending.extend(s.fresh[k] for k in sorted(s.fresh))
-        s.fresh.clear()
-    s.st.bank.observe(s.st.tree.queues)
+    _timers(book, now, out)
+    _settle_nominations(book, now, out)
+    parking.wake(book)
+    wake_waiting_preemptors(book)
+    parking.behind_own_work(book)
+    parking.carry_over(book, [a.key for a in out.admitted])
+    _idle_queues(book, out)
+    _admission_loop(book, now, out)
+    if book.fresh:
+        out.pending.extend(book.fresh[k] for k in sorted(book.fresh))
+        book.fresh.clear()
+    book.state.bank.observe(book.state.tree.queues)
     return CycleResult(
         admitted=tuple(out.admitted),
         preemptions=tuple(out.preemptions),
         evictions=tuple(out.evictions),
         pending=tuple(out.pending),
-        problems=tuple(s.st.tree.problems),
-        next_wakeup=_next_wakeup(s),
+        problems=tuple(book.state.tree.problems),
+        next_wakeup=_next_wakeup(book),
         evaluated=out.evaluated,
     )
 
 
-def _timers(s: Book, now: float, out: Out) -> None:
-    st = s.st
-    while s.waiting and s.waiting[0][0] <= now:
-        t, key = heapq.heappop(s.waiting)
-        if s.waiting_at.get(key) == t:
-            del s.waiting_at[key]
-            s.fresh.pop(key, None)
-            w = st.workloads[key]
-            s.pq.setdefault(w.cluster_queue, PendingQueue()).add(w)
-    while s.retries and s.retries[0][0] <= now:
-        _, cq = heapq.heappop(s.retries)
-        rq = s.pq.get(cq)
+def _timers(book: Book, now: float, out: Out) -> None:
+    state = book.state
+    while book.waiting and book.waiting[0][0] <= now:
+        t, key = heapq.heappop(book.waiting)
+        if book.waiting_at.get(key) == t:
+            del book.waiting_at[key]
+            book.fresh.pop(key, None)
+            w = state.workloads[key]
+            book.pending.setdefault(w.cluster_queue, PendingQueue()).add(w)
+    while book.retries and book.retries[0][0] <= now:
+        _, cq = heapq.heappop(book.retries)
+        rq = book.pending.get(cq)
         if rq is not None:
             rq.unpark_all()
-    while s.deadlines and s.deadlines[0][0] <= now:
-        t, key = heapq.heappop(s.deadlines)
-        dw = st.workloads.get(key)
-        charge = st.charges.get(key)
+    while book.deadlines and book.deadlines[0][0] <= now:
+        t, key = heapq.heappop(book.deadlines)
+        dw = state.workloads.get(key)
+        charge = state.charges.get(key)
         if (
             dw is None
             or charge is None
             or dw.max_execution_seconds is None
             or charge.admitted_at + dw.max_execution_seconds != t
-            or key in st.evicting
+            or key in state.evicting
         ):
             continue
-        st.evicting.add(key)
+        state.evicting.add(key)
         out.evictions.append(
             Eviction(
                 key,
@@ -107,12 +95,12 @@ def _timers(s: Book, now: float, out: Out) -> None:
                 f"exceeded its maximum execution time of {dw.max_execution_seconds:g}s",
             )
         )
-    for name, spec in st.queues.items():
+    for name, spec in state.queues.items():
         if spec.stop_policy != "HoldAndDrain":
             continue
-        for key in sorted(st.by_cq.get(name, {})):
-            if key not in st.evicting and key not in st.victim_of:
-                st.evicting.add(key)
+        for key in sorted(state.by_cq.get(name, {})):
+            if key not in state.evicting and key not in state.victim_of:
+                state.evicting.add(key)
                 out.evictions.append(
                     Eviction(
                         key,
@@ -122,82 +110,74 @@ def _timers(s: Book, now: float, out: Out) -> None:
                 )
 
 
-def _settle_nominations(s: Book, now: float, out: Out) -> None:
+def _settle_nominations(book: Book, now: float, out: Out) -> None:
     """A preemptor whose victims are all gone takes the quota they held, first; so does one
     that waits for completions instead of preempting (`patience`), or it preempts now."""
-    st = s.st
-    check, s.to_settle = s.to_settle, set()
-    st.pooling = True
+    state = book.state
+    check, book.to_settle = book.to_settle, set()
+    state.pooling = True
     try:
-        _settle(s, now, out, check)
+        _settle(book, now, out, check)
     finally:
-        st.pooling = False
-        st.cache.usable_memo.clear()
+        state.pooling = False
+        state.cache.usable_memo.clear()
 
 
-def _settle(s: Book, now: float, out: Out, check: set[str]) -> None:
-    st = s.st
+def _settle(book: Book, now: float, out: Out, check: set[str]) -> None:
+    state = book.state
     ready = [
         p
         for p in check
-        if p in s.nominations and not any(v in st.charges for v in s.nominations[p])
+        if p in book.nominations and not any(v in state.charges for v in book.nominations[p])
     ]
-    for key in sorted(ready, key=lambda k: sort_key(st.workloads[k])):
-        w = st.workloads[key]
-        told, waited = s.nominated_info.get(key), s.patient.get(key)
-        if waited is not None and patience.keeps_waiting(s, w, now):
-            s.to_settle.add(key)  # decided without an evaluation
+    for key in sorted(ready, key=lambda k: sort_key(state.workloads[k])):
+        w = state.workloads[key]
+        told, waited = book.nominated_info.get(key), book.patient.get(key)
+        if waited is not None and patience.keeps_waiting(book, w, now):
+            book.to_settle.add(key)  # decided without an evaluation
             continue
         # What a waiter held is released unmarked: parked work is not woken for quota that
         # it takes back at once (admitted, or held again), only when it really lets go (below).
-        held = s.cancel_nomination(key, mark=waited is None)
-        if s.idle_reason(w.cluster_queue) is None:
+        was_held = book.cancel_nomination(key, mark=waited is None)
+        if book.idle_reason(w.cluster_queue) is None:
             out.evaluated += 1
-            d = assign(st, w, now)
+            d = assign(state, w, now)
             if d.kind == "fit" and d.admission is not None:
-                admit(s, w, d.admission, now, out)
-                if waited is not None and patience.lets_go(s, key, held):
-                    patience.mark_freed(s, held)  # admitted in another flavor than it held
+                admit(book, w, d.admission, now, out)
+                if waited is not None and patience.lets_go(book, key, was_held):
+                    patience.mark_freed(book, was_held)  # admitted in another flavor than it held
                 continue
             if d.kind == "preempt" and waited is not None:
-                s.patient[key] = waited
+                book.patient[key] = waited
                 if told is not None:
-                    s.nominated_info[key] = told
-                patience.preempt_or_wait(s, w, d, now, out, mark=False)
-                if patience.lets_go(s, key, held):  # held elsewhere now (another flavor): mark it
-                    patience.mark_freed(s, held)
+                    book.nominated_info[key] = told
+                patience.preempt_or_wait(book, w, d, now, out, mark=False)
+                if patience.lets_go(
+                    book, key, was_held
+                ):  # held elsewhere now (another flavor): mark it
+                    patience.mark_freed(book, was_held)
                 continue
             if waited is not None and d.info is not None:
                 # It waited for completions and now cannot even preempt: say so at once (its
                 # queue may not evaluate it this cycle, e.g. behind a StrictFIFO head).
                 out.pending.append(replace(d.info, key=key))
         if waited is not None:
-            patience.mark_freed(s, held)
-        s.enqueue(w)
+            patience.mark_freed(book, was_held)
+        book.enqueue(w)
 
 
-def _idle_queues(s: Book, out: Out) -> None:
-    for name in sorted(s.pq):
-        q = s.pq[name]
+def _idle_queues(book: Book, out: Out) -> None:
+    for name in sorted(book.pending):
+        q = book.pending[name]
         if not q.entries:
             continue
-        info = s.idle_reason(name)
+        info = book.idle_reason(name)
         if info is not None:
             for bucket in list(q.buckets.values()):
-                report(s, q, bucket, info, out)
+                report(book, q, bucket, info, out)
 
 
-Order = tuple[bool, tuple[float, ...], SortKey]
-
-
-def _order(s: Book, cq: str, head: SortKey, borrowing: bool) -> Order:
-    """Heap key: in the borrowing pass queues with GPU time credit first (`bank.has_credit`),
-    then fair share (share path), then the head's own order."""
-    first = borrowing and not s.st.bank.has_credit(cq)
-    return first, share_path(s.st.tree.queues[cq]), head
-
-
-def _admission_loop(s: Book, now: float, out: Out) -> None:
+def _admission_loop(book: Book, now: float, out: Out) -> None:
     """Two passes: first what fits in queues' own quota, then borrowers by fair share.
 
     A bucket whose best member would borrow (or preempt while borrowing) waits for the second
@@ -207,210 +187,57 @@ def _admission_loop(s: Book, now: float, out: Out) -> None:
     """
     active = [
         name
-        for name, q in s.pq.items()
-        if q.blocked_at is None and q.entries and s.idle_reason(name) is None
+        for name, q in book.pending.items()
+        if q.blocked_at is None and q.entries and book.idle_reason(name) is None
     ]
-    strict = {n for n, spec in s.st.queues.items() if spec.queueing_strategy == "StrictFIFO"}
-    s.st.begin_loop()
+    strict = {n for n, spec in book.state.queues.items() if spec.queueing_strategy == "StrictFIFO"}
+    book.state.begin_loop()
     try:
         aside: dict[Bucket, PendingInfo] = {}
-        deferred = _pass(s, active, now, out, strict, aside, borrowing=False)
-        deferred.extend(s.set_aside)
+        deferred = AdmissionPass(book, now, out, strict, aside, borrowing=False).run(active)
+        deferred.extend(book.set_aside)
         second: dict[str, None] = {}
         # Quiet buckets that would borrow were set aside by their (skipped) turn: their turn
         # in the second pass would change nothing either.
-        quiet = {n: [b for b in bs if b.borrows and b.parked] for n, bs in s.quiet.items()}
+        quiet = {n: [b for b in bs if b.borrows and b.parked] for n, bs in book.quiet.items()}
         for name, bucket, rechecked in deferred:
             if bucket is None:
                 second[name] = None
             elif (
                 rechecked
                 and bucket not in aside
-                and name not in s.waiting_preemptors
-                and parking.settled(s, name, bucket)
+                and name not in book.waiting_preemptors
+                and parking.settled(book, name, bucket)
             ):
                 quiet.setdefault(name, []).append(bucket)
             else:
-                s.pq[name].unpark(bucket, recheck=rechecked)
+                book.pending[name].unpark(bucket, recheck=rechecked)
                 second[name] = None
-        s.quiet = {n: bs for n, bs in quiet.items() if bs}
-        for name in parking.borrowers_to_recheck(s, strict):
+        book.quiet = {n: bs for n, bs in quiet.items() if bs}
+        for name in parking.borrowers_to_recheck(book, strict):
             second[name] = None
-        _pass(s, list(second), now, out, strict, aside, borrowing=True)
+        AdmissionPass(book, now, out, strict, aside, borrowing=True).run(list(second))
     finally:
-        s.quiet, s.set_aside = {}, Deferred()
-        s.st.end_loop()
+        book.quiet, book.set_aside = {}, Deferred()
+        book.state.end_loop()
 
 
-def _pass(
-    s: Book,
-    names: list[str],
-    now: float,
-    out: Out,
-    strict: set[str],
-    aside: dict[Bucket, PendingInfo],
-    borrowing: bool,
-) -> Deferred:
-    """One pass; returns what waits for the borrowing pass: (queue, bucket set aside or None
-    for a whole StrictFIFO queue, whether the bucket's cheap re-check is owed). `aside`: the
-    untold reason of a bucket that failed in the first pass while it would borrow (the second
-    pass, where others start borrowing, may still find it victims)."""
-    st = s.st
-    heap: list[tuple[Order, str]] = []
-
-    def push(name: str) -> None:
-        if borrowing and name not in strict:
-            parking.sweep(s, name, aside)
-        _push_head(s, heap, name, borrowing)
-
-    for name in names:
-        push(name)
-    deferred = Deferred()
-    while heap:
-        key, name = heapq.heappop(heap)
-        q = s.pq[name]
-        head = q.head()
-        if head is None or q.blocked_at is not None:
-            continue
-        current = _order(s, name, head[0], borrowing)
-        if current != key:
-            heapq.heappush(heap, (current, name))
-            continue
-        sk, wkey, bucket = head
-        aside_ok = not borrowing and name not in strict  # a bucket that would borrow waits
-        rechecked = bucket.recheck
-        if rechecked:
-            bucket.recheck = False
-            if parking.still_short(s, name, bucket):
-                # Freed quota was taken before its turn: the same failure, so no evaluation.
-                q.park(bucket)
-                untold = aside.pop(bucket, None)
-                if untold is not None:
-                    report(s, q, bucket, untold, out)
-                elif bucket.unreported and bucket.info is not None:
-                    report(s, q, bucket, bucket.info, out)
-                if bucket.borrows and aside_ok:
-                    deferred.add(name, bucket, True)  # others may start borrowing there
-                push(name)
-                continue
-            if aside_ok and parking.certainly_borrows(s, name, bucket):
-                q.park(bucket)  # set aside unevaluated: it could only be admitted by borrowing
-                deferred.add(name, bucket, True)
-                push(name)
-                continue
-        aside.pop(bucket, None)
-        w = st.workloads[wkey]
-        out.evaluated += 1
-        if aside_ok and fits_only_by_borrowing(st, w):
-            # What `assign` would answer sets it aside unchanged (see below): skip building it.
-            q.park(bucket)
-            deferred.add(name, bucket, rechecked)
-            push(name)
-            continue
-        d = assign(st, w, now)
-        if d.borrows and not borrowing and d.kind != "fail":
-            # Its parked record still holds: if what it borrows is gone by the second pass,
-            # the cheap re-check answers without a second full evaluation.
-            if name in strict:
-                bucket.recheck = rechecked
-                deferred.add(name, None, rechecked)
-                continue
-            q.park(bucket)
-            deferred.add(name, bucket, rechecked)
-        elif d.kind == "fit" and d.admission is not None:
-            q.remove(wkey)
-            admit(s, w, d.admission, now, out)
-        elif d.kind == "preempt":
-            if s.waits.get(wkey, 0) < MAX_WAITS and st.fitted_when_loop_began(
-                st.tree.queues[name], d.need
-            ):
-                _wait_instead_of_preempting(s, name, bucket, wkey, d, out)
-                parking.left_quiet(s, name, sk, first_pass=not borrowing)
-                continue  # its queue admits nothing else in this cycle
-            q.remove(wkey)
-            patience.preempt_or_wait(s, w, d, now, out)
-        else:
-            assert d.info is not None
-            parking.set_wake(s, name, bucket, d, sk)
-            if d.retry_at is not None:
-                heapq.heappush(s.retries, (d.retry_at, name))
-            if d.borrows and aside_ok:
-                aside[bucket] = d.info  # told after its cheap re-check in the second pass
-                q.park(bucket)
-                deferred.add(name, bucket, True)
-            else:
-                report(s, q, bucket, d.info, out)
-                if name in strict:
-                    q.blocked_at = sk
-                    tell_those_behind(s, name, bucket, out)
-                else:
-                    q.park(bucket)
-        push(name)
-    return deferred
-
-
-def _wait_instead_of_preempting(
-    s: Book, name: str, bucket: Bucket, key: str, d: Decision, out: Out
-) -> None:
-    """A preemptor whose need fitted in what was free when this cycle began (work admitted, or
-    quota held for a preemptor, earlier in the cycle took it) waits for the next cycle instead
-    of preempting: completions before then may let it in for nothing. Its queue admits nothing
-    else in this cycle, so that lower-priority work does not take what it waits for (and become
-    its victim next cycle).
-    It waits at most `MAX_WAITS` cycles in a row, then preempts if it still must: it cannot
-    starve. (Each further wait needs quota freed between two cycles: with no event, the next
-    cycle starts without the fit and it preempts at once.)"""
-    q = s.pq[name]
-    node = s.st.tree.queues[name]
-    short = sorted((fr, n, available(node, fr)) for fr, n in d.need.items())
-    fr, n, a = next((x for x in short if x[1] > x[2]), short[0])
-    info = waiting_for_quota("", name, fr, n, a, why=WAITED)
-    # Parked with nothing that wakes it but the next cycle (see `_wake_waiting_preemptors`).
-    bucket.wake, bucket.avail_at, bucket.need = [], None, None
-    bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False
-    bucket.depends, bucket.within, bucket.recheck = (), None, False
-    bucket.borrowing_helps = False
-    q.park(bucket)
-    report(s, q, bucket, info, out)
-    s.waiting_preemptors[name] = (bucket, key)
-
-
-def _wake_waiting_preemptors(s: Book) -> None:
-    before, s.waits = s.waits, {}
-    for name, (bucket, key) in s.waiting_preemptors.items():
-        s.waits[key] = before.get(key, 0) + 1
-        q = s.pq.get(name)
-        if q is not None and q.buckets.get(bucket.shape) is bucket:
-            q.unpark(bucket)
-    s.waiting_preemptors.clear()
-
-
-def _push_head(s: Book, heap: list[tuple[Order, str]], name: str, borrowing: bool) -> None:
-    """Put the queue's best unparked workload (if any, and the queue is not blocked) on the heap."""
-    q = s.pq[name]
-    if not q.heap:
-        return  # every bucket parked (the usual case after a turn): no head to look for
-    nxt = q.head()
-    if nxt is not None and q.blocked_at is None and name not in s.waiting_preemptors:
-        heapq.heappush(heap, (_order(s, name, nxt[0], borrowing), name))
-
-
-def _next_wakeup(s: Book) -> float | None:
+def _next_wakeup(book: Book) -> float | None:
     times = []
-    while s.waiting and s.waiting_at.get(s.waiting[0][1]) != s.waiting[0][0]:
-        heapq.heappop(s.waiting)
-    for h in (s.waiting, s.retries, s.deadlines):
+    while book.waiting and book.waiting_at.get(book.waiting[0][1]) != book.waiting[0][0]:
+        heapq.heappop(book.waiting)
+    for h in (book.waiting, book.retries, book.deadlines):
         if h:
             times.append(h[0][0])
-    if s.waiting_preemptors:
-        times.append(s.now)  # the next cycle decides for them, with or without events
-    if s.patient:
-        times.append(min(waiting.until for waiting in s.patient.values()))
+    if book.waiting_preemptors:
+        times.append(book.now)  # the next cycle decides for them, with or without events
+    if book.patient:
+        times.append(min(waiting.until for waiting in book.patient.values()))
     # Credit changes who may take from whom (`parking.credit_turned`) and no event says when:
     # a balance running out matters to whoever waits, credit coming in to the queue's own work.
-    ledger = s.st.bank
-    for name in ledger.banks if ledger.banks and any(s.pq.values()) else ():
-        if ledger.has_credit(name) or s.pq.get(name):
+    ledger = book.state.bank
+    for name in ledger.banks if ledger.banks and any(book.pending.values()) else ():
+        if ledger.has_credit(name) or book.pending.get(name):
             t = ledger.turns(name)
             if t is not None:
                 times.append(t)

@@ -10,26 +10,26 @@ from queuectl.core.book import Book
 from queuectl.core.results import Explanation, PendingInfo
 
 
-def pending_info(s: Book, key: str) -> PendingInfo | None:
+def pending_info(book: Book, key: str) -> PendingInfo | None:
     """The last reason known for a pending workload (None if admitted or unknown)."""
-    st = s.st
-    w = st.workloads.get(key)
-    if w is None or key in st.charges:
+    state = book.state
+    w = state.workloads.get(key)
+    if w is None or key in state.charges:
         return None
-    if key in s.nominated_info:
-        return s.nominated_info[key]
-    if key in s.fresh:
-        return s.fresh[key]
-    if key in s.inactive:
+    if key in book.nominated_info:
+        return book.nominated_info[key]
+    if key in book.fresh:
+        return book.fresh[key]
+    if key in book.inactive:
         return PendingInfo(key, reasons.INACTIVE, "the workload is not active")
-    if key in s.waiting_at:
+    if key in book.waiting_at:
         return PendingInfo(
-            key, reasons.PENDING, f"requeued; backing off until {s.waiting_at[key]:.3f}"
+            key, reasons.PENDING, f"requeued; backing off until {book.waiting_at[key]:.3f}"
         )
-    idle = s.idle_reason(w.cluster_queue)
+    idle = book.idle_reason(w.cluster_queue)
     if idle is not None:
         return replace(idle, key=key)
-    q = s.pq.get(w.cluster_queue)
+    q = book.pending.get(w.cluster_queue)
     entry = q.entries.get(key) if q is not None else None
     if q is not None and entry is not None:
         bucket = q.buckets.get(entry[1])
@@ -38,16 +38,16 @@ def pending_info(s: Book, key: str) -> PendingInfo | None:
     return PendingInfo(key, reasons.PENDING, "not evaluated yet")
 
 
-def explain(s: Book, key: str, now: float) -> Explanation:
-    st = s.st
-    st.ensure_tree()
-    w = st.workloads.get(key)
+def explain(book: Book, key: str, now: float) -> Explanation:
+    state = book.state
+    state.ensure_tree()
+    w = state.workloads.get(key)
     if w is None:
         return Explanation(key, "unknown")
-    charge = st.charges.get(key)
+    charge = state.charges.get(key)
     if charge is not None:
         return Explanation(key, "admitted", admission=charge.admission)
-    waited = s.patient.get(key)
+    waited = book.patient.get(key)
     if waited is not None:
         # It waits for completions instead of preempting (`patience`): the victims it names are
         # those it would have taken at its last evaluation that still run (one may have
@@ -55,22 +55,22 @@ def explain(s: Book, key: str, now: float) -> Explanation:
         return Explanation(
             key,
             "pending",
-            pending=s.nominated_info.get(key),
+            pending=book.nominated_info.get(key),
             preemption_possible=True,
-            would_evict=tuple(v for v in waited.victims if v in st.charges),
+            would_evict=tuple(v for v in waited.victims if v in state.charges),
         )
-    if key in s.nominations:
+    if key in book.nominations:
         return Explanation(
             key,
             "nominated",
-            pending=s.nominated_info.get(key),
+            pending=book.nominated_info.get(key),
             preemption_possible=True,
-            would_evict=tuple(sorted(s.nominations[key])),
+            would_evict=tuple(sorted(book.nominations[key])),
         )
-    if key in s.inactive:
-        return Explanation(key, "inactive", pending=pending_info(s, key))
-    info = pending_info(s, key)
-    if key in s.waiting_at or (
+    if key in book.inactive:
+        return Explanation(key, "inactive", pending=pending_info(book, key))
+    info = pending_info(book, key)
+    if key in book.waiting_at or (
         info is not None
         and info.reason
         in (
@@ -80,13 +80,13 @@ def explain(s: Book, key: str, now: float) -> Explanation:
         )
     ):
         return Explanation(key, "pending", pending=info)
-    d = assign(st, w, now)
+    d = assign(state, w, now)
     if d.kind == "fit":
         message = "fits now: the next cycle admits it unless someone ahead takes the quota first"
-        waits = s.waiting_preemptors.get(w.cluster_queue)
-        held = _held_by_strict_head(s, w.cluster_queue, key, now)
-        if held is not None:
-            message = held
+        waits = book.waiting_preemptors.get(w.cluster_queue)
+        strict_wait = _held_by_strict_head(book, w.cluster_queue, key, now)
+        if strict_wait is not None:
+            message = strict_wait
         elif waits is not None and waits[1] != key:
             # The cycle holds its queue back while the head waits instead of preempting (so
             # that this workload does not take the quota the head waits for and become its
@@ -104,10 +104,10 @@ def explain(s: Book, key: str, now: float) -> Explanation:
         )
     if d.kind == "preempt":
         victims = tuple(sorted(c.key for c, _ in d.victims))
-        waits = s.waiting_preemptors.get(w.cluster_queue)
+        waits = book.waiting_preemptors.get(w.cluster_queue)
         if waits is not None and waits[1] == key and info is not None:
-            # The cycle let it wait instead of preempting (`cycle.MAX_WAITS`): say so, and what
-            # the next cycle does if the quota it waits for is still taken then.
+            # The cycle let it wait instead of preempting (`admission_pass.MAX_WAITS`): say so,
+            # and what the next cycle does if the quota it waits for is still taken then.
             return Explanation(
                 key,
                 "pending",
@@ -135,22 +135,24 @@ def explain(s: Book, key: str, now: float) -> Explanation:
     assert d.info is not None
     result = d.info
     if result.flavor is not None and result.resource is not None:
-        result = replace(result, holders=s.holders(w.cluster_queue, result.flavor, result.resource))
+        result = replace(
+            result, holders=book.holders(w.cluster_queue, result.flavor, result.resource)
+        )
     return Explanation(key, "pending", pending=result)
 
 
-def _held_by_strict_head(s: Book, cq: str, key: str, now: float) -> str | None:
+def _held_by_strict_head(book: Book, cq: str, key: str, now: float) -> str | None:
     """Why a fitting workload still waits in a StrictFIFO queue: its head does not fit, and
     nothing behind a head that does not fit is admitted (None when that is not the case)."""
-    spec = s.st.queues.get(cq)
-    q = s.pq.get(cq)
+    spec = book.state.queues.get(cq)
+    q = book.pending.get(cq)
     if spec is None or spec.queueing_strategy != "StrictFIFO" or q is None or key not in q.entries:
         return None
     head = min(q.entries, key=lambda k: q.entries[k][0])
-    other = s.st.workloads.get(head)
+    other = book.state.workloads.get(head)
     if head == key or other is None:
         return None
-    d = assign(s.st, other, now)
+    d = assign(book.state, other, now)
     if d.kind == "fit":
         return None
     why = d.info.reason if d.info is not None else "it would preempt"

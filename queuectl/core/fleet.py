@@ -71,18 +71,20 @@ def _lent(s: Scheduler, node: QNode, fr: FlavorResource) -> int:
     if idle == 0:
         return 0
     mine = _under(node)
-    others = sum(q.borrowed(fr) for q in s.st.tree.leaves.get(node.root, ()) if q.name not in mine)
+    others = sum(
+        q.borrowed(fr) for q in s.state.tree.leaves.get(node.root, ()) if q.name not in mine
+    )
     return min(idle, others)
 
 
 def quota_table(s: Scheduler, name: str, *, cohort: bool = False) -> tuple[QuotaRow, ...] | None:
     """The quota table of a ClusterQueue (or, with `cohort`, a Cohort); None if unknown."""
-    st = s.st
-    st.ensure_tree()
-    node = (st.tree.cohorts if cohort else st.tree.queues).get(name)
+    state = s.state
+    state.ensure_tree()
+    node = (state.tree.cohorts if cohort else state.tree.queues).get(name)
     if node is None:
         return None
-    spec = st.cohorts.get(name) if cohort else st.queues.get(name)
+    spec = state.cohorts.get(name) if cohort else state.queues.get(name)
     spec_order = [
         (fq.name, rq.name)
         for rg in (spec.resource_groups if spec is not None else ())
@@ -94,8 +96,8 @@ def quota_table(s: Scheduler, name: str, *, cohort: bool = False) -> tuple[Quota
             flavor=fr[0],
             resource=fr[1],
             nominal=node.nominal.get(fr, 0),
-            borrowing_limit=node.blimit.get(fr),
-            lending_limit=node.llimit.get(fr),
+            borrowing_limit=node.borrowing_limit.get(fr),
+            lending_limit=node.lending_limit.get(fr),
             used=node.usage.get(fr, 0),
             borrowed=node.borrowed(fr) if node.parent is not None else 0,
             lent=_lent(s, node, fr),
@@ -106,9 +108,9 @@ def quota_table(s: Scheduler, name: str, *, cohort: bool = False) -> tuple[Quota
 
 def cohort_members(s: Scheduler, name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(child cohorts, child ClusterQueues) of a cohort, by name; None if unknown."""
-    st = s.st
-    st.ensure_tree()
-    node = st.tree.cohorts.get(name)
+    state = s.state
+    state.ensure_tree()
+    node = state.tree.cohorts.get(name)
     if node is None:
         return None
     kids = sorted(node.children, key=lambda c: c.name)
@@ -123,7 +125,7 @@ def pending_order(s: Scheduler, cluster_queue: str) -> tuple[str, ...]:
     """Keys of the workloads queued in a ClusterQueue, in the order the cycle tries them:
     the core's own sort key (priority, requeued-at-front, age). Workloads backing off,
     inactive or nominated are not in line and are not listed."""
-    q = s.book.pq.get(cluster_queue)
+    q = s.book.pending.get(cluster_queue)
     if q is None:
         return ()
     return tuple(key for key, _ in sorted(q.entries.items(), key=lambda kv: kv[1][0]))
@@ -146,23 +148,23 @@ class FlavorGpus:
 
 def gpu_allocation(s: Scheduler) -> tuple[FlavorGpus, ...]:
     """Per flavor, in name order: GPU capacity and what admitted workloads hold."""
-    st = s.st
+    state = s.state
     allocated: dict[str, int] = {}
-    for charge in st.charges.values():
+    for charge in state.charges.values():
         for (flavor, res), amount in charge.usage.items():
             if res == GPU:
                 allocated[flavor] = allocated.get(flavor, 0) + amount
     out = []
-    for name in sorted({*st.flavors, *allocated}):
-        spec = st.flavors.get(name)
+    for name in sorted({*state.flavors, *allocated}):
+        spec = state.flavors.get(name)
         capacity = 0
         if spec is not None:
             device = spec.node_resources.get(GPU, GPU)
-            for node in st.nodes.values():
+            for node in state.nodes.values():
                 if node.unschedulable:
                     continue
                 if all(node.labels.get(k) == v for k, v in spec.node_labels.items()):
-                    capacity += st.capacity.get(node.name, {}).get(device, 0)
+                    capacity += state.capacity.get(node.name, {}).get(device, 0)
         out.append(FlavorGpus(name, capacity, allocated.get(name, 0)))
     return tuple(out)
 
@@ -174,29 +176,29 @@ def free_gpus(s: Scheduler, pod_gpus: Mapping[str, int] | None = None) -> dict[s
     has it; without it the core's own view is used: what other pods use plus the placements of
     admitted workloads with a topology assignment (others are not tied to nodes in the core).
     """
-    st = s.st
+    state = s.state
     out: dict[str, int] = {}
-    for name, node in st.nodes.items():
+    for name, node in state.nodes.items():
         if node.unschedulable:
             continue
-        cap = st.capacity.get(name, {}).get(GPU, 0)
+        cap = state.capacity.get(name, {}).get(GPU, 0)
         if cap <= 0:
             continue
         if pod_gpus is not None:
             used = pod_gpus.get(name, 0)
         else:
-            used = node.used.get(GPU, 0) + st.node_used.get(name, {}).get(GPU, 0)
+            used = node.used.get(GPU, 0) + state.node_used.get(name, {}).get(GPU, 0)
         out[name] = max(0, cap - used)
     return out
 
 
 def pending_gpu_requests(s: Scheduler) -> tuple[int, ...]:
     """Per-pod GPU requests of the pod sets of every workload not admitted (sorted, distinct)."""
-    st = s.st
+    state = s.state
     wanted = {
         int(ps.requests.get(GPU, 0))
-        for key, w in st.workloads.items()
-        if key not in st.charges and w.active
+        for key, w in state.workloads.items()
+        if key not in state.charges and w.active
         for ps in w.podsets
         if ps.count > 0 and ps.requests.get(GPU, 0) > 0
     }
@@ -255,7 +257,7 @@ class GpuSecondsMeter:
         out: dict[GpuSecondsKey, float] = {}
         if last is None or now <= last:
             return out
-        for charge in s.st.charges.values():
+        for charge in s.state.charges.values():
             start = max(last, charge.admitted_at)
             if now <= start:
                 continue

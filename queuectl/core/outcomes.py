@@ -24,7 +24,7 @@ class Out:
     evaluated: int = 0
 
 
-def report(s: Book, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out) -> None:
+def report(book: Book, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out) -> None:
     """Tell every member of the bucket whose reason changed (or who never heard it)."""
     sig = (info.reason, info.flavor, info.resource)
     if sig != bucket.signature:
@@ -34,8 +34,8 @@ def report(s: Book, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out
         keys = sorted(bucket.unreported)
     bucket.unreported.clear()
     if keys and info.flavor is not None and info.resource is not None and not info.holders:
-        cq = s.st.workloads[keys[0]].cluster_queue
-        info = replace(info, holders=s.holders(cq, info.flavor, info.resource))
+        cq = book.state.workloads[keys[0]].cluster_queue
+        info = replace(info, holders=book.holders(cq, info.flavor, info.resource))
     bucket.info = info
     i = info
     out.pending.extend(
@@ -55,10 +55,10 @@ def report(s: Book, q: PendingQueue, bucket: Bucket, info: PendingInfo, out: Out
     )
 
 
-def tell_those_behind(s: Book, name: str, head: Bucket, out: Out) -> None:
+def tell_those_behind(book: Book, name: str, head: Bucket, out: Out) -> None:
     """A StrictFIFO queue's head does not fit: the rest of the queue is not evaluated, so tell
     its other members why they wait (once: `report` tells only a changed reason)."""
-    q = s.pq[name]
+    q = book.pending[name]
     behind = PendingInfo(
         "",
         reasons.PENDING,
@@ -67,18 +67,18 @@ def tell_those_behind(s: Book, name: str, head: Bucket, out: Out) -> None:
     )
     for bucket in list(q.buckets.values()):
         if bucket is not head:
-            report(s, q, bucket, behind, out)
+            report(book, q, bucket, behind, out)
 
 
-def admit(s: Book, w: Workload, admission: Admission, now: float, out: Out) -> None:
-    s.st.admit(charge_for(w, admission, now, s.st.flavors))
-    s.st.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
-    s.track_deadline(w.key)
+def admit(book: Book, w: Workload, admission: Admission, now: float, out: Out) -> None:
+    book.state.admit(charge_for(w, admission, now, book.state.flavors))
+    book.state.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
+    book.track_deadline(w.key)
     out.admitted.append(Admitted(w.key, admission))
 
 
 def nominate(
-    s: Book,
+    book: Book,
     w: Workload,
     d: Decision,
     now: float,
@@ -92,21 +92,21 @@ def nominate(
     part is held all the same, and this is its reason (told only when it changed). `mark=False`:
     it held at least as much until just now (`State.hold`).
 
-    The victims' part is held by keeping them counted (then as ghosts) until the preemptor is
-    admitted; the part that is free right now is held by a reservation charged to its queue, so
-    that nobody admitted in between can take it. Per (flavor, resource) the reservation is at
-    most what is available, so it never breaks a limit.
+    The victims' part is held by keeping them counted (then in `State.held_for`) until the
+    preemptor is admitted; the part that is free right now is held by a reservation charged to
+    its queue, so that nobody admitted in between can take it. Per (flavor, resource) the
+    reservation is at most what is available, so it never breaks a limit.
     """
-    st = s.st
+    state = book.state
     victims = [] if waiting is not None else d.victims
     keys = sorted(c.key for c, _ in victims)
-    s.nominate(w.key, set(keys))
-    node = st.tree.queues[w.cluster_queue]
-    held = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
-    reserve(s, w, {fr: n for fr, n in held.items() if n > 0}, now, mark)
+    book.nominate(w.key, set(keys))
+    node = state.tree.queues[w.cluster_queue]
+    free_now = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
+    reserve(book, w, {fr: n for fr, n in free_now.items() if n > 0}, now, mark)
     for c, reason in sorted(victims, key=lambda v: v[0].key):
-        st.mark_victim(c, w.key)
-        vw = st.workloads.get(c.key)
+        state.mark_victim(c, w.key)
+        vw = state.workloads.get(c.key)
         grace = vw.preemption_grace_seconds if vw is not None else 0.0
         out.preemptions.append(
             Preemption(
@@ -118,19 +118,21 @@ def nominate(
                 deadline=now + grace,
             )
         )
-    before = s.nominated_info.get(w.key)
+    before = book.nominated_info.get(w.key)
     info = waiting or PendingInfo(
         w.key,
         reasons.WAITING_FOR_PREEMPTED,
         f"waiting for {len(keys)} preempted workload(s) to stop: {', '.join(keys)}",
         victims=tuple(keys),
     )
-    s.nominated_info[w.key] = info
+    book.nominated_info[w.key] = info
     if info != before:
         out.pending.append(info)
 
 
-def reserve(s: Book, w: Workload, usage: dict[FlavorResource, int], now: float, mark: bool) -> None:
+def reserve(
+    book: Book, w: Workload, usage: dict[FlavorResource, int], now: float, mark: bool
+) -> None:
     """Hold `usage` (free right now) for the preemptor `w`: charged to its queue, so that
     nobody admitted in between can take it."""
     if not usage:
@@ -146,7 +148,7 @@ def reserve(s: Book, w: Workload, usage: dict[FlavorResource, int], now: float, 
         min_runtime=0.0,
         admission=Admission(w.cluster_queue, ()),
     )
-    s.st.hold(w.key, reservation, counted=False, mark=mark)
+    book.state.hold(w.key, reservation, counted=False, mark=mark)
 
 
 def _why(reason: str) -> str:

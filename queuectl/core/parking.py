@@ -16,25 +16,25 @@ from queuectl.core.queues import Bucket, SortKey, woken_by_growth
 from queuectl.core.quota import available
 
 
-def wake(s: Book) -> None:
+def wake(book: Book) -> None:
     """Unpark the buckets that what changed since the last wake (`State.wake`) could help."""
-    st = s.st
-    notes = st.wake
+    state = book.state
+    notes = state.wake
     if notes.all_dirty:
-        for q in s.pq.values():
+        for q in book.pending.values():
             q.unpark_all()
     else:
         roots = notes.dirty_roots | notes.borrowed.keys()
         for name in notes.admitted_low:
-            root = st.root_of(name)
+            root = state.root_of(name)
             if root is not None:
                 roots.add(root)
         for root in roots:
             freed = notes.freed.get(root, {})
             borrowed = notes.borrowed.get(root, set())
             grown = notes.grown.get(root, set())
-            for leaf in st.tree.leaves.get(root, ()):
-                lq = s.pq.get(leaf.name)
+            for leaf in state.tree.leaves.get(root, ()):
+                lq = book.pending.get(leaf.name)
                 if lq is None:
                     continue
                 owed = lq.unpark_freed(
@@ -45,21 +45,21 @@ def wake(s: Book) -> None:
                     leaf.name in notes.released_since,
                     notes.taken.get(leaf.name, 0),
                 )
-                quiet_ok = owed and may_stay_quiet(s, leaf.name)
+                quiet_ok = owed and may_stay_quiet(book, leaf.name)
                 for bucket in owed:
-                    if quiet_ok and settled(s, leaf.name, bucket):
-                        s.quiet.setdefault(leaf.name, []).append(bucket)
-                    elif quiet_ok and set_aside_now(s, leaf.name, bucket):
-                        s.set_aside.add(leaf.name, bucket, True)
+                    if quiet_ok and settled(book, leaf.name, bucket):
+                        book.quiet.setdefault(leaf.name, []).append(bucket)
+                    elif quiet_ok and set_aside_now(book, leaf.name, bucket):
+                        book.set_aside.add(leaf.name, bucket, True)
                     else:
                         lq.unpark(bucket, recheck=True)
         if notes.nodes_dirty:
-            for q in s.pq.values():
+            for q in book.pending.values():
                 q.unpark_all(topology_only=True)
     notes.woken()
 
 
-def behind_own_work(s: Book) -> None:
+def behind_own_work(book: Book) -> None:
     """After `wake` (and the heads that waited are back): a parked bucket that would gain
     candidates by borrowing (`Bucket.borrowing_helps`) is unparked, its cheap re-check owed,
     when its queue has unparked work ahead of it. A fresh evaluation takes its turn after that
@@ -67,11 +67,11 @@ def behind_own_work(s: Book) -> None:
     borrow, and may preempt in the borrowing pass in this very cycle (`still_short` sees the
     growth through `WakeNotes.taken`). With nothing unparked ahead, its turn comes before any
     admission of its queue and could only fail as before; later growth wakes it in `wake`."""
-    for name in list(s.borrowing_helps):
-        q = s.pq.get(name)
+    for name in list(book.borrowing_helps):
+        q = book.pending.get(name)
         flagged = [b for b in q.buckets.values() if b.borrowing_helps] if q is not None else []
         if q is None or not flagged:
-            s.borrowing_helps.discard(name)
+            book.borrowing_helps.discard(name)
             continue
         head = q.head()
         if head is None:
@@ -82,7 +82,7 @@ def behind_own_work(s: Book) -> None:
                 q.unpark(bucket, recheck=True)
 
 
-def borrowing_helps(s: Book, cq: str) -> bool:
+def borrowing_helps(book: Book, cq: str) -> bool:
     """Could a workload of this queue that fails without borrowing gain preemption candidates
     by borrowing? A borrower takes from other queues' borrowed work under borrowWithinCohort,
     and with GPU time credit (reclaim not Never) also work of its own priority from queues
@@ -90,9 +90,9 @@ def borrowing_helps(s: Book, cq: str) -> bool:
     the first set is not contained in the second: reclaim Never with a borrowWithinCohort
     policy, or reclaim LowerPriority with a bank. Elsewhere growth of its own usage, which
     only lowers what it could take, cannot turn a "no" into a "yes"."""
-    st = s.st
-    spec = st.queues[cq]
-    if st.tree.queues[cq].parent is None:
+    state = book.state
+    spec = state.queues[cq]
+    if state.tree.queues[cq].parent is None:
         return False
     policy = spec.preemption
     if policy.reclaim_within_cohort == "Never":
@@ -100,14 +100,16 @@ def borrowing_helps(s: Book, cq: str) -> bool:
     return policy.reclaim_within_cohort == "LowerPriority" and spec.gpu_time_bank is not None
 
 
-def may_stay_quiet(s: Book, cq: str) -> bool:
+def may_stay_quiet(book: Book, cq: str) -> bool:
     """May a bucket of this queue whose re-check cannot but fail be left parked? Not in a
     StrictFIFO queue (it stops whole in the first pass) nor an idle one (never looked at)."""
-    spec = s.st.queues.get(cq)
-    return spec is not None and spec.queueing_strategy != "StrictFIFO" and s.idle_reason(cq) is None
+    spec = book.state.queues.get(cq)
+    return (
+        spec is not None and spec.queueing_strategy != "StrictFIFO" and book.idle_reason(cq) is None
+    )
 
 
-def settled(s: Book, cq: str, bucket: Bucket) -> bool:
+def settled(book: Book, cq: str, bucket: Bucket) -> bool:
     """Would `still_short` answer "yes" for this parked bucket at any later point of this
     cycle's admission loop? Then its turn would change nothing, and it stays parked
     (`Book.quiet`). Sure only when nothing the loop does can change the answer: inside the
@@ -118,18 +120,18 @@ def settled(s: Book, cq: str, bucket: Bucket) -> bool:
     (`borrowing_helps`: it may borrow now); and it must have nothing to tell (new members hear
     their reason at its turn)."""
     avail_at, need = bucket.avail_at, bucket.need
-    st = s.st
+    state = book.state
     if (
         avail_at is None
         or need is None
         or bucket.unreported
         or bucket.cross
         or bucket.depends
-        or st.wake.released.get(cq, 0) != bucket.released_at
-        or (bucket.borrowing_helps and st.wake.taken.get(cq, 0) != bucket.taken_at)
+        or state.wake.released.get(cq, 0) != bucket.released_at
+        or (bucket.borrowing_helps and state.wake.taken.get(cq, 0) != bucket.taken_at)
     ):
         return False
-    node = st.tree.queues[cq]
+    node = state.tree.queues[cq]
     for fr, a in avail_at.items():
         now = available(node, fr)
         if now >= need[fr] or now > a:
@@ -137,34 +139,39 @@ def settled(s: Book, cq: str, bucket: Bucket) -> bool:
     return True
 
 
-def set_aside_now(s: Book, cq: str, bucket: Bucket) -> bool:
+def set_aside_now(book: Book, cq: str, bucket: Bucket) -> bool:
     """Would its first-pass turn only set it aside for the borrowing pass, re-check owed?
     Sure when it would borrow: then a "still short" answer sets it aside as certainly as
     `certainly_borrows` does (which holds for the whole loop), and it has nothing to tell."""
-    return bucket.borrows and not bucket.unreported and certainly_borrows(s, cq, bucket)
+    return bucket.borrows and not bucket.unreported and certainly_borrows(book, cq, bucket)
 
 
-def sweep(s: Book, cq: str, aside: Mapping[Bucket, object]) -> None:
+def sweep(book: Book, cq: str, aside: Mapping[Bucket, object]) -> None:
     """Borrowing pass, before the queue's next head is looked for: park (quietly) its buckets
     owed a re-check that is now sure to say "still short" (`settled`), as their turns would
     (nothing is set aside in this pass). Borrowers that went before took the freed quota that
     woke them; this saves each its turn on the cycle's heap."""
-    q = s.pq[cq]
+    q = book.pending[cq]
     for bucket in q.buckets.values():
-        if not bucket.parked and bucket.recheck and bucket not in aside and settled(s, cq, bucket):
+        if (
+            not bucket.parked
+            and bucket.recheck
+            and bucket not in aside
+            and settled(book, cq, bucket)
+        ):
             bucket.recheck = False
             q.park(bucket)
-            s.quiet.setdefault(cq, []).append(bucket)
+            book.quiet.setdefault(cq, []).append(bucket)
 
 
-def left_quiet(s: Book, cq: str, waiting: SortKey, first_pass: bool) -> None:
+def left_quiet(book: Book, cq: str, waiting: SortKey, first_pass: bool) -> None:
     """Its queue stops for this cycle at the head `waiting` (it waits instead of preempting):
     the buckets left parked because their turn would change nothing end as that turn would
     have left them. A turn not reached leaves a bucket unparked, re-check owed; in the first
     pass one that would borrow is unparked anyway (set aside for the borrowing pass, which
     never reaches a waiting queue)."""
-    q = s.pq[cq]
-    for bucket in s.quiet.pop(cq, ()):
+    q = book.pending[cq]
+    for bucket in book.quiet.pop(cq, ()):
         if not bucket.parked or q.buckets.get(bucket.shape) is not bucket:
             continue
         head = q.head_key(bucket)
@@ -172,23 +179,23 @@ def left_quiet(s: Book, cq: str, waiting: SortKey, first_pass: bool) -> None:
             q.unpark(bucket, recheck=True)
 
 
-def carry_over(s: Book, admitted: list[str]) -> None:
+def carry_over(book: Book, admitted: list[str]) -> None:
     """Work admitted before `wake` in this cycle becomes a preemption candidate only in the next
     one: mark it again so that the next `wake` looks at the buckets it may help."""
-    st = s.st
+    state = book.state
     for key in admitted:
-        charge = st.charges.get(key)
-        node = st.tree.queues.get(charge.cq) if charge is not None else None
+        charge = state.charges.get(key)
+        node = state.tree.queues.get(charge.cq) if charge is not None else None
         if charge is not None and node is not None:
-            st.note_new_work(node, charge)
+            state.note_new_work(node, charge)
 
 
-def borrowers_to_recheck(s: Book, strict: set[str]) -> list[str]:
+def borrowers_to_recheck(book: Book, strict: set[str]) -> list[str]:
     """Before the borrowing pass: parked buckets that would borrow and whose answer borrowing
     in this cycle may change (new victims, or a flavor taken from them) get the cheap re-check
     there, as if evaluated again in the first pass; returns their queues."""
     names = []
-    for name, q in s.pq.items():
+    for name, q in book.pending.items():
         if name in strict:
             continue
         woken = False
@@ -201,13 +208,13 @@ def borrowers_to_recheck(s: Book, strict: set[str]) -> list[str]:
     return names
 
 
-def set_wake(s: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
+def set_wake(book: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> None:
     """Remember what must happen before this bucket is worth another look."""
-    st = s.st
+    state = book.state
     bucket.topology = d.topology
-    node = st.tree.queues[cq]
+    node = state.tree.queues[cq]
     root = node.root
-    freed = st.wake.freed.get(root, {})
+    freed = state.wake.freed.get(root, {})
     # With candidates to preempt, any freed amount of a short (flavor, resource) may be enough
     # together with them; without, only the whole shortfall is.
     bucket.wake = [(fr, freed.get(fr, 0) + (short if d.hopeless else 1)) for fr, short in d.shorts]
@@ -215,14 +222,14 @@ def set_wake(s: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> No
     bucket.depends = tuple(dict.fromkeys(d.depends))
     bucket.on_release = d.reclaim_within
     bucket.borrows = d.borrows
-    policy = st.queues[cq].preemption.within_cluster_queue
+    policy = state.queues[cq].preemption.within_cluster_queue
     bucket.within = None
     bucket.borrowing_helps = (
-        not d.borrows and (bool(d.shorts) or d.topology) and borrowing_helps(s, cq)
+        not d.borrows and (bool(d.shorts) or d.topology) and borrowing_helps(book, cq)
     )
     if bucket.borrowing_helps:
-        bucket.taken_at = st.wake.taken.get(cq, 0)
-        s.borrowing_helps.add(cq)
+        bucket.taken_at = state.wake.taken.get(cq, 0)
+        book.borrowing_helps.add(cq)
     if d.shorts and policy != "Never":
         bucket.within = -head[0] - (1 if policy == "LowerPriority" else 0)
     bucket.avail_at = None
@@ -233,16 +240,16 @@ def set_wake(s: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) -> No
         bucket.avail_at = {fr: available(node, fr) for fr, _ in d.shorts}
         bucket.need = {fr: short + max(0, bucket.avail_at[fr]) for fr, short in d.shorts}
         bucket.hopeless = d.hopeless
-        bucket.epoch_at = st.wake.borrow_epoch.get(root, 0)
-        bucket.released_at = st.wake.released.get(cq, 0)
-        bucket.must_borrow = _must_borrow(s, cq, bucket.shape[0])
+        bucket.epoch_at = state.wake.borrow_epoch.get(root, 0)
+        bucket.released_at = state.wake.released.get(cq, 0)
+        bucket.must_borrow = _must_borrow(book, cq, bucket.shape[0])
 
 
-def _must_borrow(s: Book, cq: str, podset: Hashable) -> bool:
+def _must_borrow(book: Book, cq: str, podset: Hashable) -> bool:
     """Would every flavor of some resource group take it beyond its queue's own quota? That
     stays true while the queue frees nothing (its usage only grows) and no spec changes."""
-    st = s.st
-    node, spec, covering = st.tree.queues[cq], st.queues[cq], st.tree.covering[cq]
+    state = book.state
+    node, spec, covering = state.tree.queues[cq], state.queues[cq], state.tree.covering[cq]
     count, requests = podset[0], podset[1]  # type: ignore[index]
     totals = {r: v * count for r, v in requests if v > 0}
     usage, quota = node.usage, node.subtree
@@ -259,13 +266,13 @@ def _must_borrow(s: Book, cq: str, podset: Hashable) -> bool:
     return False
 
 
-def certainly_borrows(s: Book, cq: str, bucket: Bucket) -> bool:
+def certainly_borrows(book: Book, cq: str, bucket: Bucket) -> bool:
     """A woken bucket whose admission would borrow for sure: the first pass need not evaluate
     it, it waits for the borrowing pass (with its cheap re-check still owed)."""
-    return bucket.must_borrow and s.st.wake.released.get(cq, 0) == bucket.released_at
+    return bucket.must_borrow and book.state.wake.released.get(cq, 0) == bucket.released_at
 
 
-def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
+def still_short(book: Book, cq: str, bucket: Bucket) -> bool:
     """Is the parked answer certainly unchanged? (Then it needs no full evaluation.)
 
     Every flavor it tried is still short of its recorded (flavor, resource), nothing of its own
@@ -273,22 +280,22 @@ def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
     available than when it was parked, or no victim was a candidate then and no queue of the
     tree has started borrowing since.
     """
-    st = s.st
+    state = book.state
     avail_at, need = bucket.avail_at, bucket.need
-    if avail_at is None or need is None or st.wake.released.get(cq, 0) != bucket.released_at:
+    if avail_at is None or need is None or state.wake.released.get(cq, 0) != bucket.released_at:
         return False
-    if bucket.borrowing_helps and st.wake.taken.get(cq, 0) != bucket.taken_at:
+    if bucket.borrowing_helps and state.wake.taken.get(cq, 0) != bucket.taken_at:
         return False  # its queue took more: it may borrow now, with other candidates
-    node = st.tree.queues[cq]
+    node = state.tree.queues[cq]
     # What `wake` would have woken it for, had it happened before this cycle's wake: a queue
     # that newly borrows what it is short of (its older work may be reclaimed now; work
     # admitted in this cycle is nobody's victim before the next one), or a flavor it chose
     # for one part that someone else now uses.
     if (bucket.cross or bucket.depends) and woken_by_growth(
-        bucket, st.wake.borrowed.get(node.root), st.wake.grown.get(node.root)
+        bucket, state.wake.borrowed.get(node.root), state.wake.grown.get(node.root)
     ):
         return False
-    hopeless = bucket.hopeless and st.wake.borrow_epoch.get(node.root, 0) == bucket.epoch_at
+    hopeless = bucket.hopeless and state.wake.borrow_epoch.get(node.root, 0) == bucket.epoch_at
     for fr, a in avail_at.items():
         now = available(node, fr)
         if now >= need[fr] or (now > a and not hopeless):
@@ -296,24 +303,24 @@ def still_short(s: Book, cq: str, bucket: Bucket) -> bool:
     return True
 
 
-def credit_turned(s: Book, names: set[str]) -> None:
+def credit_turned(book: Book, names: set[str]) -> None:
     """GPU time credit changed sign for these queues (`Ledger.settle`). Credit decides who may
     take from whom (`preempt.search`): a queue that gained it may, when it must borrow, take
     borrowed work from queues without credit, so its parked buckets are looked at again; the
     borrowed work of a queue that lost it becomes a candidate for those with credit, which
     wakes parked work as new borrowing does (it may give a hopeless bucket candidates)."""
-    st = s.st
+    state = book.state
     for name in sorted(names):
-        node = st.tree.queues.get(name)
+        node = state.tree.queues.get(name)
         if node is None:
             continue
-        if st.bank.has_credit(name):
-            q = s.pq.get(name)
+        if state.bank.has_credit(name):
+            q = book.pending.get(name)
             if q is not None:
                 q.unpark_all()
             continue
         borrowed = {fr for fr in node.usage if node.borrows(fr)}
         if borrowed:
             root = node.root
-            st.wake.borrowed.setdefault(root, set()).update(borrowed)
-            st.wake.borrow_epoch[root] = st.wake.borrow_epoch.get(root, 0) + 1
+            state.wake.borrowed.setdefault(root, set()).update(borrowed)
+            state.wake.borrow_epoch[root] = state.wake.borrow_epoch.get(root, 0) + 1

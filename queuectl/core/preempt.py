@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from itertools import islice
 
 from queuectl.core import reasons
@@ -30,21 +31,21 @@ from queuectl.core.quota import QNode, available, share
 from queuectl.core.reach import Reach
 from queuectl.core.results import PendingInfo, waiting_for_quota
 from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
-from queuectl.core.types import ClusterQueue, FlavorResource, Workload
+from queuectl.core.types import ClusterQueue, FlavorResource, PreemptionPolicy, Workload
 
 
-def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
+def _pool(state: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
-    work = st.preemptible(queue, now)
-    memoise = st.in_cycle or st.pooling
-    memo = st.cache.usable_memo.get(queue) if memoise else None
+    work = state.preemptible(queue, now)
+    memoise = state.in_cycle or state.pooling
+    memo = state.cache.usable_memo.get(queue) if memoise else None
     hit = memo.get(frs) if memo is not None else None
     if hit is not None and hit.work is work:
         return hit
     old, protected = work
     end: float | None = None
-    victim_of, evicting = st.victim_of, st.evicting
+    victim_of, evicting = state.victim_of, state.evicting
     for c in protected:  # in coming-of-age order: the first that counts is the earliest
         if c.key not in victim_of and c.key not in evicting and not frs.isdisjoint(c.usage):
             end = c.admitted_at + c.min_runtime
@@ -56,15 +57,15 @@ def _pool(st: State, queue: str, frs: frozenset[FlavorResource], now: float) -> 
     ]
     pool = Pool(work, usable, end)
     if memoise:
-        st.cache.usable_memo.setdefault(queue, {})[frs] = pool
+        state.cache.usable_memo.setdefault(queue, {})[frs] = pool
     return pool
 
 
-def _borrowing(st: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
+def _borrowing(state: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
     """Is the queue's own running work over its quota (quota held for others aside)?"""
-    held = st.held.get(node.name)
+    holds = state.queue_holds.get(node.name)
     for fr in frs:  # noqa: SIM110 (a plain loop: this runs ~50 times per victim search)
-        if node.borrows(fr, -held.get(fr, 0) if held else 0):
+        if node.borrows(fr, -holds.get(fr, 0) if holds else 0):
             return True
     return False
 
@@ -105,8 +106,32 @@ def _in_order(groups: list[_Group], own: list[Charge]) -> Iterator[tuple[Charge,
         yield c, reasons.PREEMPTED_WITHIN_CQ
 
 
+class _Candidates:
+    """What one victim search may take, gathered before any of it is tried."""
+
+    __slots__ = ("blocked", "groups", "own", "retry", "takeable")
+
+    def __init__(self) -> None:
+        self.own: list[Charge] = []
+        """Own-queue candidates, ranked only if the shortfall check lets the search go on."""
+        self.groups: list[_Group] = []
+        """Other queues' candidates, one group per queue."""
+        self.takeable: dict[FlavorResource, int] = {}
+        """What the candidates hold of each (flavor, resource) the preemptor is short of."""
+        self.blocked = False
+        """Some borrower had candidates but shares no borrowing branch with the preemptor."""
+        self.retry: float | None = None
+        """When protected work met on the way comes of age: more candidates then."""
+
+    def any(self) -> bool:
+        return bool(self.own or self.groups)
+
+    def retry_at(self, t: float) -> None:
+        self.retry = t if self.retry is None else min(self.retry, t)
+
+
 def search(
-    st: State,
+    state: State,
     w: Workload,
     cq: ClusterQueue,
     node: QNode,
@@ -114,169 +139,259 @@ def search(
     placeable: Callable[[], bool],
     now: float,
 ) -> Decision:
+    """Victims that make room for `w` in its queue `node`, or why there are none:
+    1. the candidates each policy allows, in its own queue and across the cohort tree;
+    2. a cheap check that together they hold at least what it is short of;
+    3. the fewest of them, in victim order, that make room (quota and node placement)."""
     # Only victims holding something the preemptor is short of can help it.
     frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     policy = cq.preemption
     would_borrow = any(node.borrows(fr, n) for fr, n in need.items())
-    retry: float | None = None
-    own: list[Charge] = []
-    """Own-queue candidates, ranked only if the shortfall check lets the search go on."""
-    groups: list[_Group] = []
-    held: dict[FlavorResource, int] = {}
-    """What the candidates hold of each (flavor, resource) of `frs`."""
-    blocked = False
-    """Some borrower had candidates but shares no borrowing branch with the preemptor."""
-    reach = Reach(st, node)
+    found = _Candidates()
+    reach = Reach(state, node)
     """Where other queues meet the preemptor's in the tree."""
 
-    within = policy.within_cluster_queue
-    if within != "Never":
-        pool = _pool(st, cq.name, frs, now)
-        if pool.end is not None:
-            retry = pool.end
-        prio, newer = w.priority, within == "LowerOrNewerEqualPriority"
-        for c in pool.usable:
-            if c.priority < prio or (newer and c.priority == prio and c.created > w.created):
-                own.append(c)
-        for fr in frs:
-            held[fr] = sum(c.usage.get(fr, 0) for c in own)
-    bw = policy.borrow_within_cohort
+    # 1. Candidates.
+    if policy.within_cluster_queue != "Never":
+        _from_own_queue(state, w, cq.name, policy.within_cluster_queue, frs, now, found)
     reclaim_within = (
         would_borrow and node.parent is not None and policy.reclaim_within_cohort != "Never"
     )
-    # GPU time credit: a queue with credit that must borrow may take, from queues without
-    # credit, work of no higher priority that runs on borrowed quota (docs/design/banking.md).
-    credit = reclaim_within and st.bank.has_credit(cq.name)
-    if would_borrow:
-        cross = bw.policy != "Never" or credit
-    else:
-        cross = policy.reclaim_within_cohort != "Never"
-    if node.parent is not None and cross:
-        # Every policy takes a prefix of a queue's ranked work: priority below a bound.
-        if would_borrow:
-            reason = reasons.PREEMPTED_BORROW
-            bound: int | None = w.priority  # bw.policy == "LowerPriority"
-            if bw.max_priority_threshold is not None:
-                bound = min(w.priority, bw.max_priority_threshold + 1)
-            if bw.policy == "Never":
-                bound = NOBODY
-        else:
-            reason = reasons.PREEMPTED_RECLAIM
-            bound = None if policy.reclaim_within_cohort == "Any" else w.priority
-        root = node.root
-        ckey = (root, frs)
-        epoch = st.cache.cross_epoch.get(root, 0)
-        hit = st.cache.no_cross.get(ckey) if st.in_cycle else None
-        if hit is not None and hit[0] == epoch and hit[1] <= {node.name}:
-            # Nobody else of the tree had anything to take when last looked, and no queue has
-            # started borrowing since: the same (empty) answer, without visiting every borrower.
-            for q, t in hit[2]:
-                if q != node.name:
-                    retry = t if retry is None else min(retry, t)
-        else:
-            found_in: set[str] = set()
-            ends: list[tuple[str, float]] = []
-            by_fr = st.borrowers.get(root, {})
-            names: set[str] = set()
-            for fr in frs:
-                names.update(by_fr.get(fr, ()))
-            for other_name in sorted(names):
-                other = st.tree.queues[other_name]
-                if not _borrowing(st, other, frs):
-                    continue
-                pool = _pool(st, other_name, frs, now)
-                end = pool.end
-                if end is not None:
-                    ends.append((other_name, end))
-                if pool.usable:
-                    found_in.add(other_name)
-                if other is node:
-                    continue
-                if end is not None:
-                    retry = end if retry is None else min(retry, end)
-                if not pool.usable:
-                    continue
-                ranked = pool.rank(frs)
-                k = len(ranked) if bound is None else bisect_left(pool.prios, bound)
-                why = reason
-                if credit and not st.bank.has_credit(other_name):
-                    upto = bisect_left(pool.prios, w.priority + 1)
-                    if upto > k:
-                        k, why = upto, reasons.PREEMPTED_CREDIT
-                if not k:
-                    continue
-                met = reach.meet(other, frs)
-                if met is None:
-                    # Its branch runs on its own quota where it meets the preemptor's: a
-                    # candidate only if that branch starts borrowing (not "hopeless").
-                    blocked = True
-                    continue
-                level, branch = met
-                order = (level, st.bank.has_credit(other_name), -share(branch), -share(other))
-                groups.append((order, ranked, k, why))
-                for fr in frs:
-                    held[fr] = held.get(fr, 0) + pool.cum[fr][k]
-            if st.in_cycle:
-                st.cache.no_cross[ckey] = (epoch, found_in, ends)
-    any_cands = bool(own or groups)
-    if not _enough(node, need, held):
+    credit = reclaim_within and state.bank.has_credit(cq.name)
+    across = across_rule(policy, w, would_borrow, credit)
+    if node.parent is not None and across is not None:
+        _from_other_queues(state, w, node, frs, across, reach, now, found)
+
+    # 2. Enough between them?
+    def fail(hopeless: bool = False) -> Decision:
         return Decision(
             "fail",
-            info=_no_victims(w, cq, need, node, any_cands),
-            retry_at=retry,
-            cross=cross,
-            hopeless=not (any_cands or blocked),
+            info=_no_victims(w, cq, need, node, found.any()),
+            retry_at=found.retry,
+            cross=across is not None,
+            hopeless=hopeless,
             reclaim_within=reclaim_within,
             borrows=would_borrow,
         )
 
+    if not _enough(node, need, found.takeable):
+        return fail(hopeless=not (found.any() or found.blocked))
+
+    # 3. The fewest that make room.
     def fits() -> bool:
         return _fits(node, need) and placeable()
 
-    removed: list[tuple[Charge, str]] = []
-    found = False
-    for c, why in _in_order(groups, own):
-        if why != reasons.PREEMPTED_WITHIN_CQ:
-            owner = st.tree.queues[c.cq]
-            short = frs.intersection(c.usage)
-            if not _borrowing(st, owner, short) or reach.meet(owner, short) is None:
-                continue  # its branch is back within its own quota: nothing borrowed left to take
-        st.apply(c, -1, mark=False)
-        removed.append((c, why))
-        if fits():
-            found = True
-            break
-    if not found:
-        for c, _ in reversed(removed):
-            st.apply(c, 1, mark=False)
-        return Decision(
-            "fail",
-            info=_no_victims(w, cq, need, node, any_cands),
-            retry_at=retry,
-            cross=cross,
-            reclaim_within=reclaim_within,
-            borrows=would_borrow,
-        )
-    victims = list(removed)
-    for i in range(len(removed) - 2, -1, -1):
-        c, why = removed[i]
-        st.apply(c, 1, mark=False)
-        if fits():
-            victims.remove((c, why))
-        else:
-            st.apply(c, -1, mark=False)
-    for c, _ in victims:
-        st.apply(c, 1, mark=False)
+    victims = _fewest_victims(state, _in_order(found.groups, found.own), frs, reach, fits)
+    if victims is None:
+        return fail()
     return Decision(
-        "preempt", victims=victims, need=dict(need), retry_at=retry, borrows=would_borrow
+        "preempt", victims=victims, need=dict(need), retry_at=found.retry, borrows=would_borrow
     )
 
 
-def _enough(node: QNode, need: dict[FlavorResource, int], held: dict[FlavorResource, int]) -> bool:
+def within_queue_allows(policy: str, w: Workload, c: Charge) -> bool:
+    """withinClusterQueue: `LowerPriority` takes the queue's work of lower priority than the
+    preemptor's; `LowerOrNewerEqualPriority` also work of equal priority created after it."""
+    if c.priority < w.priority:
+        return True
+    return (
+        policy == "LowerOrNewerEqualPriority" and c.priority == w.priority and c.created > w.created
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Across:
+    """Which work of other queues of the tree a preemptor may take: every policy takes a prefix
+    of a queue's ranked work (`victim_rank`), so it is a priority bound."""
+
+    bound: int | None
+    """Work of priority below it is a candidate (None: any priority)."""
+    reason: str
+    """What its victims are told."""
+    credit: bool
+    """The preemptor's queue has GPU time credit and must borrow: from queues without credit it
+    may also take work of no higher priority than its own (docs/design/banking.md)."""
+
+
+def across_rule(
+    policy: PreemptionPolicy, w: Workload, would_borrow: bool, credit: bool
+) -> Across | None:
+    """The candidate policy across queues (None: no other queue's work is a candidate).
+
+    Within its own quota a preemptor reclaims what others borrowed (reclaimWithinCohort: `Any`
+    priority, or `LowerPriority` than its own). Itself borrowing, it may take lower priority
+    work (borrowWithinCohort `LowerPriority`, below `maxPriorityThreshold` too when set), and
+    with GPU time credit work of no higher priority from queues without credit."""
+    if not would_borrow:
+        if policy.reclaim_within_cohort == "Never":
+            return None
+        bound = None if policy.reclaim_within_cohort == "Any" else w.priority
+        return Across(bound, reasons.PREEMPTED_RECLAIM, credit)
+    bw = policy.borrow_within_cohort
+    if bw.policy == "Never" and not credit:
+        return None
+    bound = w.priority
+    if bw.max_priority_threshold is not None:
+        bound = min(w.priority, bw.max_priority_threshold + 1)
+    if bw.policy == "Never":
+        bound = NOBODY
+    return Across(bound, reasons.PREEMPTED_BORROW, credit)
+
+
+def _from_own_queue(
+    state: State,
+    w: Workload,
+    queue: str,
+    policy: str,
+    frs: frozenset[FlavorResource],
+    now: float,
+    found: _Candidates,
+) -> None:
+    """The preemptor's own queue: its work old enough to preempt that `policy`
+    (withinClusterQueue) allows."""
+    pool = _pool(state, queue, frs, now)
+    if pool.end is not None:
+        found.retry_at(pool.end)
+    found.own = [c for c in pool.usable if within_queue_allows(policy, w, c)]
+    for fr in frs:
+        found.takeable[fr] = sum(c.usage.get(fr, 0) for c in found.own)
+
+
+def _from_other_queues(
+    state: State,
+    w: Workload,
+    node: QNode,
+    frs: frozenset[FlavorResource],
+    across: Across,
+    reach: Reach,
+    now: float,
+    found: _Candidates,
+) -> None:
+    """Other queues' candidates: each queue of the tree whose own running work is over its
+    quota of `frs` (`_borrowing`), met along the tree (`reach`), gives the prefix of its ranked
+    work that `across` allows. Their protected work coming of age sets `found.retry`."""
+    root = node.root
+    memo = _nobody_else(state, node, frs)
+    if memo is not None:
+        for q, t in memo:
+            if q != node.name:
+                found.retry_at(t)
+        return
+    epoch = state.cache.cross_epoch.get(root, 0)
+    found_in: set[str] = set()
+    ends: list[tuple[str, float]] = []
+    by_fr = state.borrowers.get(root, {})
+    names: set[str] = set()
+    for fr in frs:
+        names.update(by_fr.get(fr, ()))
+    for other_name in sorted(names):
+        other = state.tree.queues[other_name]
+        if not _borrowing(state, other, frs):
+            continue
+        pool = _pool(state, other_name, frs, now)
+        end = pool.end
+        if end is not None:
+            ends.append((other_name, end))
+        if pool.usable:
+            found_in.add(other_name)
+        if other is node:
+            continue
+        if end is not None:
+            found.retry_at(end)
+        if not pool.usable:
+            continue
+        ranked = pool.rank(frs)
+        k = len(ranked) if across.bound is None else bisect_left(pool.prios, across.bound)
+        why = across.reason
+        if across.credit and not state.bank.has_credit(other_name):
+            upto = bisect_left(pool.prios, w.priority + 1)
+            if upto > k:
+                k, why = upto, reasons.PREEMPTED_CREDIT
+        if not k:
+            continue
+        met = reach.meet(other, frs)
+        if met is None:
+            # Its branch runs on its own quota where it meets the preemptor's: a candidate
+            # only if that branch starts borrowing (not "hopeless").
+            found.blocked = True
+            continue
+        level, branch = met
+        order = (level, state.bank.has_credit(other_name), -share(branch), -share(other))
+        found.groups.append((order, ranked, k, why))
+        for fr in frs:
+            found.takeable[fr] = found.takeable.get(fr, 0) + pool.cum[fr][k]
+    if state.in_cycle:
+        state.cache.no_cross[(root, frs)] = (epoch, found_in, ends)
+
+
+def _nobody_else(
+    state: State, node: QNode, frs: frozenset[FlavorResource]
+) -> list[tuple[str, float]] | None:
+    """The cross-branch memo, inside an admission loop: when a scan of the tree for `frs`
+    found nothing to take in any queue but (perhaps) the preemptor's own, and no queue of the
+    tree has started borrowing since (its `cross_epoch`), a new scan finds nothing either: its
+    answer is the protected work's coming of age, (queue, when), without visiting a borrower.
+    None: scan."""
+    if not state.in_cycle:
+        return None
+    root = node.root
+    hit = state.cache.no_cross.get((root, frs))
+    if hit is None or hit[0] != state.cache.cross_epoch.get(root, 0) or not hit[1] <= {node.name}:
+        return None
+    return hit[2]
+
+
+def _still_lent(state: State, reach: Reach, c: Charge, frs: frozenset[FlavorResource]) -> bool:
+    """Is another queue's candidate still on borrowed quota? Earlier victims may have brought
+    its branch back within its own quota: nothing borrowed is left there to take."""
+    owner = state.tree.queues[c.cq]
+    short = frs.intersection(c.usage)
+    return _borrowing(state, owner, short) and reach.meet(owner, short) is not None
+
+
+def _fewest_victims(
+    state: State,
+    order: Iterator[tuple[Charge, str]],
+    frs: frozenset[FlavorResource],
+    reach: Reach,
+    fits: Callable[[], bool],
+) -> list[tuple[Charge, str]] | None:
+    """The minimal victim set (as Kueue's): take candidates in victim order until the
+    preemptor fits, then put back each one taken but the last, the latest taken first, when it
+    still fits without taking it. The state is as found on return. None: all of them together
+    do not make room."""
+    removed: list[tuple[Charge, str]] = []
+    for c, why in order:
+        if why != reasons.PREEMPTED_WITHIN_CQ and not _still_lent(state, reach, c, frs):
+            continue
+        state.apply(c, -1, mark=False)
+        removed.append((c, why))
+        if fits():
+            break
+    else:
+        for c, _ in reversed(removed):
+            state.apply(c, 1, mark=False)
+        return None
+    victims = list(removed)
+    for i in range(len(removed) - 2, -1, -1):
+        c, why = removed[i]
+        state.apply(c, 1, mark=False)
+        if fits():
+            victims.remove((c, why))
+        else:
+            state.apply(c, -1, mark=False)
+    for c, _ in victims:
+        state.apply(c, 1, mark=False)
+    return victims
+
+
+def _enough(
+    node: QNode, need: dict[FlavorResource, int], takeable: dict[FlavorResource, int]
+) -> bool:
     """Cheap necessary condition: the candidates hold at least the shortfall of each need."""
     for fr, n in need.items():
         short = n - max(0, available(node, fr))
-        if short > 0 and held.get(fr, 0) < short:
+        if short > 0 and takeable.get(fr, 0) < short:
             return False
     return True
 

@@ -29,12 +29,12 @@ class QNode:
 
     __slots__ = (
         "avail_memo",
-        "blimit",
+        "borrowing_limit",
         "chain",
         "children",
         "guaranteed",
         "is_queue",
-        "llimit",
+        "lending_limit",
         "name",
         "nominal",
         "parent",
@@ -54,8 +54,8 @@ class QNode:
         self.parent: QNode | None = None
         self.children: list[QNode] = []
         self.nominal: dict[FlavorResource, int] = {}
-        self.blimit: dict[FlavorResource, int] = {}
-        self.llimit: dict[FlavorResource, int] = {}
+        self.borrowing_limit: dict[FlavorResource, int] = {}
+        self.lending_limit: dict[FlavorResource, int] = {}
         self.subtree: dict[FlavorResource, int] = {}
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
@@ -105,7 +105,7 @@ def compute_subtree(node: QNode) -> None:
     node.subtree = subtree
     guaranteed: dict[FlavorResource, int] = {}
     if node.parent is not None:
-        for fr, limit in node.llimit.items():
+        for fr, limit in node.lending_limit.items():
             quota = subtree.get(fr, 0)
             if quota > limit:
                 guaranteed[fr] = quota - limit
@@ -159,7 +159,7 @@ def available(node: QNode, fr: FlavorResource) -> int:
         avail = available(parent, fr)
         g = node.guaranteed.get(fr, 0)
         u = node.usage.get(fr, 0)
-        limit = node.blimit.get(fr)
+        limit = node.borrowing_limit.get(fr)
         if limit is not None:
             cap = node.subtree.get(fr, 0) - g - (u - g if u > g else 0) + limit
             if cap < avail:
@@ -206,7 +206,7 @@ def _down(
         g = n.guaranteed.get(fr, 0)
         usage = then.get(n, n.usage) if then else n.usage
         u = usage.get(fr, 0)
-        limit = n.blimit.get(fr)
+        limit = n.borrowing_limit.get(fr)
         if limit is not None:
             stored = n.subtree.get(fr, 0) - g
             in_parent = u - g if u > g else 0
@@ -228,7 +228,7 @@ def potential(node: QNode, fr: FlavorResource) -> int:
     while chain:
         n = chain.pop()
         g = n.guaranteed.get(fr, 0)
-        limit = n.blimit.get(fr)
+        limit = n.borrowing_limit.get(fr)
         if limit is not None:
             avail = min(avail, n.subtree.get(fr, 0) - g + limit)
         avail += g
@@ -279,7 +279,7 @@ def violations(nodes: Iterable[QNode]) -> list[str]:
                 if u > n.subtree.get(fr, 0):
                     out.append(f"{n.name} {fr}: usage {u} > quota {n.subtree.get(fr, 0)}")
                 continue
-            limit = n.blimit.get(fr)
+            limit = n.borrowing_limit.get(fr)
             if limit is not None and u > n.subtree.get(fr, 0) + limit:
                 out.append(f"{n.name} {fr}: usage {u} > quota+borrowingLimit")
     return out

@@ -28,11 +28,11 @@ Below = Mapping[QNode, list[QNode]]
 """cohort -> its children on the way down to a queue with something aside."""
 
 
-def set_aside(st: State) -> tuple[Aside, Below]:
+def set_aside(state: State) -> tuple[Aside, Below]:
     """What each queue will not keep, and the tree paths from those queues up to their roots."""
-    aside: dict[str, dict[FlavorResource, int]] = {q: dict(v) for q, v in st.held.items()}
-    for key in (*st.victim_of, *st.evicting):
-        charge = st.charges.get(key)
+    aside: dict[str, dict[FlavorResource, int]] = {q: dict(v) for q, v in state.queue_holds.items()}
+    for key in (*state.victim_of, *state.evicting):
+        charge = state.charges.get(key)
         if charge is None:
             continue
         mine = aside.setdefault(charge.cq, {})
@@ -40,7 +40,7 @@ def set_aside(st: State) -> tuple[Aside, Below]:
             mine[fr] = mine.get(fr, 0) + n
     below: dict[QNode, list[QNode]] = {}
     for name in aside:
-        child = st.tree.queues.get(name)
+        child = state.tree.queues.get(name)
         while child is not None and child.parent is not None:
             kids = below.setdefault(child.parent, [])
             if child in kids:
@@ -98,10 +98,10 @@ class Reach:
     aside is gathered only when a borrower meets it above its own parent (a flat cohort never
     needs it)."""
 
-    __slots__ = ("aside", "below", "levels", "st")
+    __slots__ = ("aside", "below", "levels", "state")
 
-    def __init__(self, st: State, node: QNode) -> None:
-        self.st = st
+    def __init__(self, state: State, node: QNode) -> None:
+        self.state = state
         self.levels = {n: i for i, n in enumerate(node.chain)}
         self.aside: Aside | None = None
         self.below: Below = {}
@@ -112,5 +112,5 @@ class Reach:
         if level is not None:
             return level, other
         if self.aside is None:
-            self.aside, self.below = set_aside(self.st)
+            self.aside, self.below = set_aside(self.state)
         return meeting(other, self.levels, frs, self.aside, self.below)

@@ -54,7 +54,7 @@ class Scheduler:
         return the quota it lacks instead of preempting (`core.patience`; 0 = never)."""
         self.book = Book()
         self.book.patience = self.book.freed_keep = preemption_patience
-        self.st = self.book.st
+        self.state = self.book.state
         """The core's state: for the core and its tests; callers use the read methods below."""
 
     @property
@@ -68,99 +68,99 @@ class Scheduler:
 
     # --- specs ------------------------------------------------------------------------------
     def upsert_flavor(self, flavor: Flavor) -> None:
-        if self.st.flavors.get(flavor.name) != flavor:
-            self.st.flavors[flavor.name] = flavor
+        if self.state.flavors.get(flavor.name) != flavor:
+            self.state.flavors[flavor.name] = flavor
             self._specs_changed()
 
     def delete_flavor(self, name: str) -> None:
-        if self.st.flavors.pop(name, None) is not None:
+        if self.state.flavors.pop(name, None) is not None:
             self._specs_changed()
 
     def upsert_topology(self, topology: Topology) -> None:
-        if self.st.topologies.get(topology.name) != topology:
-            self.st.topologies[topology.name] = topology
-            self.st.wake.all_dirty = True
+        if self.state.topologies.get(topology.name) != topology:
+            self.state.topologies[topology.name] = topology
+            self.state.wake.all_dirty = True
 
     def delete_topology(self, name: str) -> None:
-        if self.st.topologies.pop(name, None) is not None:
-            self.st.wake.all_dirty = True
+        if self.state.topologies.pop(name, None) is not None:
+            self.state.wake.all_dirty = True
 
     def upsert_cohort(self, cohort: Cohort) -> None:
-        if self.st.cohorts.get(cohort.name) != cohort:
-            self.st.cohorts[cohort.name] = cohort
+        if self.state.cohorts.get(cohort.name) != cohort:
+            self.state.cohorts[cohort.name] = cohort
             self._specs_changed()
 
     def delete_cohort(self, name: str) -> None:
-        if self.st.cohorts.pop(name, None) is not None:
+        if self.state.cohorts.pop(name, None) is not None:
             self._specs_changed()
 
     def upsert_cluster_queue(self, cq: ClusterQueue) -> None:
-        if self.st.queues.get(cq.name) != cq:
-            self.st.queues[cq.name] = cq
+        if self.state.queues.get(cq.name) != cq:
+            self.state.queues[cq.name] = cq
             self._specs_changed()
 
     def delete_cluster_queue(self, name: str) -> None:
-        if self.st.queues.pop(name, None) is not None:
+        if self.state.queues.pop(name, None) is not None:
             self._specs_changed()
 
     def upsert_admission_check(self, check: AdmissionCheck) -> None:
-        if self.st.checks.get(check.name) != check:
-            self.st.checks[check.name] = check
-            if any(check.name in q.admission_checks for q in self.st.queues.values()):
+        if self.state.checks.get(check.name) != check:
+            self.state.checks[check.name] = check
+            if any(check.name in q.admission_checks for q in self.state.queues.values()):
                 self._specs_changed()
 
     def delete_admission_check(self, name: str) -> None:
-        gone = self.st.checks.pop(name, None)
-        if gone is not None and any(name in q.admission_checks for q in self.st.queues.values()):
+        gone = self.state.checks.pop(name, None)
+        if gone is not None and any(name in q.admission_checks for q in self.state.queues.values()):
             self._specs_changed()
 
     def upsert_node(self, node: Node) -> None:
-        if self.st.nodes.get(node.name) != node:
-            self.st.set_node(node, node.name)
+        if self.state.nodes.get(node.name) != node:
+            self.state.set_node(node, node.name)
 
     def delete_node(self, name: str) -> None:
-        if name in self.st.nodes:
-            self.st.set_node(None, name)
+        if name in self.state.nodes:
+            self.state.set_node(None, name)
 
     def _specs_changed(self) -> None:
-        self.st.stale_tree = True
-        self.st.cache.flavor_nodes.clear()
-        for q in self.book.pq.values():
+        self.state.stale_tree = True
+        self.state.cache.flavor_nodes.clear()
+        for q in self.book.pending.values():
             for bucket in q.buckets.values():
                 bucket.signature = None  # the reason may read differently now: tell it again
 
     # --- workloads --------------------------------------------------------------------------
     def upsert_workload(self, w: Workload) -> None:
-        st = self.st
+        state = self.state
         grace = min(w.preemption_grace_seconds, MAX_ALLOWANCE_SECONDS)
         if grace > self.book.freed_keep and self.book.patience > 0.0:
             self.book.freed_keep = grace  # a waiter may look back so far
-        old = st.workloads.get(w.key)
-        st.workloads[w.key] = w
-        charge = st.charges.get(w.key)
+        old = state.workloads.get(w.key)
+        state.workloads[w.key] = w
+        charge = state.charges.get(w.key)
         if charge is not None:
             if w.admission is not None and w.admission != charge.admission:
-                st.drop(w.key)
-                st.apply(charge, -1)
-                st.admit(
-                    charge_for(w, w.admission, w.admitted_at or charge.admitted_at, st.flavors)
+                state.drop(w.key)
+                state.apply(charge, -1)
+                state.admit(
+                    charge_for(w, w.admission, w.admitted_at or charge.admitted_at, state.flavors)
                 )
             else:
                 charge.priority = w.priority
                 charge.min_runtime = w.minimum_runtime_seconds
-                st.cache.old_work.pop(charge.cq, None)
+                state.cache.old_work.pop(charge.cq, None)
             self.book.track_deadline(w.key)
             return
         if w.admission is not None:
             if old is not None:
                 self.book.unqueue(old)
             self.book.cancel_nomination(w.key)
-            st.admit(
+            state.admit(
                 charge_for(
                     w,
                     w.admission,
                     w.admitted_at if w.admitted_at is not None else self.now,
-                    st.flavors,
+                    state.flavors,
                 )
             )
             self.book.track_deadline(w.key)
@@ -182,8 +182,8 @@ class Scheduler:
 
     def delete_workload(self, key: str) -> None:
         """The workload is gone or finished: release whatever it holds."""
-        w = self.st.workloads.pop(key, None)
-        if key in self.st.charges:
+        w = self.state.workloads.pop(key, None)
+        if key in self.state.charges:
             self.book.release(key)
         self.book.cancel_nomination(key)
         if w is not None:
@@ -192,14 +192,14 @@ class Scheduler:
 
     def requeue_workload(self, key: str, *, not_before: float = 0.0, front: bool = False) -> None:
         """Its admission ended without finishing: release its quota and queue it again."""
-        w = self.st.workloads.get(key)
+        w = self.state.workloads.get(key)
         if w is None:
             return
-        if key in self.st.charges:
+        if key in self.state.charges:
             self.book.release(key)
         self.book.unqueue(w)
         w = replace(w, admission=None, admitted_at=None, not_before=not_before, front=front)
-        self.st.workloads[key] = w
+        self.state.workloads[key] = w
         self.book.enqueue(w)
 
     # --- the cycle and what it can tell -----------------------------------------------------
@@ -219,8 +219,8 @@ class Scheduler:
         return pending_info(self.book, key)
 
     def problems(self) -> tuple[Problem, ...]:
-        self.st.ensure_tree()
-        return tuple(self.st.tree.problems)
+        self.state.ensure_tree()
+        return tuple(self.state.tree.problems)
 
     def holders(
         self, cq: str, flavor: str, resource: str, limit: int = 5
@@ -231,75 +231,75 @@ class Scheduler:
     # --- read methods: what callers outside the core may look at (read-only views) --------------
     def workload(self, key: str) -> Workload | None:
         """The workload as the core last heard it (None when unknown or deleted)."""
-        return self.st.workloads.get(key)
+        return self.state.workloads.get(key)
 
     def workloads(self) -> Mapping[str, Workload]:
-        return MappingProxyType(self.st.workloads)
+        return MappingProxyType(self.state.workloads)
 
     def cluster_queues(self) -> Mapping[str, ClusterQueue]:
-        return MappingProxyType(self.st.queues)
+        return MappingProxyType(self.state.queues)
 
     def cohorts(self) -> Mapping[str, Cohort]:
         """Cohort objects upserted (see `cohort_names` for implicit ones too)."""
-        return MappingProxyType(self.st.cohorts)
+        return MappingProxyType(self.state.cohorts)
 
     def cohort_names(self) -> tuple[str, ...]:
         """Every cohort of the quota tree, sorted: upserted or only named by a queue or child."""
-        self.st.ensure_tree()
-        return tuple(sorted(self.st.tree.cohorts))
+        self.state.ensure_tree()
+        return tuple(sorted(self.state.tree.cohorts))
 
     def admission_checks(self) -> Mapping[str, AdmissionCheck]:
-        return MappingProxyType(self.st.checks)
+        return MappingProxyType(self.state.checks)
 
     def flavors(self) -> Mapping[str, Flavor]:
-        return MappingProxyType(self.st.flavors)
+        return MappingProxyType(self.state.flavors)
 
     def nodes(self) -> Mapping[str, Node]:
-        return MappingProxyType(self.st.nodes)
+        return MappingProxyType(self.state.nodes)
 
     def is_admitted(self, key: str) -> bool:
         """Does the core count the workload's quota (admitted, or preempted and draining)?"""
-        return key in self.st.charges
+        return key in self.state.charges
 
     def held_quota(self, key: str) -> QuotaHold | None:
         """What an admitted workload holds, since when (None when it holds nothing)."""
-        charge = self.st.charges.get(key)
+        charge = self.state.charges.get(key)
         if charge is None:
             return None
         return QuotaHold(key, charge.cq, dict(charge.usage), charge.admitted_at)
 
     def gpu_time_bank(self, name: str, now: float) -> float | None:
         """The queue's GPU time credit in GPU-hours as of `now` (None: the queue has no bank)."""
-        self.st.ensure_tree()
-        return self.st.bank.balance(name, now)
+        self.state.ensure_tree()
+        return self.state.bank.balance(name, now)
 
     def restore_gpu_time_bank(self, name: str, balance: float) -> None:
         """Start from a balance kept outside the core (the ClusterQueue's status, read back at
         a controller's start); call it before the first cycle. Kept for a queue with a bank."""
-        self.st.ensure_tree()
-        if name in self.st.bank.banks:
-            self.st.bank.restore(name, balance)
+        self.state.ensure_tree()
+        if name in self.state.bank.banks:
+            self.state.bank.restore(name, balance)
 
     def cluster_queue_status(self, name: str) -> QueueStatus | None:
-        st, book = self.st, self.book
-        st.ensure_tree()
-        node = st.tree.queues.get(name)
+        state, book = self.state, self.book
+        state.ensure_tree()
+        node = state.tree.queues.get(name)
         if node is None:
             return None
-        q = book.pq.get(name)
+        q = book.pending.get(name)
         pending = len(q) if q is not None else 0
         pending += sum(
             1
             for k in (*book.waiting_at, *book.inactive, *book.nominations)
-            if st.workloads[k].cluster_queue == name
+            if state.workloads[k].cluster_queue == name
         )
         return QueueStatus(
             name=name,
-            active=name not in st.tree.inactive,
-            problem=st.tree.inactive.get(name),
-            reason=st.tree.inactive_reason.get(name),
+            active=name not in state.tree.inactive,
+            problem=state.tree.inactive.get(name),
+            reason=state.tree.inactive_reason.get(name),
             pending=pending,
-            admitted=len(st.by_cq.get(name, {})),
+            admitted=len(state.by_cq.get(name, {})),
             usage=dict(node.usage),
             borrowed={fr: node.borrowed(fr) for fr in node.usage if node.borrowed(fr) > 0},
             weighted_share=share(node),

@@ -173,10 +173,12 @@ class State:
     workloads: dict[str, Workload] = field(default_factory=dict)
     charges: dict[str, Charge] = field(default_factory=dict)
     by_cq: dict[str, dict[str, Charge]] = field(default_factory=dict)
-    ghosts: dict[str, list[Charge]] = field(default_factory=dict)
-    """preemptor -> charges held for it: victims already gone, and its reservation"""
-    held: dict[str, dict[FlavorResource, int]] = field(default_factory=dict)
-    """queue -> the part of its usage that is ghosts (not running work of its own)"""
+    held_for: dict[str, list[Charge]] = field(default_factory=dict)
+    """preemptor -> the charges still counted for it until it is admitted: its victims already
+    gone, and its reservation"""
+    queue_holds: dict[str, dict[FlavorResource, int]] = field(default_factory=dict)
+    """queue -> the part of its usage that is held for preemptors (`held_for`), not running
+    work of its own"""
     victim_of: dict[str, str] = field(default_factory=dict)
     """victim -> preemptor, while the victim drains"""
     evicting: set[str] = field(default_factory=set)
@@ -211,8 +213,8 @@ class State:
         self.borrowers.clear()
         for charge in self.charges.values():
             self._tree_usage(charge, 1)
-        for held in self.ghosts.values():
-            for charge in held:
+        for charges in self.held_for.values():
+            for charge in charges:
                 self._tree_usage(charge, 1)
         self.stale_tree = False
         self.wake.all_dirty = True
@@ -245,9 +247,9 @@ class State:
                     gone.discard(node.name)
         if sign > 0 and mark:
             notes.grown.setdefault(root, set()).update(charge.usage)
-            held = self.held.get(node.name)
+            holds = self.queue_holds.get(node.name)
             for fr, v in charge.usage.items():
-                aside = held.get(fr, 0) if held else 0
+                aside = holds.get(fr, 0) if holds else 0
                 if node.borrows(fr, -aside) and not node.borrows(fr, -aside - v):
                     self.cache.cross_epoch[root] = self.cache.cross_epoch.get(root, 0) + 1
                     break
@@ -365,43 +367,43 @@ class State:
         charge = self.charges.pop(key, None)
         if charge is not None:
             self.cache.old_work.pop(charge.cq, None)
-            held = self.by_cq.get(charge.cq)
-            if held is not None:
-                held.pop(key, None)
-                if not held:
+            admitted = self.by_cq.get(charge.cq)
+            if admitted is not None:
+                admitted.pop(key, None)
+                if not admitted:
                     del self.by_cq[charge.cq]
         return charge
 
     def hold(self, preemptor: str, charge: Charge, counted: bool, mark: bool = True) -> None:
         """Keep `charge` counted for `preemptor` (apply it first unless already `counted`;
         `mark=False`: it takes back what an unmarked `release_held` just gave back)."""
-        self.ghosts.setdefault(preemptor, []).append(charge)
-        held = self.held.setdefault(charge.cq, {})
+        self.held_for.setdefault(preemptor, []).append(charge)
+        holds = self.queue_holds.setdefault(charge.cq, {})
         for fr, v in charge.usage.items():
-            held[fr] = held.get(fr, 0) + v
+            holds[fr] = holds.get(fr, 0) + v
         if not counted:
             self.apply(charge, 1, mark)
 
     def release_held(self, preemptor: str, mark: bool = True) -> list[Charge]:
         """Stop holding anything for `preemptor`; returns what it held. `mark=False` when the
         caller holds at least as much again at once (nothing is freed for others)."""
-        released = self.ghosts.pop(preemptor, [])
+        released = self.held_for.pop(preemptor, [])
         for charge in released:
-            held = self.held.get(charge.cq, {})
+            holds = self.queue_holds.get(charge.cq, {})
             for fr, v in charge.usage.items():
-                left = held.get(fr, 0) - v
+                left = holds.get(fr, 0) - v
                 if left > 0:
-                    held[fr] = left
+                    holds[fr] = left
                 else:
-                    held.pop(fr, None)
-            if not held:
-                self.held.pop(charge.cq, None)
+                    holds.pop(fr, None)
+            if not holds:
+                self.queue_holds.pop(charge.cq, None)
             self.apply(charge, -1, mark)
         return released
 
     def own_usage(self, node: QNode, fr: FlavorResource) -> int:
         """A queue's usage without what it holds for others' preemptors."""
-        return node.usage.get(fr, 0) - self.held.get(node.name, {}).get(fr, 0)
+        return node.usage.get(fr, 0) - self.queue_holds.get(node.name, {}).get(fr, 0)
 
     # --- nodes ------------------------------------------------------------------------------
     def set_node(self, node: Node | None, name: str) -> None:

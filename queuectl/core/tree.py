@@ -60,9 +60,9 @@ def _load_quotas(
                         issues.append(f"negative {what} {value} for {fq.name}/{rq.name}")
                 node.nominal[fr] = node.nominal.get(fr, 0) + max(0, rq.nominal)
                 if rq.borrowing_limit is not None:
-                    node.blimit[fr] = max(0, rq.borrowing_limit)
+                    node.borrowing_limit[fr] = max(0, rq.borrowing_limit)
                 if rq.lending_limit is not None:
-                    node.llimit[fr] = max(0, rq.lending_limit)
+                    node.lending_limit[fr] = max(0, rq.lending_limit)
     for issue in issues:
         tree.problems.append(Problem(kind, node.name, reasons.INVALID_SPEC, issue))
     return issues

@@ -23,7 +23,7 @@ from queuectl.core import (
     ResourceQuota,
     Scheduler,
 )
-from queuectl.core.cycle import MAX_WAITS
+from queuectl.core.admission_pass import MAX_WAITS
 
 WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
 WAITS = "it fitted when this cycle began"

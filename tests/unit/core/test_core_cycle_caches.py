@@ -65,7 +65,7 @@ def test_remembered_availability_follows_usage_anywhere_on_the_path() -> None:
     a, b = QNode("a", is_queue=True), QNode("b", is_queue=True)
     root.nominal[fr] = 4
     a.nominal[fr] = 4
-    b.nominal[fr], b.llimit[fr] = 4, 2  # b keeps 2 for itself, lends 2
+    b.nominal[fr], b.lending_limit[fr] = 4, 2  # b keeps 2 for itself, lends 2
     for q in (a, b):
         q.parent = root
         root.children.append(q)
@@ -216,7 +216,7 @@ def test_a_flavor_taken_by_its_owner_sends_a_gang_where_it_may_reclaim() -> None
 def _cycle(s: Scheduler, now: float, fresh: bool) -> tuple[list[str], list[tuple[str, str]]]:
     """One cycle; `fresh`: every parked bucket is evaluated in full first (no parking)."""
     if fresh:
-        s.st.wake.all_dirty = True
+        s.state.wake.all_dirty = True
     r = s.run_cycle(now)
     return admitted(r), [(p.victim, p.preemptor) for p in r.preemptions]
 

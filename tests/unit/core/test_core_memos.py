@@ -33,9 +33,9 @@ def trees_and_changes(draw: hs.DrawFn) -> tuple[list[QNode], list[tuple[int, int
         for fr in FRS:
             n.nominal[fr] = draw(hs.sampled_from([0, 0, 2, 4, 8]))
             if n.parent is not None and draw(hs.booleans()):
-                n.blimit[fr] = draw(hs.integers(0, 6))
+                n.borrowing_limit[fr] = draw(hs.integers(0, 6))
             if n.parent is not None and draw(hs.booleans()):
-                n.llimit[fr] = draw(hs.integers(0, 6))
+                n.lending_limit[fr] = draw(hs.integers(0, 6))
     compute_subtree(root)
     changes = draw(
         hs.lists(

@@ -9,7 +9,7 @@ from core_helpers import admitted, gpu_queue, job, quota, scheduler
 from core_worlds import FAST, World, any_world, contended_world, drive, nothing
 from hypothesis import given
 
-from queuectl.core import CycleResult, Flavor, PreemptionPolicy, Scheduler
+from queuectl.core import CycleResult, Flavor, PreemptionPolicy, Scheduler, waits_for_completions
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, MAX_ALLOWANCE_SECONDS
 
 WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
@@ -47,6 +47,21 @@ def urgent_took_all_of_trains_low_work(r: CycleResult) -> bool:
     return [(p.victim, p.preemptor) for p in r.preemptions] == [
         (f"train/low-{i}", "train/urgent") for i in range(4)
     ]
+
+
+def test_a_waiter_is_told_apart_from_other_quota_waits_without_matching_prose() -> None:
+    """`queuectl describe` asks the core whether what the controller wrote is a waiter's."""
+    s = busy_cohort()
+    s.run_cycle(3.0)
+    info = s.pending_info("train/urgent")
+    assert info is not None and waits_for_completions(info.reason, info.message)
+    quiet = busy_cohort(patience=0)  # no patience: it preempts; the reason says nothing of it
+    quiet.upsert_workload(job("train/more", "train", 8, priority=10, created=30))
+    quiet.run_cycle(3.0)
+    other = quiet.pending_info("train/more")
+    assert other is not None and other.reason == "WaitingForQuota"
+    assert not waits_for_completions(other.reason, other.message)
+    assert not waits_for_completions("Pending", info.message)
 
 
 def test_a_preemptor_waits_for_quota_that_finished_work_is_returning_and_evicts_nobody() -> None:

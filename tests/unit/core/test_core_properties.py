@@ -92,7 +92,7 @@ def _actions(run: Run) -> list[tuple[object, ...]]:
 
 
 def _look_at_everything(s: Scheduler, run: Run, r: CycleResult, now: float) -> None:
-    s.st.wake.all_dirty = True  # the next cycle wakes every parked bucket for a full evaluation
+    s.state.wake.all_dirty = True  # the next cycle wakes every parked bucket for a full evaluation
 
 
 def parking_changes_nothing(world: World) -> None:
