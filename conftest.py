@@ -1,6 +1,6 @@
 """Repo-wide pytest setup: the real local control plane fixtures (queuectl.testenv), the
 tiers' one rule: tests/unit needs no cluster (`make test-unit` must run on a bare machine), and
-how a parallel run (`pytest -n 2 --dist loadgroup`, the tiers' default) splits the tests."""
+what a parallel run (pytest-xdist, `make test-unit`) must not change."""
 
 import os
 from pathlib import Path
@@ -31,15 +31,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "tests under tests/unit must not need a cluster (make test-unit runs them without "
             "one); move these to tests/integration: " + ", ".join(misplaced)
         )
-    if getattr(config.option, "numprocesses", None):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
-
-
-def _group(item: pytest.Item) -> str:
-    """A module's tests stay on one worker (its module-scoped controller, operators and
-    worlds are set up once); the real-node tests share one, as they share the host's network
-    namespaces and containerd's shim directory. Each worker has its own control plane."""
-    if item.get_closest_marker("real_node"):
-        return "real-node"
-    return str(item.path)
