@@ -218,6 +218,7 @@ def _wait_instead_of_preempting(
     bucket.wake, bucket.avail_at, bucket.need = [], None, None
     bucket.cross = bucket.borrows = bucket.on_release = bucket.topology = False
     bucket.depends, bucket.within, bucket.recheck = (), None, False
+    bucket.reclaim_need = None
     bucket.borrowing_helps = False
     q.park(bucket)
     report(book, q, bucket, info, out)

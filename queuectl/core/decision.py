@@ -20,7 +20,8 @@ class Decision:
     admission: Admission | None = None
     victims: list[tuple[Charge, str]] = field(default_factory=list)
     need: dict[FlavorResource, int] = field(default_factory=dict)
-    """What the whole workload needs, per (flavor, resource), for a preemption."""
+    """What the whole workload needs, per (flavor, resource), for a preemption; for a failed
+    victim search that could reclaim within its own quota (`reclaim_within`) too."""
     info: PendingInfo | None = None
     retry_at: float | None = None
     """A protected victim comes of age then: preemption may succeed without any event."""

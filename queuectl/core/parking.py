@@ -9,11 +9,17 @@ a woken one-pod-set bucket without a full evaluation.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from functools import partial
 
 from queuectl.core.book import Book
 from queuectl.core.decision import Decision
-from queuectl.core.queues import Bucket, SortKey, woken_by_growth
+from queuectl.core.queues import Bucket, SortKey, stops_borrowing, woken_by_growth
 from queuectl.core.quota import available
+
+REFRESH_SECONDS = 30.0
+"""A parked bucket's reason keeps the figures of its last full evaluation while its queue's
+releases cannot change its answer (`released_matters`), but never longer than this: a release
+then evaluates it in full all the same."""
 
 
 def wake(book: Book) -> None:
@@ -44,6 +50,7 @@ def wake(book: Book) -> None:
                     grown,
                     leaf.name in notes.released_since,
                     notes.taken.get(leaf.name, 0),
+                    partial(released_matters, book, leaf.name),
                 )
                 quiet_ok = owed and may_stay_quiet(book, leaf.name)
                 for bucket in owed:
@@ -127,7 +134,7 @@ def settled(book: Book, cq: str, bucket: Bucket) -> bool:
         or bucket.unreported
         or bucket.cross
         or bucket.depends
-        or state.wake.released.get(cq, 0) != bucket.released_at
+        or _released(book, cq, bucket)
         or (bucket.borrowing_helps and state.wake.taken.get(cq, 0) != bucket.taken_at)
     ):
         return False
@@ -221,6 +228,8 @@ def set_wake(book: Book, cq: str, bucket: Bucket, d: Decision, head: SortKey) ->
     bucket.cross = bool(d.shorts) and d.cross
     bucket.depends = tuple(dict.fromkeys(d.depends))
     bucket.on_release = d.reclaim_within
+    bucket.reclaim_need = dict(d.need) if d.reclaim_within and d.need else None
+    bucket.evaluated_at = book.now
     bucket.borrows = d.borrows
     policy = state.queues[cq].preemption.within_cluster_queue
     bucket.within = None
@@ -282,7 +291,7 @@ def still_short(book: Book, cq: str, bucket: Bucket) -> bool:
     """
     state = book.state
     avail_at, need = bucket.avail_at, bucket.need
-    if avail_at is None or need is None or state.wake.released.get(cq, 0) != bucket.released_at:
+    if avail_at is None or need is None or _released(book, cq, bucket):
         return False
     if bucket.borrowing_helps and state.wake.taken.get(cq, 0) != bucket.taken_at:
         return False  # its queue took more: it may borrow now, with other candidates
@@ -301,6 +310,30 @@ def still_short(book: Book, cq: str, bucket: Bucket) -> bool:
         if now >= need[fr] or (now > a and not hopeless):
             return False
     return True
+
+
+def released_matters(book: Book, cq: str, bucket: Bucket) -> bool:
+    """Its queue freed quota of its own since it was parked: is it worth a full evaluation?
+
+    What its own queue frees changes its answer only by ending its borrowing where it could
+    then reclaim within its own quota (`on_release`: reclaimWithinCohort, not
+    borrowWithinCohort, picks its candidates), so only once its need no longer borrows
+    (`reclaim_need`); otherwise a release raises what it may take (the re-check compares
+    availability itself) or removes its own work (fewer candidates in its queue, never more).
+    (`certainly_borrows` keeps its own check: any release voids it.) Its reason's figures are
+    refreshed all the same while members wait to be told it, and once they are
+    `REFRESH_SECONDS` old."""
+    if bucket.unreported or book.now - bucket.evaluated_at >= REFRESH_SECONDS:
+        return True
+    need = bucket.reclaim_need
+    return need is not None and stops_borrowing(book.state.tree.queues[cq], need)
+
+
+def _released(book: Book, cq: str, bucket: Bucket) -> bool:
+    """Did its queue free quota since it was parked, in a way that may change its answer?"""
+    return book.state.wake.released.get(cq, 0) != bucket.released_at and released_matters(
+        book, cq, bucket
+    )
 
 
 def credit_turned(book: Book, names: set[str]) -> None:

@@ -168,6 +168,7 @@ def search(
             "fail",
             info=_no_victims(w, cq, need, node, found.any()),
             retry_at=found.retry,
+            need=dict(need) if reclaim_within else {},
             cross=across is not None,
             hopeless=hopeless,
             reclaim_within=reclaim_within,

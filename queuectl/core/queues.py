@@ -11,9 +11,10 @@ That is what keeps a cycle from re-evaluating thousands of hopeless workloads.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
+from queuectl.core.quota import QNode
 from queuectl.core.results import PendingInfo
 from queuectl.core.types import FlavorResource, Workload
 
@@ -64,7 +65,11 @@ class Bucket:
     """Its last evaluation would have borrowed: in the first pass it waits for the second."""
     on_release: bool = False
     """It would borrow, and within its own quota it could reclaim: its own queue freeing quota
-    wakes it."""
+    wakes it, once that ends its borrowing (`reclaim_need`, `parking.released_matters`)."""
+    reclaim_need: dict[FlavorResource, int] | None = None
+    """With `on_release`: what the workload needs in all, per (flavor, resource)."""
+    evaluated_at: float = float("-inf")
+    """When it was last evaluated in full: its reason's figures are from then."""
     within: int | None = None
     """Its queue may preempt its own work admitted below this priority (inclusive bound)."""
     borrowing_helps: bool = False
@@ -215,6 +220,7 @@ class PendingQueue:
         grown: set[FlavorResource],
         released: bool,
         taken: int = 0,
+        release_matters: Callable[[Bucket], bool] | None = None,
     ) -> list[Bucket]:
         """Something changed in the tree: wake the buckets it can help.
 
@@ -222,7 +228,8 @@ class PendingQueue:
         someone in the tree newly borrowed (new reclaim candidates); `own_admitted`: the lowest
         priority this queue admitted since the last wake (new in-queue candidates), or None;
         `grown`: (flavor, resource)s whose usage grew in the tree (another flavor may be chosen);
-        `released`: this queue freed quota of its own (it may stop borrowing, and reclaim);
+        `released`: this queue freed quota of its own (it may stop borrowing, and reclaim: the
+        buckets for which `release_matters`);
         `taken`: this queue's usage-growth counter (it may start borrowing, see
         `Bucket.borrowing_helps`).
         Returns the buckets owed only a cheap re-check, still parked: the caller unparks them
@@ -237,7 +244,11 @@ class PendingQueue:
             if (
                 wake is None
                 or ((bucket.cross or bucket.depends) and woken_by_growth(bucket, borrowed, grown))
-                or (released and bucket.on_release)
+                or (
+                    released
+                    and bucket.on_release
+                    and (release_matters is None or release_matters(bucket))
+                )
                 or (bucket.borrowing_helps and taken != bucket.taken_at)
                 or (
                     own_admitted is not None
@@ -254,3 +265,9 @@ class PendingQueue:
         """The sort key of the bucket's best member (None when it has none)."""
         head = self._bucket_head(bucket)
         return head[0] if head is not None else None
+
+
+def stops_borrowing(node: QNode, need: Mapping[FlavorResource, int]) -> bool:
+    """Would `need` now fit within the queue's own quota in every (flavor, resource)? (As
+    `preempt.search` decides whether its preemptor borrows.)"""
+    return not any(node.borrows(fr, n) for fr, n in need.items())
