@@ -206,6 +206,8 @@ class Enforcer:
             return None
         ns, name = split_key(wl_key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
+        if wl is not None and WorkloadView(wl).holds_quota:
+            return None  # the common case, on every pod event: nothing to gather
         pods = self.pods_of(wl_key)
         if wl is not None:
             group = group_of_workload(wl) is not None
