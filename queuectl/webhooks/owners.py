@@ -116,7 +116,8 @@ def released_pod_problems(pod: Obj, lookup: QueueLookup, kinds: Registry = KINDS
     kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
     if ref is None or kind is None or (kind.resource.group, kind.resource.kind) != JOB:
         return []
-    found = lookup.owner_object(kind.resource, str(meta.get("namespace") or ""), str(ref["name"]))
+    name = str(ref.get("name") or "")
+    found = lookup.owner_object(kind.resource, str(meta.get("namespace") or ""), name)
     if found is None or ObjectView(found).meta.get("uid") != ref.get("uid"):
         return []
     if kind.queue_name(found) is None and owner(found, kinds, lookup.owner_object) is None:
@@ -125,7 +126,7 @@ def released_pod_problems(pod: Obj, lookup: QueueLookup, kinds: Registry = KINDS
     if selector is None or selector_matches(selector, meta.get("labels") or {}):
         return []
     return [
-        f"it claims Job {ref['name']!r} as its controller but lacks the labels that Job's "
+        f"it claims Job {name!r} as its controller but lacks the labels that Job's "
         "selector matches: the Job controller would release it, and it would run outside the "
         "queue that admitted the Job. Let the Job create its pods; to queue a pod of your own, "
         f"create it without the ownerReference and with the label {names.LABEL_QUEUE_NAME}"

@@ -138,3 +138,11 @@ def test_only_forged_claims_and_manual_selectors_are_sent_failing_closed() -> No
     assert "batch.kubernetes.io/controller-uid" in conditions["claims-a-job-unselected"]
     assert names.CONTROLLER_USERNAME in conditions["not-the-controller"]
     assert decide(claiming(), lookup_with(job(QUEUED)), JOB_CONTROLLER)["allowed"] is False
+
+
+def test_a_hand_made_review_whose_reference_names_no_job_is_answered() -> None:
+    """The API server never sends a reference without a name; a hand-made review that does
+    gets an answer (no Job is named, so none is claimed), not an internal error."""
+    pod = claiming()
+    del pod["metadata"]["ownerReferences"][0]["name"]
+    assert decide(pod, lookup_with(job(QUEUED)))["allowed"] is True
