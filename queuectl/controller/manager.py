@@ -42,7 +42,7 @@ from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
 from queuectl.jobs.podgroup import group as pg
-from queuectl.jobs.registry import KINDS, Registry, controlled_by
+from queuectl.jobs.registry import KINDS, Registry, queued_whole
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class Controller:
         self.reconciler = Reconciler(
             kube, self.cache, self.feed, self.core, self.kinds, self.events, self.at, clock
         )
-        self.decisions = Decisions(self.reconciler)
+        self.decisions = Decisions(self.reconciler.writes, self.reconciler.jobs, self.core, self.at)
         self.queue_status = QueueStatusWriter(kube, self.cache, self.core, self.feed, clock)
         self.observer = Observer(
             self.sched, self.cache, leading=self.leading, clock=clock, busy=lambda: self.core.busy
@@ -117,7 +117,7 @@ class Controller:
         self.drainer = Drainer(
             kube,
             self.cache,
-            self.reconciler,
+            self.reconciler.writes,
             self.events,
             lambda key, action: self.enqueue(f"wl:{key}", action),
             options.drain,
@@ -126,7 +126,7 @@ class Controller:
         self.enforcer = Enforcer(
             kube,
             self.cache,
-            self.reconciler,
+            self.reconciler.writes,
             self.events,
             lambda key, action: self.enqueue(f"wl:{key}", action),
             options.enforce,
@@ -176,10 +176,8 @@ class Controller:
         kind = obj.get("kind") or "Job"
         meta = obj["metadata"]
         adapter = self.kinds.get(kind)
-        if adapter is None or adapter.queue_name(obj) is None:
+        if adapter is None or not queued_whole(adapter, obj, self.kinds):
             return
-        if controlled_by(obj, self.kinds) is not None:
-            return  # part of a job queued whole (a JobSet's child Job)
         if event == "DELETED":
             name = adapter.workload_name(obj)
             ns = meta.get("namespace", "")
@@ -362,7 +360,7 @@ class Controller:
             if view.holds_quota or view.is_true(names.COND_FINISHED):
                 continue
             key = view.key
-            if self.reconciler.pending_stale(key, wl):
+            if self.reconciler.pending.stale(key, wl):
                 self.enqueue(f"wl:{key}", urgent=False)
 
     # --- run -------------------------------------------------------------------------------

@@ -86,6 +86,14 @@ def controlled_by(
     return None if found is None else found[0]
 
 
+def queued_whole(adapter: JobKind, job: dict[str, Any], kinds: Mapping[str, JobKind]) -> bool:
+    """Whether `job` is queued as a job of its own: it names a queue and no registered kind
+    controls it (a JobSet's child Job is covered by its JobSet's Workload). One rule for the
+    watch's filter and for the worker, which asks again because the job may have changed
+    between its event and the worker's turn."""
+    return adapter.queue_name(job) is not None and controlled_by(job, kinds) is None
+
+
 def owner(
     job: Mapping[str, Any], kinds: Mapping[str, JobKind], find: Find | None = None, depth: int = 0
 ) -> tuple[JobKind, Mapping[str, Any] | None] | None:

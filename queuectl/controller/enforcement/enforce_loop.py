@@ -51,8 +51,7 @@ from queuectl.controller.watch.podgroups import group_of_workload
 from queuectl.controller.watch.podowners import claim
 from queuectl.controller.watch.watcher import Key, key_of
 from queuectl.controller.workloads.events import EventRecorder
-from queuectl.controller.workloads.reconcile import Reconciler
-from queuectl.controller.workloads.workload_writes import split_key
+from queuectl.controller.workloads.workload_writes import WorkloadWrites, split_key
 from queuectl.jobs.podgroup import group as pg
 
 log = logging.getLogger(__name__)
@@ -78,7 +77,7 @@ class Enforcer:
         self,
         kube: Kube,
         cache: Cache,
-        reconciler: Reconciler,
+        writes: WorkloadWrites,
         events: EventRecorder,
         enqueue: EnqueueAction,
         options: EnforceOptions = EnforceOptions(),
@@ -87,7 +86,7 @@ class Enforcer:
     ) -> None:
         self.kube = kube
         self.cache = cache
-        self.rec = reconciler
+        self.writes = writes
         self.events = events
         self.enqueue = enqueue
         self.options = options
@@ -290,7 +289,7 @@ class Enforcer:
             await self._delete(ns, sorted({p for e in found for p in e.pods}))
             return
         # queuectl_evicted_workloads_total counts it too, from the Workload's event (observe.py).
-        await self.rec.evict(wl, names.REASON_EVICTED_PODS_EXCEED_ADMISSION, note)
+        await self.writes.evict(wl, names.REASON_EVICTED_PODS_EXCEED_ADMISSION, note)
 
     def _delete_unadmitted(self, wl_key: str, found: Excess) -> Callable[[], Awaitable[None]]:
         async def act() -> None:

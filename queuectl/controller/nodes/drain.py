@@ -32,8 +32,7 @@ from queuectl.controller.watch import podowners
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.controller.workloads.events import EventRecorder
-from queuectl.controller.workloads.reconcile import Reconciler
-from queuectl.controller.workloads.workload_writes import split_key
+from queuectl.controller.workloads.workload_writes import WorkloadWrites, split_key
 from queuectl.core import fleet
 
 log = logging.getLogger(__name__)
@@ -146,7 +145,7 @@ class Drainer:
         self,
         kube: Kube,
         cache: Cache,
-        reconciler: Reconciler,
+        writes: WorkloadWrites,
         events: EventRecorder,
         enqueue: EnqueueEviction,
         options: DrainOptions = DrainOptions(),
@@ -154,7 +153,7 @@ class Drainer:
     ) -> None:
         self.kube = kube
         self.cache = cache
-        self.rec = reconciler
+        self.writes = writes
         self.events = events
         self.enqueue = enqueue
         self.options = options
@@ -319,7 +318,7 @@ class Drainer:
                 f"Node {node_name} has an unhealthy GPU ({reason}); the workload is stopped and "
                 "requeued ahead of its peers"
             )
-            await self.rec.evict(wl, names.REASON_EVICTED_NODE_FAILURES, message)
+            await self.writes.evict(wl, names.REASON_EVICTED_NODE_FAILURES, message)
             after = self.cache.get(k.WORKLOADS, name, ns) or {}
             cond = WorkloadView(after).condition(names.COND_EVICTED) or {}
             moved = after.get("metadata", {}).get("resourceVersion") != wl["metadata"].get(

@@ -8,15 +8,16 @@ own Workload once the squatter is gone. Deleting a job deletes its Workload at o
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView, owner_reference
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj
-from queuectl.controller.workloads.priority import follow_priority_class, resolve_priority
+from queuectl.controller.workloads.priority import resolve_priority
 from queuectl.controller.workloads.workload_writes import WorkloadWrites
 from queuectl.jobs import JobKind
-from queuectl.jobs.registry import controlled_by
+from queuectl.jobs.registry import queued_whole
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +29,20 @@ def owned_by(wl: Obj, job: Obj) -> bool:
     return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
 
 
-class JobWorkloads(WorkloadWrites):
-    """The job-side steps of `Reconciler`."""
+class JobWorkloads:
+    """The job-side steps of `Reconciler`: a queued job's Workload made, adopted or deleted."""
 
-    squatters: dict[str, tuple[str, str]]
-    """Workload key -> (job kind, job name) of a job blocked by that foreign Workload."""
+    def __init__(self, writes: WorkloadWrites, adapters: Mapping[str, JobKind]) -> None:
+        self.writes = writes
+        self.kube = writes.kube
+        self.cache = writes.cache
+        self.adapters = adapters
+        self.squatters: dict[str, tuple[str, str]] = {}
+        """Workload key -> (job kind, job name) of a job blocked by that foreign Workload."""
+
+    def squatter_gone(self, key: str) -> tuple[str, str] | None:
+        """(job kind, job name) of the job that waited for the foreign Workload `key` to go."""
+        return self.squatters.pop(key, None)
 
     def owner_job(self, wl: Obj) -> tuple[JobKind, Obj | None] | None:
         """(adapter, the owning job or None if it is gone); None for a Workload without one."""
@@ -49,10 +59,8 @@ class JobWorkloads(WorkloadWrites):
         """Make sure a queued job has its Workload; returns that Workload's key."""
         adapter = self.adapters[kind]
         job = self.cache.get(adapter.resource, name, namespace)
-        if job is None or adapter.queue_name(job) is None:
+        if job is None or not queued_whole(adapter, job, self.adapters):
             return None
-        if controlled_by(job, self.adapters) is not None:
-            return None  # a JobSet's child Job: its owner's Workload covers it
         wl_name = adapter.workload_name(job)
         key = f"{namespace}/{wl_name}"
         if (wl := self.cache.get(k.WORKLOADS, wl_name, namespace)) is not None:
@@ -62,11 +70,9 @@ class JobWorkloads(WorkloadWrites):
                 return None
             labels = job["metadata"].get("labels") or {}
             if labels.get(names.LABEL_WORKLOAD) != wl_name:
-                await self.patch_job(
+                await self.writes.patch_job(
                     adapter, job, {"metadata": {"labels": {names.LABEL_WORKLOAD: wl_name}}}
                 )
-            if await follow_priority_class(self.kube, self.cache, adapter, job, wl):
-                self._count("priority_changed")
             return key
         if adapter.finished(job) is not None or job["metadata"].get("deletionTimestamp"):
             return None
@@ -76,7 +82,7 @@ class JobWorkloads(WorkloadWrites):
     def _report_foreign_workload(self, job: Obj, wl: Obj) -> None:
         """A Workload squats the job's Workload name without being owned by it (made by hand,
         or raced in): never adopt it, so neither its spec nor its admission speaks for the job."""
-        self._count("foreign_workloads")
+        self.writes.count("foreign_workloads")
         meta = wl["metadata"]
         note = (
             f"Workload {meta['namespace']}/{meta['name']} has this Job's Workload name but is not "
@@ -85,7 +91,7 @@ class JobWorkloads(WorkloadWrites):
             "the Job then gets its own."
         )
         log.warning("%s", note)
-        self.events.emit(job, "Warning", names.EVENT_FOREIGN_WORKLOAD, "Adopt", note)
+        self.writes.events.emit(job, "Warning", names.EVENT_FOREIGN_WORKLOAD, "Adopt", note)
 
     async def _create_workload(self, adapter: JobKind, job: Obj, wl_name: str) -> None:
         meta = job["metadata"]
@@ -110,16 +116,16 @@ class JobWorkloads(WorkloadWrites):
             if err.conflict:  # AlreadyExists: an earlier attempt or a previous leader made it
                 return
             raise
-        self._count("workloads_created")
+        self.writes.count("workloads_created")
         self.cache.store(k.WORKLOADS).upsert_local(created)
-        await self.patch_job(
+        await self.writes.patch_job(
             adapter, job, {"metadata": {"labels": {names.LABEL_WORKLOAD: wl_name}}}
         )
 
     async def job_deleted(self, namespace: str, wl_name: str) -> None:
         """Deleting a Job deletes its Workload (the GC would too; this frees quota at once)."""
         key = f"{namespace}/{wl_name}"
-        self.feed.forget(key)
+        self.writes.feed.forget(key)
         try:
             await self.kube.delete(k.WORKLOADS, wl_name, namespace)
         except KubeError as err:

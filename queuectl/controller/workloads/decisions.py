@@ -1,7 +1,8 @@
 """Writing out a cycle's decisions: admissions, preemption notices, evictions.
 
-Each runs under the Workload's own work-queue key, then lets `Reconciler.reconcile` take the
-next step (start the Job, serve the notice, drain).
+Each runs as an action under the Workload's own work-queue key; the worker then reconciles that
+key once (`Reconciler.reconcile`), which takes the next step (start the Job, serve the notice,
+drain). A decision never reconciles by itself.
 
 A write that fails in transit (dropped connection, timeout, 5xx) may or may not have landed.
 Notices and evictions are retried until the Workload says they are done (`settle`). An
@@ -26,8 +27,8 @@ from queuectl.controller.admission import checks, status
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj
 from queuectl.controller.workloads import settle
-from queuectl.controller.workloads.reconcile import Reconciler
-from queuectl.controller.workloads.workload_writes import split_key
+from queuectl.controller.workloads.adoption import JobWorkloads
+from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites, split_key
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption
 
@@ -37,8 +38,22 @@ REQUEUE_BACKOFF_S = 1.0
 
 
 class Decisions:
-    def __init__(self, rec: Reconciler, *, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
-        self.rec = rec
+    """The core's decisions written to the Workloads: admissions, notices, evictions."""
+
+    def __init__(
+        self,
+        writes: WorkloadWrites,
+        jobs: JobWorkloads,
+        sched: CoreActions,
+        at: Callable[[float, str], None],
+        *,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self.writes = writes
+        self.cache = writes.cache
+        self.jobs = jobs
+        self.sched = sched
+        self.at = at
         self.sleep = sleep
 
     async def admit(self, key: str, admission: core.Admission) -> bool:
@@ -46,18 +61,16 @@ class Decisions:
         once more. The core's reservation is released if the write cannot be made."""
         for _ in range(2):
             ns, name = split_key(key)
-            wl = self.rec.cache.get(k.WORKLOADS, name, ns)
+            wl = self.cache.get(k.WORKLOADS, name, ns)
             if wl is None or WorkloadView(wl).is_true(names.COND_FINISHED):
-                self.rec.sched.delete_workload(key)
+                self.sched.delete_workload(key)
                 return False
             if WorkloadView(wl).holds_quota:
                 return False  # already admitted by an earlier writer: its status is the truth
-            gates = checks.queue_checks(
-                self.rec.cache.get(k.CLUSTER_QUEUES, admission.cluster_queue)
-            )
+            gates = checks.queue_checks(self.cache.get(k.CLUSTER_QUEUES, admission.cluster_queue))
             try:
-                written = await self.rec.write_status(
-                    wl, status.admit(wl, admission, self.rec.clock(), gates)
+                written = await self.writes.write_status(
+                    wl, status.admit(wl, admission, self.writes.clock(), gates)
                 )
             except Exception as err:
                 if not is_transient(err):
@@ -69,7 +82,7 @@ class Decisions:
                 if written is None:
                     return False  # requeued in the core, or gone
             if written is not None:
-                self.rec._count("admitted")
+                self.writes.count("admitted")
                 note = f"Admitted by ClusterQueue {admission.cluster_queue}"
                 if gates:
                     note = (
@@ -77,8 +90,7 @@ class Decisions:
                         f"admission checks {', '.join(gates)}"
                     )
                 event = names.EVENT_QUOTA_RESERVED if gates else names.EVENT_ADMITTED
-                self.rec.events.emit(written, "Normal", event, "Admit", note)
-                await self.rec.reconcile(key)
+                self.writes.events.emit(written, "Normal", event, "Admit", note)
                 return True
         self._requeue(key)
         return False
@@ -86,9 +98,9 @@ class Decisions:
     def _requeue(self, key: str) -> None:
         """Release the core's reservation; the key's timer also wakes the cycle that may admit
         it again once the back-off is over (nothing else would: the Workload did not change)."""
-        not_before = self.rec.clock() + REQUEUE_BACKOFF_S
-        self.rec.sched.requeue_workload(key, not_before=not_before)
-        self.rec.at(not_before, key)
+        not_before = self.writes.clock() + REQUEUE_BACKOFF_S
+        self.sched.requeue_workload(key, not_before=not_before)
+        self.at(not_before, key)
 
     async def _settle_admission(
         self, key: str, decided: Obj, admission: core.Admission, err: BaseException
@@ -111,7 +123,7 @@ class Decisions:
             await self.sleep(delay)
             delay = min(delay * 2, settle.MAX_BACKOFF_S)
         if fresh is None:
-            self.rec.feed.forget(key)
+            self.writes.feed.forget(key)
             return None
         if landed:
             return fresh
@@ -124,7 +136,7 @@ class Decisions:
         """One settling attempt: (landed, the Workload now) or (None, None) when still
         undecided. The fence is a pending condition written on the decided resourceVersion."""
         ns, name = decided["metadata"].get("namespace"), decided["metadata"]["name"]
-        now = self.rec.clock()
+        now = self.writes.clock()
         message = (
             f"the admission to ClusterQueue {admission.cluster_queue} was interrupted "
             f"({cause} at {convert.format_time(now)}); it is decided again"
@@ -132,16 +144,16 @@ class Decisions:
         fence = status.pending(decided, names.REASON_PENDING, message, now)
         if fence is not None:
             try:
-                fenced = await self.rec.kube.patch(k.WORKLOADS, name, fence, ns, sub="status")
+                fenced = await self.writes.kube.patch(k.WORKLOADS, name, fence, ns, sub="status")
             except KubeError as err:
                 if err.not_found:
                     return False, None
                 if not err.conflict:
                     raise
             else:
-                self.rec.cache.store(k.WORKLOADS).upsert_local(fenced)
+                self.cache.store(k.WORKLOADS).upsert_local(fenced)
                 return False, fenced  # the decided version is gone: the admission never lands
-        fresh = await settle.read_back(self.rec, decided)
+        fresh = await settle.read_back(self.writes, decided)
         if fresh is None:
             return False, None
         if WorkloadView(fresh).holds_quota:
@@ -152,41 +164,40 @@ class Decisions:
 
     async def preempt(self, p: Preemption) -> None:
         ns, name = split_key(p.victim)
-        wl = self.rec.cache.get(k.WORKLOADS, name, ns)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
         if wl is None or WorkloadView(wl).is_true(names.COND_PREEMPTED):
             return
         written = await settle.write_settled(
-            self.rec,
+            self.writes,
             wl,
             lambda w: (
                 None
                 if WorkloadView(w).is_true(names.COND_PREEMPTED)
-                else status.preempted(w, p, self.rec.clock())
+                else status.preempted(w, p, self.writes.clock())
             ),
             sleep=self.sleep,
         )
         if written is None:
             return
-        self.rec._count("preempted")
+        self.writes.count("preempted")
         note = (
             f"{p.message}; preempted by {p.preemptor}, stops at {convert.format_time(p.deadline)}"
         )
-        self.rec.events.emit(written, "Warning", names.EVENT_PREEMPTED, "Preempt", note)
-        owner = self.rec.owner_job(written)
+        self.writes.events.emit(written, "Warning", names.EVENT_PREEMPTED, "Preempt", note)
+        owner = self.jobs.owner_job(written)
         if owner and owner[1] is not None:
-            self.rec.events.emit(owner[1], "Warning", names.EVENT_PREEMPTED, "Preempt", note)
-        await self.rec.reconcile(p.victim)
+            self.writes.events.emit(owner[1], "Warning", names.EVENT_PREEMPTED, "Preempt", note)
 
     async def apply_eviction(self, e: Eviction) -> None:
         ns, name = split_key(e.key)
-        wl = self.rec.cache.get(k.WORKLOADS, name, ns)
+        wl = self.cache.get(k.WORKLOADS, name, ns)
         if wl is None or WorkloadView(wl).is_true(names.COND_EVICTED):
             return
         if e.reason == names.REASON_EVICTED_MAX_EXEC_TIME:
             delay = settle.FIRST_BACKOFF_S
             while True:  # an unconditional merge patch: repeating it is harmless
                 try:
-                    wl = await self.rec.kube.patch(
+                    wl = await self.writes.kube.patch(
                         k.WORKLOADS, name, {"spec": {"active": False}}, ns
                     )
                     break
@@ -199,5 +210,5 @@ class Decisions:
                     log.warning("deactivating %s: %s; retrying", e.key, type(err).__name__)
                 await self.sleep(delay)
                 delay = min(delay * 2, settle.MAX_BACKOFF_S)
-            self.rec.cache.store(k.WORKLOADS).upsert_local(wl)
-        await self.rec.evict(wl, e.reason, e.message)
+            self.cache.store(k.WORKLOADS).upsert_local(wl)
+        await self.writes.evict(wl, e.reason, e.message)

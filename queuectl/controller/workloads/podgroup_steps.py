@@ -18,6 +18,7 @@ replacement pods (delete the Workload to give up on it).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from queuectl import convert
@@ -29,8 +30,9 @@ from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj
 from queuectl.controller.watch.podgroups import group_of_workload, group_pods
 from queuectl.controller.workloads import settle
+from queuectl.controller.workloads.pending import PendingReasons
 from queuectl.controller.workloads.priority import resolve_priority
-from queuectl.controller.workloads.workload_writes import WorkloadWrites
+from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites
 from queuectl.jobs.podgroup import group as pg
 
 
@@ -42,12 +44,27 @@ class _PodPriority:
         return str(value) if value else None
 
 
-class PodGroupSteps(WorkloadWrites):
-    """The pod-group steps of `Reconciler`."""
+class PodGroupSteps:
+    """The pod-group steps of `Reconciler`: pods -> Workload, and the Workload's steps."""
 
-    async def evict(self, wl: Obj, reason: str, message: str) -> None: ...
-
-    async def sync_pending(self, key: str, wl: Obj, now: float) -> None: ...
+    def __init__(
+        self,
+        writes: WorkloadWrites,
+        sched: CoreActions,
+        pending: PendingReasons,
+        at: Callable[[float, str], None],
+        evict: Callable[[Obj, str, str], Awaitable[None]],
+    ) -> None:
+        self.writes = writes
+        self.kube = writes.kube
+        self.cache = writes.cache
+        self.feed = writes.feed
+        self.events = writes.events
+        self.sched = sched
+        self.pending = pending
+        self.at = at
+        self.evict = evict
+        """evict(wl, reason, message): evict, then take the next step (`Reconciler.evict`)."""
 
     # --- the group side: pods -> Workload ---------------------------------------------------
     async def reconcile_group(self, key: pg.GroupKey) -> str | None:
@@ -100,7 +117,7 @@ class PodGroupSteps(WorkloadWrites):
             if err.conflict:
                 return
             raise
-        self._count("workloads_created")
+        self.writes.count("workloads_created")
         self.cache.store(k.WORKLOADS).upsert_local(created)
 
     # --- the Workload side --------------------------------------------------------------------
@@ -113,9 +130,9 @@ class PodGroupSteps(WorkloadWrites):
         if (fin := _finished(group, wl, pods)) is not None:
             succeeded, message = fin
             reason = names.REASON_FINISHED_SUCCEEDED if succeeded else names.REASON_FINISHED_FAILED
-            if await self.write_status(wl, status.finished(wl, reason, message, now)):
+            if await self.writes.write_status(wl, status.finished(wl, reason, message, now)):
                 self.feed.forget(key)
-                self._count("finished")
+                self.writes.count("finished")
                 self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", message)
             return True
         holding = WorkloadView(wl).holds_quota
@@ -123,7 +140,7 @@ class PodGroupSteps(WorkloadWrites):
             await self._delete_workload(key, wl)  # abandoned before it ever ran
             return True
         if not holding:
-            await self.sync_pending(key, wl, now)
+            await self.pending.sync(key, wl, now)
             return True
         if WorkloadView(wl).is_true(names.COND_EVICTED):
             await self._stop_group(key, wl, pods, now)
@@ -175,7 +192,7 @@ class PodGroupSteps(WorkloadWrites):
         for pod in gated:
             patch = pg.ungate_patch(pod, pg.placement_for(pod, placements), wl["metadata"]["name"])
             if await self._patch_pod(pod, patch) is not None:
-                self._count("pods_ungated")
+                self.writes.count("pods_ungated")
 
     async def _stop_group(self, key: str, wl: Obj, pods: list[Obj], now: float) -> None:
         """Evicted: delete the group's ungated pods, wait until they are gone, release quota.
@@ -188,11 +205,11 @@ class PodGroupSteps(WorkloadWrites):
                 await self._delete_pod(pod)
         if live:
             return  # each pod's deletion event brings us back
-        written = await settle.write_requeued(self, wl, now)
+        written = await settle.write_requeued(self.writes, wl, now)
         if written is not None:
             self.sched.requeue_workload(key, front=WorkloadView(written).requeued_for_node_failure)
             self.feed.refeed_group(written)  # withheld until replacement pods exist
-            self._count("requeued")
+            self.writes.count("requeued")
             self.events.emit(
                 wl,
                 "Normal",
@@ -222,7 +239,7 @@ class PodGroupSteps(WorkloadWrites):
         except KubeError as err:
             if not err.not_found:
                 raise
-        self._count("pods_deleted")
+        self.writes.count("pods_deleted")
 
     async def _delete_workload(self, key: str, wl: Obj) -> None:
         self.feed.forget(key)

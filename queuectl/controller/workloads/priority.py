@@ -46,21 +46,16 @@ async def follow_priority_class(
     labels = ObjectView(job).labels
     wanted = labels.get(names.LABEL_PRIORITY_CLASS) or None
     spec = WorkloadView(wl).spec
-    namespace = wl["metadata"].get("namespace") or ""
-    unresolved = (
-        spec.get("priority") is None
-        and wanted is not None
-        and class_value(cache, wanted, namespace) is not None
-    )
-    if wanted == spec.get("priorityClassName") and not unresolved:
-        return False
+    same_class = wanted == spec.get("priorityClassName")
+    if same_class and (spec.get("priority") is not None or wanted is None):
+        return False  # the common case, decided without a lookup
+    value = resolve_priority(cache, adapter, job, wanted)  # the one lookup
+    if same_class and value is None:
+        return False  # its class still does not exist (or may not be used here)
     meta = wl["metadata"]
     patch = {
         "metadata": {"resourceVersion": meta["resourceVersion"]},
-        "spec": {
-            "priorityClassName": wanted,
-            "priority": resolve_priority(cache, adapter, job, wanted),
-        },
+        "spec": {"priorityClassName": wanted, "priority": value},
     }
     try:
         new = await kube.patch(k.WORKLOADS, meta["name"], patch, meta["namespace"])

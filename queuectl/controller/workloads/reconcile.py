@@ -33,8 +33,9 @@ from queuectl.controller.workloads.pacing import PendingRefresh
 from queuectl.controller.workloads.pending import PendingReasons
 from queuectl.controller.workloads.podgroup_steps import PodGroupSteps
 from queuectl.controller.workloads.priority import follow_priority_class
-from queuectl.controller.workloads.workload_writes import CoreActions, split_key
+from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites, split_key
 from queuectl.jobs import JobKind, PodSetPlacement
+from queuectl.jobs.podgroup import group as pg
 
 
 def _without_value(message: str) -> str:
@@ -50,9 +51,11 @@ JOB_CHANGED_HOLD_S = 5.0
 """How long a Workload requeued for a changed Job stays out of the core until it follows."""
 
 
-class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
-    """Every reconcile step of the controller, one object shared by the workers, `Decisions`
-    and the drainer."""
+class Reconciler:
+    """Every reconcile step of the controller, one object shared by the workers and the
+    decisions. Its collaborators are explicit: the writes (`workload_writes`), the job side
+    (`adoption`), the pending reasons (`pending`), the pod groups (`podgroup_steps`) and the
+    admission checks queuectl decides itself (`builtin_checks`)."""
 
     def __init__(
         self,
@@ -66,55 +69,105 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         clock: Callable[[], float] = time.time,
         pending_refresh: PendingRefresh | None = None,
     ) -> None:
-        self.kube = kube
-        self.pending_refresh = pending_refresh or PendingRefresh()
         self.cache = cache
         self.feed = feed
         self.sched = sched
-        self.adapters = adapters
-        self.events = events
         self.at = at
+        """at(when, workload key): reconcile that workload again at `when`."""
         self.clock = clock
-        self.stats = {}
-        self.squatters = {}
+        self.writes = WorkloadWrites(kube, cache, feed, events, clock)
+        self.jobs = JobWorkloads(self.writes, adapters)
+        self.pending = PendingReasons(self.writes, feed, sched, pending_refresh or PendingRefresh())
+        self.groups = PodGroupSteps(self.writes, sched, self.pending, at, self.evict)
         self.builtin_checks = BuiltinChecks(kube, cache, clock, at)
 
     async def reconcile(self, key: str) -> None:
+        """Take the one step due for the Workload `key`, in this order:
+
+        1. tidy what a built-in check asked for a workload that left;
+        2. a foreign Workload that blocked a job is gone: queue that job now;
+        3. gone, being deleted or Finished: nothing more (forgotten by the core);
+        4. a plain pod group's Workload: its own steps (`podgroup_steps`);
+        5. its job is gone: delete the Workload;
+        6. its job finished: mark it Finished;
+        7. its job's priority class label changed: follow it;
+        8. holding quota: evict, serve a notice, gate on checks or start the job (`_holding`);
+        9. waiting: keep the job suspended, follow it, say why it waits (`_waiting`).
+        """
         ns, name = split_key(key)
         wl = self.cache.get(k.WORKLOADS, name, ns)
-        await self.builtin_checks.tidy(key, wl)  # what a check asked for a workload that left
-        if wl is None and key in self.squatters:  # the squatter is gone: queue its job now
-            kind, job_name = self.squatters.pop(key)
-            if (own := await self.reconcile_job(kind, ns, job_name)) is not None:
+        await self.builtin_checks.tidy(key, wl)  # 1
+        if wl is None and (squatted := self.jobs.squatter_gone(key)) is not None:  # 2
+            kind, job_name = squatted
+            if (own := await self.jobs.reconcile_job(kind, ns, job_name)) is not None:
                 self.at(self.clock(), own)
             return
-        if wl is None or wl["metadata"].get("deletionTimestamp"):
+        if wl is None or wl["metadata"].get("deletionTimestamp"):  # 3
             return
         if WorkloadView(wl).is_true(names.COND_FINISHED):
             self.feed.forget(key)
             return
-        if await self.reconcile_group_workload(key, wl, self.clock()):
-            return  # a plain pod group's: its pods stand for the job (podgroup_steps.py)
-        owner = self.owner_job(wl)
+        if await self.groups.reconcile_group_workload(key, wl, self.clock()):  # 4
+            return
+        owner = self.jobs.owner_job(wl)
         adapter, job = owner if owner else (None, None)
-        if owner is not None and job is None:  # its job is gone: so is the workload
-            await self.job_deleted(ns, name)
+        if owner is not None and job is None:  # 5
+            await self.jobs.job_deleted(ns, name)
             return
         now = self.clock()
-        if adapter is not None and job is not None and (fin := adapter.finished(job)):
-            if await self.write_status(wl, status.finished(wl, fin.reason, fin.message, now)):
-                self.feed.forget(key)
-                self._count("finished")
-                self.events.emit(wl, "Normal", names.EVENT_FINISHED, "Finish", fin.message)
-            return
-        if WorkloadView(wl).holds_quota:
+        if adapter is not None and job is not None:
+            if fin := adapter.finished(job):  # 6
+                if await self.writes.write_status(
+                    wl, status.finished(wl, fin.reason, fin.message, now)
+                ):
+                    self.feed.forget(key)
+                    self.writes.count("finished")
+                    self.writes.events.emit(
+                        wl, "Normal", names.EVENT_FINISHED, "Finish", fin.message
+                    )
+                return
+            if await follow_priority_class(self.writes.kube, self.cache, adapter, job, wl):  # 7
+                self.writes.count("priority_changed")
+                return  # its new version comes back on its event
+        if WorkloadView(wl).holds_quota:  # 8
             await self._holding(key, wl, adapter, job, now)
-        else:
+        else:  # 9
             await self._waiting(key, wl, adapter, job, now)
+
+    # --- the entry points of the other keys ---------------------------------------------------
+    async def reconcile_job(self, kind: str, namespace: str, name: str) -> str | None:
+        """A queued job has its Workload (`adoption`); that Workload's key."""
+        return await self.jobs.reconcile_job(kind, namespace, name)
+
+    async def reconcile_group(self, key: pg.GroupKey) -> str | None:
+        """A complete pod group has its Workload (`podgroup_steps`); that Workload's key."""
+        return await self.groups.reconcile_group(key)
+
+    async def job_deleted(self, namespace: str, wl_name: str) -> None:
+        await self.jobs.job_deleted(namespace, wl_name)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self.writes.stats
+
+    async def evict(self, wl: Obj, reason: str, message: str) -> None:
+        """Evict from within a step, then take the next step (suspend the job) at once."""
+        written = await self.writes.evict(wl, reason, message)
+        if written is not None:
+            await self.reconcile(WorkloadView(written).key)
 
     async def _holding(
         self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
+        """The steps of a Workload holding quota, the first that applies:
+
+        1. Evicted: drain it (`_drain`);
+        2. preempted: write the notice on the job; evict once the grace period is over;
+        3. its LocalQueue stopped with HoldAndDrain: evict;
+        4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
+        5. the job changed under its quota: evict, to requeue it as it is now;
+        6. the job still suspended: place and start it.
+        """
         st = WorkloadView(wl).status
         if WorkloadView(wl).is_true(names.COND_EVICTED):
             await self._drain(key, wl, adapter, job, now)
@@ -125,7 +178,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 annotations = job["metadata"].get("annotations") or {}
                 stamp = convert.format_time(deadline)
                 if annotations.get(names.ANNOTATION_PREEMPTION_DEADLINE) != stamp:
-                    await self.patch_job(
+                    await self.writes.patch_job(
                         adapter,
                         job,
                         {
@@ -172,14 +225,14 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             placed = self._placements(wl)
             patch = adapter.run_patch(job, WorkloadView(wl).pod_sets, placed)
             try:
-                started = await self.patch_job(adapter, job, patch)
+                started = await self.writes.patch_job(adapter, job, patch)
             except KubeError as err:
                 if err.status != 422 or not any(p.gpu_resource for p in placed):
                     raise
                 await self._gpu_resource_refused(wl, job, err)
                 return
             if started:
-                self._count("jobs_started")
+                self.writes.count("jobs_started")
 
     def _placements(self, wl: Obj) -> list[PodSetPlacement]:
         """What the Workload's admission places each pod set on (its flavors' node labels and
@@ -205,10 +258,10 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             "gpuResource (this needs MutablePodResourcesForSuspendedJobs: Kubernetes 1.36+, or "
             f"the feature gate on): {_without_value(err.message)}"
         )
-        self.events.emit(
+        self.writes.events.emit(
             job, "Warning", names.EVENT_GPU_RESOURCE_REFUSED, "Start", f"{note}; deactivated"
         )
-        deactivated = await self.deactivate(wl)
+        deactivated = await self.writes.deactivate(wl)
         if deactivated is not None:
             await self.evict(deactivated, names.REASON_EVICTED_GPU_RESOURCE_REFUSED, note)
 
@@ -222,7 +275,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             if WorkloadView(wl).is_true(names.COND_ADMITTED):
                 return wl
             patch = status.checks_passed(wl, now)
-            written = await self.write_status(wl, patch) if patch is not None else None
+            written = await self.writes.write_status(wl, patch) if patch is not None else None
             if written is not None:
                 reserved = WorkloadView(written).condition(names.COND_QUOTA_RESERVED) or {}
                 since = convert.parse_time(reserved.get("lastTransitionTime"))
@@ -232,7 +285,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                         max(0.0, now - since)
                     )
                 note = f"Every admission check is Ready ({checks.summary(written)})"
-                self.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
+                self.writes.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
             return written
         if v == "waiting":
             return None  # a check controller's write brings it back here
@@ -244,7 +297,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 f"Admission check(s) said Retry ({said}); quota released, tried again later",
             )
             return None
-        deactivated = await self.deactivate(wl)
+        deactivated = await self.writes.deactivate(wl)
         if deactivated is not None:
             await self.evict(
                 deactivated,
@@ -259,7 +312,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
         """Evicted: suspend, wait for the pods to go, put the template back, release quota."""
         if adapter is not None and job is not None:
             if not adapter.is_suspended(job):
-                await self.patch_job(adapter, job, adapter.suspend_patch(job))
+                await self.writes.patch_job(adapter, job, adapter.suspend_patch(job))
                 return
             if not adapter.pods_gone(job):
                 return  # the Job's status update brings us back
@@ -268,7 +321,7 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             if restore is not None:
                 if not adapter.can_restore(job):
                     return  # the Job controller has yet to clear startTime
-                if await self.patch_job(adapter, job, restore, strict=True) is None:
+                if await self.writes.patch_job(adapter, job, restore, strict=True) is None:
                     return
                 job = (
                     self.cache.get(
@@ -277,12 +330,12 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                     or job
                 )
             if (job["metadata"].get("annotations") or {}).get(names.ANNOTATION_PREEMPTION_DEADLINE):
-                await self.patch_job(
+                await self.writes.patch_job(
                     adapter,
                     job,
                     {"metadata": {"annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: None}}},
                 )
-        written = await settle.write_requeued(self, wl, now)
+        written = await settle.write_requeued(self.writes, wl, now)
         if written is not None:
             # Evicted because its Job changed: the core must not admit the stale shape again
             # before the Workload follows the Job (that write refeeds it, clearing the hold).
@@ -295,8 +348,8 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
             self.sched.requeue_workload(
                 key, not_before=not_before, front=WorkloadView(written).requeued_for_node_failure
             )
-            self._count("requeued")
-            self.events.emit(
+            self.writes.count("requeued")
+            self.writes.events.emit(
                 wl,
                 "Normal",
                 names.EVENT_REQUEUED,
@@ -307,11 +360,15 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
     async def _waiting(
         self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
     ) -> None:
+        """The steps of a waiting Workload: re-suspend a job someone started by hand, put its
+        template back after an eviction, follow a job that changed, else say why it waits."""
         if adapter is not None and job is not None:
             if not adapter.is_suspended(job):  # someone unsuspended it by hand: undo that
-                if await self.patch_job(adapter, job, adapter.suspend_patch(job), strict=True):
-                    self._count("resuspended")
-                    self.events.emit(
+                if await self.writes.patch_job(
+                    adapter, job, adapter.suspend_patch(job), strict=True
+                ):
+                    self.writes.count("resuspended")
+                    self.writes.events.emit(
                         job,
                         "Warning",
                         names.EVENT_SUSPENDED,
@@ -321,47 +378,13 @@ class Reconciler(JobWorkloads, PendingReasons, PodGroupSteps):
                 return
             restore = adapter.restore_patch(job, WorkloadView(wl).pod_sets)
             if restore is not None and adapter.can_restore(job):
-                await self.patch_job(adapter, job, restore, strict=True)
+                await self.writes.patch_job(adapter, job, restore, strict=True)
             elif restore is None and (
-                changes := await follow_job(self.kube, self.cache, adapter, job, wl)
+                changes := await follow_job(self.writes.kube, self.cache, adapter, job, wl)
             ):
-                self._count("workloads_followed")
-                self.events.emit(
+                self.writes.count("workloads_followed")
+                self.writes.events.emit(
                     wl, "Normal", names.EVENT_UPDATED_WORKLOAD, "Update", "; ".join(changes)
                 )
                 return  # its new version is reconciled (and fed to the core) on its event
-            # Its priority class was created after it: write the value the core already uses.
-            if await follow_priority_class(self.kube, self.cache, adapter, job, wl):
-                self._count("priority_changed")
-                return
-        await self.sync_pending(key, wl, now)
-
-    async def deactivate(self, wl: Obj) -> Obj | None:
-        """spec.active: false (a plain merge patch: repeating it is harmless); None if gone."""
-        meta = wl["metadata"]
-        try:
-            written = await self.kube.patch(
-                k.WORKLOADS, meta["name"], {"spec": {"active": False}}, meta.get("namespace")
-            )
-        except KubeError as err:
-            if err.not_found:
-                return None
-            raise
-        self.cache.store(k.WORKLOADS).upsert_local(written)
-        return written
-
-    async def evict(self, wl: Obj, reason: str, message: str) -> None:
-        written = await settle.write_settled(
-            self,
-            wl,
-            lambda w: (
-                None
-                if WorkloadView(w).is_true(names.COND_EVICTED)
-                else status.evicted(w, reason, message, self.clock())
-            ),
-        )
-        if written is None:
-            return
-        self._count("evicted")
-        self.events.emit(written, "Warning", names.EVENT_EVICTED, "Evict", message)
-        await self.reconcile(WorkloadView(written).key)
+        await self.pending.sync(key, wl, now)

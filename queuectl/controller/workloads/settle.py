@@ -15,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queuectl.api.errors import is_transient
 from queuectl.api.views import WorkloadView
 from queuectl.controller.admission import status
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj
-from queuectl.controller.workloads.workload_writes import WorkloadWrites
+
+if TYPE_CHECKING:  # the writes call these helpers; these helpers call the writes back
+    from queuectl.controller.workloads.workload_writes import WorkloadWrites
 
 log = logging.getLogger(__name__)
 

@@ -1,24 +1,25 @@
-"""What every reconcile step shares: its collaborators and the writes that keep the cache current.
+"""The writes every reconcile step shares, and the collaborators they need.
 
-`Reconciler` is assembled from step groups (`adoption.JobWorkloads`, `pending.PendingReasons`,
-`podgroup_steps.PodGroupSteps`, `reconcile.Reconciler` itself) that all read the same
-collaborators; they are declared here once and set by `Reconciler.__init__`. The two writes here
-update the cache with what the API server answered, so the next decision never reads a version
-older than our own write.
+`WorkloadWrites` is one object, handed to each step group (`adoption.JobWorkloads`,
+`pending.PendingReasons`, `podgroup_steps.PodGroupSteps`, `decisions.Decisions`) and to the
+drainer and the enforcer. Its writes update the cache with what the API server answered, so
+the next decision never reads a version older than our own write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from queuectl.api import names
 from queuectl.api.views import WorkloadView
+from queuectl.controller.admission import status
 from queuectl.controller.feed.feed import Feed
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
+from queuectl.controller.workloads import settle
 from queuectl.controller.workloads.events import EventRecorder
-from queuectl.controller.workloads.pacing import PendingRefresh
 from queuectl.core.results import PendingInfo
 from queuectl.jobs import JobKind
 
@@ -43,21 +44,24 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 class WorkloadWrites:
-    """The collaborators of every reconcile step, and the writes that keep the cache current."""
+    """Status writes, job patches, deactivation and eviction, with a count of each outcome."""
 
-    kube: Kube
-    cache: Cache
-    feed: Feed
-    sched: CoreActions
-    adapters: Mapping[str, JobKind]
-    events: EventRecorder
-    at: Callable[[float, str], None]
-    """at(when, workload key): reconcile that workload again at `when`."""
-    clock: Callable[[], float]
-    pending_refresh: PendingRefresh
-    stats: dict[str, int]
+    def __init__(
+        self,
+        kube: Kube,
+        cache: Cache,
+        feed: Feed,
+        events: EventRecorder,
+        clock: Callable[[], float],
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.feed = feed
+        self.events = events
+        self.clock = clock
+        self.stats: dict[str, int] = {}
 
-    def _count(self, what: str) -> None:
+    def count(self, what: str) -> None:
         self.stats[what] = self.stats.get(what, 0) + 1
 
     async def write_status(self, wl: Obj, patch: dict[str, Any]) -> Obj | None:
@@ -72,7 +76,7 @@ class WorkloadWrites:
                 return None
             if not err.conflict:
                 raise
-            self._count("status_conflicts")
+            self.count("status_conflicts")
             try:
                 fresh = await self.kube.get(k.WORKLOADS, name, ns)
             except KubeError as gerr:
@@ -102,8 +106,41 @@ class WorkloadWrites:
             if err.not_found:
                 return None
             if err.conflict:  # the Job moved on; its watch event brings us back here
-                self._count("job_conflicts")
+                self.count("job_conflicts")
                 return None
             raise
         self.cache.store(adapter.resource).upsert_local(new)
         return new
+
+    async def deactivate(self, wl: Obj) -> Obj | None:
+        """spec.active: false (a plain merge patch: repeating it is harmless); None if gone."""
+        meta = wl["metadata"]
+        try:
+            written = await self.kube.patch(
+                k.WORKLOADS, meta["name"], {"spec": {"active": False}}, meta.get("namespace")
+            )
+        except KubeError as err:
+            if err.not_found:
+                return None
+            raise
+        self.cache.store(k.WORKLOADS).upsert_local(written)
+        return written
+
+    async def evict(self, wl: Obj, reason: str, message: str) -> Obj | None:
+        """Mark the Workload Evicted (settled: a write lost in transit is made again) with an
+        Event; the Workload as written, or None when it was already evicted or is gone. The
+        next reconcile of its key suspends the job and releases the quota."""
+        written = await settle.write_settled(
+            self,
+            wl,
+            lambda w: (
+                None
+                if WorkloadView(w).is_true(names.COND_EVICTED)
+                else status.evicted(w, reason, message, self.clock())
+            ),
+        )
+        if written is None:
+            return None
+        self.count("evicted")
+        self.events.emit(written, "Warning", names.EVENT_EVICTED, "Evict", message)
+        return written

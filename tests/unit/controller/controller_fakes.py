@@ -7,8 +7,10 @@ tests/integration and e2e/.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from queuectl.api import names
@@ -22,6 +24,7 @@ from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.core import Scheduler
 from queuectl.core import types as core
+from queuectl.core.results import Eviction, Preemption
 from queuectl.jobs.batch import BatchJob
 
 
@@ -165,6 +168,10 @@ class World:
             {"metadata": {"name": "low"}, "value": 5, "preemptionGracePeriodSeconds": 60},
         )
 
+    def decisions(self, *, sleep: Callable[[float], Any] = asyncio.sleep) -> WorkerDecisions:
+        """The core's decisions as the controller's worker serves them."""
+        return WorkerDecisions(self, sleep)
+
     def add(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
         stored = self.kube.put(res, obj)
         self.cache.store(res).apply("ADDED", stored)
@@ -176,6 +183,28 @@ class World:
     def workload(self) -> dict[str, Any]:
         (wl,) = self.cache.store(k.WORKLOADS).values()
         return wl
+
+
+class WorkerDecisions:
+    """Each decision as the controller's worker serves it (`Controller._serve`): the decision
+    as an action under the Workload's key, then one reconcile of that key."""
+
+    def __init__(self, w: World, sleep: Callable[[float], Any]) -> None:
+        self.rec = w.rec
+        self.decisions = Decisions(w.rec.writes, w.rec.jobs, w.sched, w.rec.at, sleep=sleep)
+
+    async def admit(self, key: str, admission: core.Admission) -> bool:
+        admitted = await self.decisions.admit(key, admission)
+        await self.rec.reconcile(key)
+        return admitted
+
+    async def preempt(self, p: Preemption) -> None:
+        await self.decisions.preempt(p)
+        await self.rec.reconcile(p.victim)
+
+    async def apply_eviction(self, e: Eviction) -> None:
+        await self.decisions.apply_eviction(e)
+        await self.rec.reconcile(e.key)
 
 
 def new_job(suspend: bool = True, priority_class: str = "low") -> dict[str, Any]:
@@ -215,11 +244,20 @@ async def queued(w: World, job: dict[str, Any]) -> str:
     return key
 
 
+async def job_event(w: World, name: str = "train", namespace: str = "ns") -> str | None:
+    """A Job's event as the controller serves it: the job's key (its Workload made or adopted),
+    then, when it has one, its Workload's key."""
+    key = await w.rec.reconcile_job("Job", namespace, name)
+    if key is not None:
+        await w.rec.reconcile(key)
+    return key
+
+
 async def admitted_world() -> tuple[World, str]:
     """The World with the Job `train` admitted (ADMISSION) and started."""
     w = World()
     key = await queued(w, new_job())
-    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert await w.decisions().admit(key, ADMISSION)
     return w, key
 
 

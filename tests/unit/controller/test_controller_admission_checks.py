@@ -17,7 +17,6 @@ from queuectl.controller.admission import checks
 from queuectl.controller.admission.status import RETRY_BACKOFF_BASE_S
 from queuectl.controller.queues import queues
 from queuectl.controller.watch import kube as k
-from queuectl.controller.workloads.decisions import Decisions
 
 CHECK = "capacity"
 
@@ -48,7 +47,7 @@ def gated_world(check: dict[str, Any] | None = None) -> World:
 async def reserved() -> tuple[World, str]:
     w = gated_world()
     key = await queued(w, new_job())
-    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert await w.decisions().admit(key, ADMISSION)
     return w, key
 
 
@@ -121,7 +120,7 @@ async def test_a_second_retry_backs_off_longer() -> None:
     w, key = await reserved()
     say(w, "Retry")
     await w.rec.reconcile(key)
-    assert await Decisions(w.rec).admit(key, ADMISSION)  # reserved again after the back-off
+    assert await w.decisions().admit(key, ADMISSION)  # reserved again after the back-off
     assert checks.states(w.workload()) == {CHECK: "Pending"}
     say(w, "Retry")
     await w.rec.reconcile(key)
@@ -163,7 +162,7 @@ async def test_retry_after_admission_stops_the_running_job_first() -> None:
 async def test_a_queue_without_checks_still_admits_in_one_step() -> None:
     w = World()
     key = await queued(w, new_job())
-    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert await w.decisions().admit(key, ADMISSION)
     wl = w.workload()
     assert WorkloadView(wl).is_admitted and "admissionChecks" not in wl["status"]
     assert w.job()["spec"]["suspend"] is False
@@ -251,7 +250,7 @@ async def test_a_check_someone_else_owns_is_left_alone() -> None:
     await w.rec.builtin_checks.sync_check(CHECK)
     assert len(w.kube.writes) == writes
     key = await queued(w, new_job())
-    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert await w.decisions().admit(key, ADMISSION)
     assert checks.states(w.workload()) == {CHECK: "Pending"}  # nobody of ours decides it
 
 
@@ -259,7 +258,7 @@ async def test_a_workload_behind_always_ready_is_admitted_right_after_its_reserv
     w = gated_world(always_ready_check())
     await w.rec.builtin_checks.sync_check(CHECK)
     key = await queued(w, new_job())
-    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert await w.decisions().admit(key, ADMISSION)
     wl = w.workload()
     assert checks.states(wl) == {CHECK: "Ready"} and WorkloadView(wl).is_admitted
     assert w.job()["spec"]["suspend"] is False

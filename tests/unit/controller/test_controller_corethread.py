@@ -382,3 +382,26 @@ def _gpu_seconds() -> float:
 
 def _merged(obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return merge(copy.deepcopy(obj), patch)
+
+
+async def test_an_admission_is_written_and_its_job_started_by_one_reconcile() -> None:
+    """The cycle admits the Job; the worker serving the Workload's key writes the admission
+    and then reconciles that key once, which starts the Job (the decision itself does not
+    reconcile, so nothing is read and decided twice)."""
+    c, w = controller()
+    key = await queue_job(c, w)
+    drop_queued(c)
+    await c.run_cycle()
+    reconciled: list[str] = []
+    reconcile = c.reconciler.reconcile
+
+    async def counted(wl_key: str) -> None:
+        reconciled.append(wl_key)
+        await reconcile(wl_key)
+
+    c.reconciler.reconcile = counted  # type: ignore[method-assign]
+    await c._serve(f"wl:{key}")
+    assert reconciled == [key]
+    assert WorkloadView(workload(c, key)).holds_quota
+    job = c.cache.get(k.JOBS, "train", "ns") or {}
+    assert job["spec"]["suspend"] is False

@@ -32,7 +32,6 @@ from queuectl.controller.manager import Controller
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError
 from queuectl.controller.watch.watcher import Store, Watcher
-from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core import types as core
 from queuectl.core.results import Eviction, Preemption
 
@@ -150,14 +149,14 @@ async def test_an_admission_lost_before_the_server_releases_the_quota_and_is_adm
 ) -> None:
     w, faults, key, admission = await queued_world()
     faults.fail(admission_write, err, "before")
-    assert not await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
+    assert not await w.decisions(sleep=Sleeps()).admit(key, admission)
     assert not WorkloadView(api_workload(w)).holds_quota
     assert usage(w) == 0 and w.sched.requeued == [key]  # no quota charged for nothing
     assert (w.now + 1.0, key) in w.timers  # wakes the cycle when its back-off ends
 
     w.now += 2  # past the requeue back-off: the next cycle admits it, once
     (again,) = w.sched.run_cycle(w.now).admitted
-    assert await Decisions(w.rec).admit(key, again.admission)
+    assert await w.decisions().admit(key, again.admission)
     assert WorkloadView(api_workload(w)).holds_quota and usage(w) == 8
     assert admissions_landed(faults) == 1
     assert w.job()["spec"]["suspend"] is False
@@ -169,7 +168,7 @@ async def test_an_admission_whose_answer_was_lost_is_kept_and_never_written_twic
 ) -> None:
     w, faults, key, admission = await queued_world()
     faults.fail(admission_write, err, "after")
-    assert await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
+    assert await w.decisions(sleep=Sleeps()).admit(key, admission)
     assert WorkloadView(api_workload(w)).holds_quota and usage(w) == 8
     assert w.sched.requeued == []
     assert w.job()["spec"]["suspend"] is False  # followed through: the Job started
@@ -181,7 +180,7 @@ async def test_an_admission_whose_answer_was_lost_is_kept_and_never_written_twic
 async def test_an_admission_still_in_flight_is_fenced_off_and_can_never_land() -> None:
     w, faults, key, admission = await queued_world()
     faults.fail(admission_write, TimeoutError(), "late")
-    assert not await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
+    assert not await w.decisions(sleep=Sleeps()).admit(key, admission)
     assert usage(w) == 0
     with pytest.raises(KubeError) as late:
         await faults.replay_late()  # the client gave up; the server gets to it now
@@ -196,14 +195,14 @@ async def test_while_the_api_server_is_away_the_quota_stays_reserved_until_it_an
     faults.fail(admission_write, aiohttp.ServerDisconnectedError(), "before")
     faults.fail(lambda *_: True, aiohttp.ClientOSError(111, "Connection refused"), "before", 3)
     sleeps = Sleeps()
-    assert not await Decisions(w.rec, sleep=sleeps).admit(key, admission)
+    assert not await w.decisions(sleep=sleeps).admit(key, admission)
     assert sleeps.slept == [0.2, 0.4, 0.8]  # backing off, the reservation held meanwhile
     assert usage(w) == 0 and w.sched.requeued == [key]
 
 
 async def admitted_world() -> tuple[World, Faults, str]:
     w, faults, key, admission = await queued_world()
-    assert await Decisions(w.rec).admit(key, admission)
+    assert await w.decisions().admit(key, admission)
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 1, "startTime": "t"}}))
     return w, faults, key
 
@@ -215,7 +214,7 @@ async def test_a_preemption_notice_lost_in_transit_is_written_once_and_served(
 ) -> None:
     w, faults, key = await admitted_world()
     faults.fail(condition_write(names.COND_PREEMPTED), err, how)
-    await Decisions(w.rec, sleep=Sleeps()).preempt(
+    await w.decisions(sleep=Sleeps()).preempt(
         Preemption(key, "ns/other", "InClusterQueue", "priority", w.now + 60)
     )
     assert WorkloadView(api_workload(w)).is_true(names.COND_PREEMPTED)
@@ -233,7 +232,7 @@ async def test_an_eviction_for_its_time_limit_survives_dropped_connections(how: 
     deactivate: Match = lambda res, sub, patch: sub == "" and "spec" in patch  # noqa: E731
     faults.fail(deactivate, aiohttp.ServerDisconnectedError(), how)
     faults.fail(condition_write(names.COND_EVICTED), aiohttp.ServerDisconnectedError(), how)
-    await Decisions(w.rec, sleep=Sleeps()).apply_eviction(
+    await w.decisions(sleep=Sleeps()).apply_eviction(
         Eviction(key, names.REASON_EVICTED_MAX_EXEC_TIME, "ran past its limit")
     )
     wl = api_workload(w)
@@ -378,7 +377,7 @@ async def test_whatever_fails_in_transit_the_core_charges_exactly_what_the_api_a
     w, faults, key, admission = await queued_world()
     for how, err in plan:  # the admission write first, then the fences that follow
         faults.fail(workload_write, err, "pass" if how == "ok" else how)
-    admitted = await Decisions(w.rec, sleep=Sleeps()).admit(key, admission)
+    admitted = await w.decisions(sleep=Sleeps()).admit(key, admission)
     for late in list(faults.late):  # what the client gave up on reaches the server now
         faults.late = [late]
         with contextlib.suppress(KubeError):

@@ -17,7 +17,6 @@ from queuectl.api.views import WorkloadView
 from queuectl.controller.admission import placement
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError
-from queuectl.controller.workloads.decisions import Decisions
 from queuectl.controller.workloads.drift import admitted_pod_sets, drift
 from queuectl.core import types as core
 from queuectl.jobs.batch import BatchJob
@@ -137,7 +136,7 @@ async def test_a_refused_rewrite_deactivates_instead_of_holding_quota_forever() 
     key = await queued(w, new_job())
     mig = core.PodSetAssignment("main", 1, {GPU: "h100-mig-3g"}, {GPU: 8})
 
-    assert await Decisions(w.rec).admit(key, core.Admission("cq", (mig,)))
+    assert await w.decisions().admit(key, core.Admission("cq", (mig,)))
 
     wl = w.workload()
     assert wl["spec"]["active"] is False and not WorkloadView(wl).holds_quota
@@ -164,6 +163,6 @@ async def test_other_refusals_of_the_start_patch_are_not_read_as_the_gate() -> N
 
     w.kube.patch = refuse_jobs  # type: ignore[method-assign]
     with pytest.raises(KubeError):
-        await Decisions(w.rec).admit(key, ADMISSION)
+        await w.decisions().admit(key, ADMISSION)
     wl = w.workload()
     assert wl["spec"].get("active") is not False and WorkloadView(wl).holds_quota

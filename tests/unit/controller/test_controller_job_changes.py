@@ -10,12 +10,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller_fakes import ADMISSION, World, admitted_world, merge, new_job, queued
+from controller_fakes import ADMISSION, World, admitted_world, job_event, merge, new_job, queued
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller.watch import kube as k
-from queuectl.controller.workloads.decisions import Decisions
 
 GPU = names.GPU_RESOURCE
 
@@ -95,7 +94,7 @@ async def test_an_admission_that_races_a_scale_up_is_never_started() -> None:
     w = World()
     key = await queued(w, new_job())
     change_job(w, parallelism=8)  # lands before the admission is acted on
-    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert await w.decisions().admit(key, ADMISSION)
 
     assert w.job()["spec"]["suspend"] is True, "started with 8 pods on quota for 1"
     cond = WorkloadView(w.workload()).condition(names.COND_REQUEUED)
@@ -168,7 +167,7 @@ async def test_a_running_job_relabelled_past_the_webhook_gains_no_priority() -> 
     w, key = await admitted_world()
     restricted(w)
     change_job(w, labels={names.LABEL_PRIORITY_CLASS: "top"})
-    await w.rec.reconcile_job("Job", "ns", "train")
+    await job_event(w)
     assert w.workload()["spec"]["priorityClassName"] == "top"
     assert w.sched.workloads()[key].priority == 0  # not 1000
     assert WorkloadView(w.workload()).holds_quota

@@ -113,7 +113,7 @@ async def test_a_waiting_workloads_reason_is_written_at_once_and_its_numbers_at_
         return cond.get("reason", ""), cond.get("message", "")
 
     async def core_says(reason: str, msg: str) -> None:
-        await w.rec.write_pending(w.workload(), reason, msg, w.now)
+        await w.rec.pending.write(w.workload(), reason, msg, w.now)
 
     before = status_writes()
     await core_says("InsufficientQuota", "needs 8, 3 free")
@@ -144,14 +144,14 @@ async def test_a_reason_refused_for_budget_is_left_stale_for_the_sweep_to_retry(
     now; its condition disagrees with the core, which is what the pending sweep looks for, and
     once the budget refills the write goes out."""
     w = World()
-    w.rec.pending_refresh = PendingRefresh(qps=0.01, burst=1)
+    w.rec.pending.refresh = PendingRefresh(qps=0.01, burst=1)
     await queued(w, new_job())
-    await w.rec.write_pending(w.workload(), "InsufficientQuota", "needs 8, 3 free", w.now)
-    await w.rec.write_pending(w.workload(), "Preempting", "waiting for 2 victims", w.now)
+    await w.rec.pending.write(w.workload(), "InsufficientQuota", "needs 8, 3 free", w.now)
+    await w.rec.pending.write(w.workload(), "Preempting", "waiting for 2 victims", w.now)
     cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == "InsufficientQuota"
-    assert w.rec.pending_refresh.deferred == 1
+    assert w.rec.pending.refresh.deferred == 1
     w.now += 100
-    await w.rec.write_pending(w.workload(), "Preempting", "waiting for 2 victims", w.now)
+    await w.rec.pending.write(w.workload(), "Preempting", "waiting for 2 victims", w.now)
     cond = WorkloadView(w.workload()).condition(names.COND_QUOTA_RESERVED) or {}
     assert cond.get("reason") == "Preempting"

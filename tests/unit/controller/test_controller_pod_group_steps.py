@@ -11,7 +11,6 @@ from controller_fakes import World
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller.watch import kube as k
-from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core import types as core
 from queuectl.jobs.podgroup import group as pg
 
@@ -63,7 +62,7 @@ async def test_a_group_runs_when_admitted_and_waits_for_new_pods_after_eviction(
     admission = core.Admission(
         "cq", (core.PodSetAssignment(ps["name"], 2, {names.GPU_RESOURCE: "h100"}, {}),)
     )
-    assert await Decisions(w.rec).admit(wl_key, admission)
+    assert await w.decisions().admit(wl_key, admission)
     await w.rec.reconcile(wl_key)
     for pod in pods(w):
         assert not pg.is_gated(pod)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller_fakes import World, new_job, queued
+from controller_fakes import World, job_event, new_job, queued
 
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
@@ -20,7 +20,7 @@ async def relabel(w: World, priority_class: str | None) -> None:
         labels[names.LABEL_PRIORITY_CLASS] = priority_class
     stored = w.kube.put(k.JOBS, job)
     w.cache.store(k.JOBS).apply("MODIFIED", stored)
-    await w.rec.reconcile_job("Job", "ns", "train")
+    await job_event(w)
 
 
 async def test_a_queued_job_moved_to_a_higher_class_waits_at_that_priority() -> None:
@@ -36,7 +36,7 @@ async def test_a_queued_job_moved_to_a_higher_class_waits_at_that_priority() -> 
     key = f"ns/{w.workload()['metadata']['name']}"
     assert w.sched.workloads()[key].priority == 900  # the core queues it at the new priority
     writes = len(w.kube.writes)
-    await w.rec.reconcile_job("Job", "ns", "train")  # nothing changed: nothing written
+    await job_event(w)  # nothing changed: nothing written
     assert len(w.kube.writes) == writes
 
     await relabel(w, None)  # no class at all: the default priority
@@ -62,7 +62,7 @@ async def test_a_job_naming_a_missing_class_waits_and_takes_its_value_once_creat
     await w.rec.reconcile(key)
     assert w.workload()["spec"]["priority"] == 900
     writes = len(w.kube.writes)
-    await w.rec.reconcile_job("Job", "ns", "train")  # nothing more to write
+    await job_event(w)  # nothing more to write
     assert len(w.kube.writes) == writes
 
 

@@ -13,7 +13,6 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller.watch import kube as k
-from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core.results import Preemption
 from queuectl.jobs.batch import BatchJob
 
@@ -59,7 +58,7 @@ async def test_a_stale_admission_is_never_written_twice() -> None:
     stale["status"] = {}
     stale["metadata"]["resourceVersion"] = "1"
     w.cache.store(k.WORKLOADS).objects[("ns", stale["metadata"]["name"])] = stale
-    assert not await Decisions(w.rec).admit(key, ADMISSION)  # 409, re-read: already admitted
+    assert not await w.decisions().admit(key, ADMISSION)  # 409, re-read: already admitted
     assert WorkloadView(w.workload()).holds_quota
     assert [x for x in w.kube.writes[writes:] if x[0] == "patch/status"] == []
 
@@ -74,7 +73,7 @@ async def test_an_unadmitted_job_unsuspended_by_hand_is_suspended_again() -> Non
 async def test_preemption_notice_grace_suspend_drain_and_requeue() -> None:
     w, key = await admitted_world()
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 1, "startTime": "t"}}))
-    await Decisions(w.rec).preempt(
+    await w.decisions().preempt(
         Preemption(key, "ns/other", "InClusterQueue", "priority", w.now + 60)
     )
     wl = w.workload()

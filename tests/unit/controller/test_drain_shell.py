@@ -31,8 +31,8 @@ class Harness:
         self.drainer = Drainer(
             w.kube,  # type: ignore[arg-type]
             w.cache,
-            w.rec,
-            w.rec.events,
+            w.rec.writes,
+            w.rec.writes.events,
             lambda key, action: self.queued.append((key, action)),
             DrainOptions(max_share=share),
             lambda: w.now,
@@ -77,11 +77,14 @@ class Harness:
             self.w.cache.store(k.PODS).apply("DELETED", pod)
 
     async def run_queued(self) -> list[str]:
+        """Serve the queued evictions as the controller's worker does: the action under the
+        Workload's key, then one reconcile of that key."""
         keys = []
         while self.queued:
             key, action = self.queued.pop(0)
             keys.append(key)
             await action()
+            await self.w.rec.reconcile(key)
         return keys
 
     def node_events(self) -> list[tuple[str, str]]:

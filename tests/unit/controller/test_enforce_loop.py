@@ -17,7 +17,7 @@ GPU = names.GPU_RESOURCE
 
 
 class Recorder:
-    """Stands in for the reconciler, the event recorder and the API client."""
+    """Stands in for the Workload writes, the event recorder and the API client."""
 
     def __init__(self) -> None:
         self.evicted: list[tuple[str, str, str]] = []

@@ -18,7 +18,6 @@ from queuectl.api.views import WorkloadView
 from queuectl.controller.manager import Controller
 from queuectl.controller.observe import Observer
 from queuectl.controller.watch import kube as k
-from queuectl.controller.workloads.decisions import Decisions
 from queuectl.core.results import Preemption
 
 REG = metrics.CONTROLLER_REGISTRY
@@ -196,8 +195,8 @@ async def test_preemption_then_eviction_counted_once_each_with_their_reasons() -
     evicted = value("queuectl_evicted_workloads_total", reason=names.REASON_EVICTED_PREEMPTION)
     w.add(k.JOBS, merge(w.job(), {"status": {"active": 1, "startTime": "t"}}))
     notice = Preemption(key, "ns/other", "InClusterQueue", "priority", w.now + 60)
-    await Decisions(w.rec).preempt(notice)
-    await Decisions(w.rec).preempt(notice)  # a repeated notice is no second preemption
+    await w.decisions().preempt(notice)
+    await w.decisions().preempt(notice)  # a repeated notice is no second preemption
     w.now += 61
     await w.rec.reconcile(key)  # the grace period is over: evicted
     await w.rec.reconcile(key)

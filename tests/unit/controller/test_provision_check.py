@@ -21,7 +21,6 @@ from queuectl.controller.admission.provision import (
     PROVISIONING_REQUESTS,
 )
 from queuectl.controller.watch import kube as k
-from queuectl.controller.workloads.decisions import Decisions
 
 CHECK = "capacity"
 
@@ -55,7 +54,7 @@ async def world(check: dict[str, Any], *nodes: dict[str, Any]) -> World:
 
 async def reserve(w: World) -> str:
     key = await queued(w, new_job())
-    assert await Decisions(w.rec).admit(key, ADMISSION)
+    assert await w.decisions().admit(key, ADMISSION)
     return key
 
 
