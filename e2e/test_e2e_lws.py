@@ -27,7 +27,7 @@ from e2e.harness import (
     wait_for,
 )
 from queuectl.api import names
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet

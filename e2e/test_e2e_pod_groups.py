@@ -33,7 +33,7 @@ from e2e.harness import (
 )
 from queuectl.api import names
 from queuectl.convert import parse_time
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet

@@ -41,7 +41,7 @@ from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 from queuectl.jobs.registry import KINDS, Registry, queued_whole
 
 log = logging.getLogger(__name__)

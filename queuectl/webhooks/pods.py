@@ -23,7 +23,7 @@ from typing import Any
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.api.views import ObjectView
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.formats import label_format_problems, podset_group_problems
 from queuectl.webhooks.lookup import QueueLookup

@@ -47,12 +47,11 @@ from queuectl.controller.nodes.drain import should_evict
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
-from queuectl.controller.watch.podgroups import group_of_workload
 from queuectl.controller.watch.podowners import claim
 from queuectl.controller.watch.watcher import Key, key_of
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.workload_writes import WorkloadWrites, split_key
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +208,7 @@ class Enforcer:
             return None  # the common case, on every pod event: nothing to gather
         pods = self.pods_of(wl_key)
         if wl is not None:
-            group = group_of_workload(wl) is not None
+            group = pg.group_of_workload(wl) is not None
         else:  # gone: the pods say whether they were a group's (queued by queuectl itself)
             group = bool(pods) and all(pg.is_queued_pod(p, self.cache.kinds) for p in pods)
         return without_quota(wl, pods, group)
@@ -226,7 +225,7 @@ class Enforcer:
             return []
         flavors = self._flavors()
         pod_set_of = None
-        if group_of_workload(wl) is not None:
+        if pg.group_of_workload(wl) is not None:
             admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
             index = pg.PodSetIndex(
                 WorkloadView(wl).pod_sets,
@@ -277,7 +276,7 @@ class Enforcer:
         assert wl is not None
         queue = str((WorkloadView(wl).admission or {}).get("clusterQueue", ""))
         said = describe(found)
-        group = group_of_workload(wl) is not None
+        group = pg.group_of_workload(wl) is not None
         note = f"Pods exceed the admission: {said}; " + (
             "the excess pods are deleted" if group else "stopped and requeued"
         )

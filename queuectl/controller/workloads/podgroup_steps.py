@@ -28,20 +28,12 @@ from queuectl.controller.admission import placement, status
 from queuectl.controller.feed.feed import local_queue_stop
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj
-from queuectl.controller.watch.podgroups import group_of_workload, group_pods
+from queuectl.controller.watch.podgroups import group_pods
 from queuectl.controller.workloads import settle
 from queuectl.controller.workloads.pending import PendingReasons
 from queuectl.controller.workloads.priority import resolve_priority
 from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites
-from queuectl.jobs.podgroup import group as pg
-
-
-class _PodPriority:
-    """What `resolve_priority` asks of a job, for a pod: its own priorityClassName."""
-
-    def pod_priority_class(self, pod: Obj) -> str | None:
-        value = ObjectView(pod).spec.get("priorityClassName")
-        return str(value) if value else None
+from queuectl.jobs import podgroup as pg
 
 
 class PodGroupSteps:
@@ -90,7 +82,7 @@ class PodGroupSteps:
         first = pods[0]
         priority = resolve_priority(
             self.cache,
-            _PodPriority(),  # type: ignore[arg-type]
+            pg.PodPriority(),  # type: ignore[arg-type]
             first,
             spec.get("priorityClassName"),
         )
@@ -123,11 +115,11 @@ class PodGroupSteps:
     # --- the Workload side --------------------------------------------------------------------
     async def reconcile_group_workload(self, key: str, wl: Obj, now: float) -> bool:
         """The steps of a pod group's Workload; False when `wl` is no pod group's."""
-        group = group_of_workload(wl)
+        group = pg.group_of_workload(wl)
         if group is None:
             return False
         pods = group_pods(self.cache, group)
-        if (fin := _finished(group, wl, pods)) is not None:
+        if (fin := pg.finished(group, wl, pods)) is not None:
             succeeded, message = fin
             reason = names.REASON_FINISHED_SUCCEEDED if succeeded else names.REASON_FINISHED_FAILED
             if await self.writes.write_status(wl, status.finished(wl, reason, message, now)):
@@ -199,7 +191,7 @@ class PodGroupSteps:
         Gated pods stay: replacements already made (by a user, or an LWS's StatefulSets,
         which recreate a deleted pod at once) are held by their gates and wait for the next
         admission."""
-        live = [p for p in pods if not _ended(p) and not pg.is_gated(p)]
+        live = [p for p in pods if not pg.ended(p) and not pg.is_gated(p)]
         for pod in live:
             if not pod["metadata"].get("deletionTimestamp"):
                 await self._delete_pod(pod)
@@ -248,24 +240,3 @@ class PodGroupSteps:
         except KubeError as err:
             if not err.not_found:
                 raise
-
-
-def _ended(pod: Obj) -> bool:
-    return ObjectView(pod).status.get("phase") in ("Succeeded", "Failed")
-
-
-def _finished(group: pg.GroupKey, wl: Obj, pods: list[Obj]) -> tuple[bool, str] | None:
-    """(succeeded, message) once the group is done: a single pod ended, or as many pods of a
-    group Succeeded as the Workload counts (a Failed pod of a group may be replaced)."""
-    phases = [ObjectView(p).status.get("phase") for p in pods]
-    if group.single:
-        if "Succeeded" in phases:
-            return True, "Pod succeeded"
-        if "Failed" in phases:
-            return False, "Pod failed"
-        return None
-    want = sum(int(ps.get("count", 1)) for ps in WorkloadView(wl).pod_sets)
-    done = phases.count("Succeeded")
-    if done >= want and not any(pg.active(p) for p in pods):
-        return True, f"All {done} pods of the group succeeded"
-    return None

@@ -35,7 +35,7 @@ from queuectl.controller.workloads.podgroup_steps import PodGroupSteps
 from queuectl.controller.workloads.priority import follow_priority_class
 from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites, split_key
 from queuectl.jobs import JobKind, PodSetPlacement
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 
 
 def _without_value(message: str) -> str:

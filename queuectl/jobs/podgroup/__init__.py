@@ -1,1 +1,82 @@
-"""Plain pod groups: bare pods queued as one gang (group.py)."""
+"""Plain pod groups and LeaderWorkerSets: bare pods queued as one gang, this package their one
+home. `membership` says which group a pod or a Workload is and when a group has ended;
+`pod_sets` what its Workload asks for and how admission lets its pods run. The controller's
+steps (`controller/workloads/podgroup_steps.py`, over the cache's pods) and the pod webhook
+(`webhooks/pods.py`) are thin shells over these names, which they import from here.
+"""
+
+from queuectl.jobs.podgroup.membership import (
+    GATE,
+    LWS_GROUP_INDEX,
+    LWS_NAME,
+    LWS_SIZE,
+    GroupKey,
+    PodPriority,
+    active,
+    ended,
+    finished,
+    group_of,
+    group_of_workload,
+    group_problems,
+    held_by_queue,
+    holds_node,
+    is_gated,
+    is_queued_pod,
+    lws_group,
+    lws_ops,
+    missing_pods,
+    total_count,
+    workload_name,
+)
+from queuectl.jobs.podgroup.pod_sets import (
+    MAX_POD_SETS,
+    PodSetIndex,
+    Readiness,
+    gate_ops,
+    group_workload_spec,
+    placed_shape,
+    placement_for,
+    pod_set_name,
+    pod_sets,
+    readiness,
+    shape,
+    to_ungate,
+    ungate_patch,
+)
+
+__all__ = [
+    "GATE",
+    "LWS_GROUP_INDEX",
+    "LWS_NAME",
+    "LWS_SIZE",
+    "MAX_POD_SETS",
+    "GroupKey",
+    "PodPriority",
+    "PodSetIndex",
+    "Readiness",
+    "active",
+    "ended",
+    "finished",
+    "gate_ops",
+    "group_of",
+    "group_of_workload",
+    "group_problems",
+    "group_workload_spec",
+    "held_by_queue",
+    "holds_node",
+    "is_gated",
+    "is_queued_pod",
+    "lws_group",
+    "lws_ops",
+    "missing_pods",
+    "placed_shape",
+    "placement_for",
+    "pod_set_name",
+    "pod_sets",
+    "readiness",
+    "shape",
+    "to_ungate",
+    "total_count",
+    "ungate_patch",
+    "workload_name",
+]

@@ -12,7 +12,7 @@ from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller.watch import kube as k
 from queuectl.core import types as core
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 
 AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
 

@@ -11,9 +11,8 @@ from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
-from queuectl.controller.watch.podgroups import group_of_workload, group_pods, incomplete
-from queuectl.controller.workloads.podgroup_steps import _finished
-from queuectl.jobs.podgroup import group as pg
+from queuectl.controller.watch.podgroups import group_pods, incomplete
+from queuectl.jobs import podgroup as pg
 from queuectl.jobs.registry import KINDS
 
 
@@ -56,9 +55,11 @@ def cache_with(*pods: Obj) -> Cache:
 
 
 def test_a_workload_names_its_group_by_label_or_its_single_pod_by_owner() -> None:
-    assert group_of_workload(workload()) == pg.GroupKey("ns", "g", False)
-    assert group_of_workload(workload(group=None, owner="solo")) == pg.GroupKey("ns", "solo", True)
-    assert group_of_workload(workload(group=None)) is None  # a Job's Workload
+    assert pg.group_of_workload(workload()) == pg.GroupKey("ns", "g", False)
+    assert pg.group_of_workload(workload(group=None, owner="solo")) == pg.GroupKey(
+        "ns", "solo", True
+    )
+    assert pg.group_of_workload(workload(group=None)) is None  # a Job's Workload
 
 
 def test_group_pods_are_those_of_its_namespace_and_name() -> None:
@@ -106,7 +107,7 @@ def test_when_a_group_is_finished(
 ) -> None:
     pods = [pod(f"p{i}", phase=ph) for i, ph in enumerate(phases)]
     key = pg.GroupKey("ns", "p0" if single else "g", single)
-    assert _finished(key, workload(count=1 if single else 2), pods) == finished
+    assert pg.finished(key, workload(count=1 if single else 2), pods) == finished
 
 
 def test_a_pod_of_a_kind_loaded_with_job_kind_is_its_owners_not_a_pod_group() -> None:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.jobs import podgroup as pg
 from queuectl.jobs.kind import PodSetPlacement
-from queuectl.jobs.podgroup import group as pg
 
 SAMPLE = Path(__file__).parents[3] / "config" / "samples" / "31-pod-group.yaml"
 

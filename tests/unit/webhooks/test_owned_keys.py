@@ -17,10 +17,10 @@ import pytest
 from webhook_cases import NS, request
 
 from queuectl.api import names, owned
+from queuectl.jobs import podgroup as pg
 from queuectl.jobs.batch import JOBS
 from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.jobset.kind import JOBSETS
-from queuectl.jobs.podgroup import group as pg
 from queuectl.webhooks.jobs import mutate_job, validate_job
 from queuectl.webhooks.lookup import InMemoryLookup
 from queuectl.webhooks.pods import mutate_pod, validate_pod

@@ -10,7 +10,7 @@ import pytest
 from webhook_cases import NS, apply_patch, request
 
 from queuectl.api import names
-from queuectl.jobs.podgroup import group as pg
+from queuectl.jobs import podgroup as pg
 from queuectl.webhooks.lookup import InMemoryLookup
 from queuectl.webhooks.pods import mutate_pod, validate_pod
 from queuectl.webhooks.review import decode_patch
