@@ -121,7 +121,7 @@ class Run:
         self.pending_budget = min(self.pending_budget, 200.0)  # the pacer's burst
         self.ctl.observer.after_cycle(self.now)
         self.ctl.gc.tick()
-        while self.ctl._queue.pop_nowait() is not None:  # the workers' keys: served
+        while self.ctl.keys.queue.pop_nowait() is not None:  # the workers' keys: served
             pass
 
     def _record(self, result: CycleResult) -> None:

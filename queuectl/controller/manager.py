@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import heapq
 import logging
 import time
 from collections.abc import Callable
@@ -36,20 +35,15 @@ from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kinds import RECHECK_S, KindWatches
 from queuectl.controller.watch.kube import Kube, Obj
 from queuectl.controller.watch.watcher import run_all
+from queuectl.controller.workkeys import WorkKeys
 from queuectl.controller.workloads.decisions import Decisions
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.reconcile import Reconciler
-from queuectl.controller.workqueue import WorkQueue
 from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
 from queuectl.jobs import podgroup as pg
 from queuectl.jobs.registry import KINDS, Registry, queued_whole
 
 log = logging.getLogger(__name__)
-
-RETRY_S = 1.0
-"""How long a key whose work failed waits before it is served again; doubled for each further
-failure in a row, up to MAX_RETRY_S (a refusal that repeats must not cost a request a second)."""
-MAX_RETRY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -97,14 +91,8 @@ class Controller:
         # Decisions waiting for a worker: the API server takes writes slower than we make them.
         self.events = EventRecorder(kube, busy=lambda: self.inflight.count > options.workers)
         self._wake = asyncio.Event()
-        self._queue = WorkQueue()
-        self._active: set[str] = set()
-        self._again: dict[str, bool] = {}  # key -> urgent, for keys enqueued while served
-        self._failures: dict[str, int] = {}  # key -> failures in a row, for the retry back-off
-        self._actions: dict[str, list[Action]] = {}
+        self.keys = WorkKeys(clock, self._wake.set)
         self.gc = GcPolicy(time.monotonic, options.gc)
-        self._timers: list[tuple[float, str]] = []
-        self._timer_wake = asyncio.Event()
         self.feed = Feed(self.cache, self.core, self._wake.set, self._on_workload, self._on_job)
         self.reconciler = Reconciler(
             kube, self.cache, self.feed, self.core, self.kinds, self.events, self.at, clock
@@ -155,19 +143,11 @@ class Controller:
 
     # --- keys -----------------------------------------------------------------------------
     def enqueue(self, key: str, action: Action | None = None, *, urgent: bool = True) -> None:
-        """Queue `key` (once). `urgent=False` is for pending-reason refreshes only: they wait
-        until no admission, preemption, eviction or Job event is queued."""
-        if action is not None:
-            self._actions.setdefault(key, []).append(action)
-            urgent = True
-        if key in self._active:
-            self._again[key] = self._again.get(key, False) or urgent
-        else:
-            self._queue.put(key, urgent=urgent)
+        self.keys.enqueue(key, action, urgent=urgent)
 
     def at(self, when: float, wl_key: str) -> None:
-        heapq.heappush(self._timers, (when, f"wl:{wl_key}"))
-        self._timer_wake.set()
+        """Reconcile the Workload `wl_key` again at `when`."""
+        self.keys.at(when, f"wl:{wl_key}")
 
     def _on_workload(self, key: str) -> None:
         self.enqueue(f"wl:{key}")
@@ -194,7 +174,7 @@ class Controller:
             self.enqueue(f"group:{group.namespace}/{int(group.single)}/{group.name}")
 
     async def _serve(self, key: str) -> None:
-        actions = self._actions.pop(key, [])
+        actions = self.keys.take_actions(key)
         try:
             for action in actions:
                 await action()
@@ -221,46 +201,7 @@ class Controller:
 
     async def _worker(self) -> None:
         while True:
-            key = await self._queue.get()
-            await self._wait_leading()
-            self._active.add(key)
-            try:
-                await self._serve(key)
-                self._failures.pop(key, None)
-            except Exception as err:
-                self._failed(key, err)
-            finally:
-                self._active.discard(key)
-                again = self._again.pop(key, None)
-                if again is not None:
-                    self.enqueue(key, urgent=again)
-
-    def _failed(self, key: str, err: Exception) -> None:
-        """API trouble (a dropped connection, a timeout, a 5xx, a refusal) serves the key
-        again after RETRY_S, whatever its kind, backing off while it keeps failing; a bug is
-        logged with its traceback and waits for the key's next event. Nothing a worker meets
-        ends the worker."""
-        if not k.api_trouble(err):
-            log.exception("reconciling %s failed", key)
-            return
-        failures = self._failures[key] = self._failures.get(key, 0) + 1
-        delay = min(RETRY_S * 2 ** (failures - 1), MAX_RETRY_S)
-        metrics.CONTROLLER_API_ERRORS.labels(key.partition(":")[0]).inc()
-        log.warning("%s: %s: %s; again in %.0f s", key, type(err).__name__, err, delay)
-        heapq.heappush(self._timers, (self.clock() + delay, key))
-        self._timer_wake.set()
-
-    async def _timer_loop(self) -> None:
-        while True:
-            now = self.clock()
-            while self._timers and self._timers[0][0] <= now:
-                _, key = heapq.heappop(self._timers)
-                self.enqueue(key)
-                self._wake.set()
-            delay = self._timers[0][0] - now if self._timers else 3600.0
-            self._timer_wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._timer_wake.wait(), max(0.01, delay))
+            await self.keys.serve_next(self._serve, self._wait_leading)
 
     # --- the scheduling cycle --------------------------------------------------------------
     async def _cycle_loop(self) -> None:
@@ -379,7 +320,7 @@ class Controller:
             tasks += [asyncio.create_task(self._worker()) for _ in range(self.options.workers)]
             tasks += [
                 asyncio.create_task(self._cycle_loop(), name="cycle"),
-                asyncio.create_task(self._timer_loop(), name="timers"),
+                asyncio.create_task(self.keys.timer_loop(), name="timers"),
                 asyncio.create_task(self._status_loop(), name="queue-status"),
                 asyncio.create_task(self.drainer.run(self._wait_leading), name="drain"),
                 asyncio.create_task(self.enforcer.run(self._wait_leading), name="enforce"),

@@ -196,7 +196,7 @@ async def test_a_job_queued_during_a_cycle_is_fed_after_it_and_admitted_by_the_n
     assert c._wake.is_set()  # the news wakes the next cycle
 
     await c.run_cycle()
-    assert c._actions.get(f"wl:{key}")  # which admits it: its write is queued
+    assert c.keys.actions.get(f"wl:{key}")  # which admits it: its write is queued
 
 
 async def test_a_reason_asked_for_during_a_cycle_is_written_after_it() -> None:
@@ -219,14 +219,14 @@ async def test_a_reason_asked_for_during_a_cycle_is_written_after_it() -> None:
 
 
 def drop_queued(c: Controller) -> None:
-    while c._queue.pop_nowait() is not None:
+    while c.keys.queue.pop_nowait() is not None:
         pass
-    c._actions.clear()
+    c.keys.actions.clear()
 
 
 async def serve(c: Controller) -> None:
     """What the workers would do: serve every queued key."""
-    while (key := c._queue.pop_nowait()) is not None:
+    while (key := c.keys.queue.pop_nowait()) is not None:
         await c._serve(key)
 
 
@@ -343,7 +343,7 @@ async def test_a_workload_finishing_during_a_cycle_is_charged_until_it_finished(
     c, w = controller()
     key = await queue_job(c, w)
     await c.run_cycle()
-    for action in c._actions.pop(f"wl:{key}"):
+    for action in c.keys.actions.pop(f"wl:{key}"):
         await action()  # the admission is written; the core holds the charge
     assert c.sched.is_admitted(key)
     c.observer.refresh(w.now)  # the meter's first reading

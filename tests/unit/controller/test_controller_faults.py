@@ -277,13 +277,13 @@ async def test_a_worker_survives_api_trouble_and_serves_the_key_again(
             raise err
 
     c._serve = serve  # type: ignore[method-assign]
-    tasks = [asyncio.create_task(c._worker()), asyncio.create_task(c._timer_loop())]
+    tasks = [asyncio.create_task(c._worker()), asyncio.create_task(c.keys.timer_loop())]
     try:
         c.enqueue(key)
-        await settle_loop(lambda: bool(c._timers))
+        await settle_loop(lambda: bool(c.keys.timers))
         assert served == [key] and not tasks[0].done()
         now[0] += 1.0  # the retry falls due
-        c._timer_wake.set()
+        c.keys.timer_wake.set()
         await settle_loop(lambda: len(served) == 2)
         assert served == [key, key]
     finally:
@@ -389,7 +389,7 @@ async def test_whatever_fails_in_transit_the_core_charges_exactly_what_the_api_a
 
 
 def served_down_to(outcomes: list[Any], c: Controller, left: int) -> bool:
-    return len(outcomes) == left and not c._active
+    return len(outcomes) == left and not c.keys.active
 
 
 async def test_a_key_that_keeps_failing_backs_off_and_a_success_resets_it() -> None:
@@ -409,8 +409,8 @@ async def test_a_key_that_keeps_failing_backs_off_and_a_success_resets_it() -> N
         for left in range(len(outcomes) - 1, -1, -1):
             c.enqueue("job:Job/ns/train")
             await settle_loop(functools.partial(served_down_to, outcomes, c, left))
-            if c._timers:
-                delays.append(heapq.heappop(c._timers)[0] - now[0])
+            if c.keys.timers:
+                delays.append(heapq.heappop(c.keys.timers)[0] - now[0])
     finally:
         worker.cancel()
     assert delays == [1, 2, 4, 8, 16, 32, 60, 60, 1]
