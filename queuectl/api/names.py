@@ -79,6 +79,10 @@ COND_EVICTED: Final = "Evicted"
 COND_PREEMPTED: Final = "Preempted"
 COND_REQUEUED: Final = "Requeued"
 COND_FINISHED: Final = "Finished"
+# Every admitted pod Ready (or done) at once; False (PodsNotReady) when a running gang lost one.
+COND_PODS_READY: Final = "PodsReady"
+REASON_PODS_READY: Final = "PodsReady"
+REASON_PODS_NOT_READY: Final = "PodsNotReady"
 # Queue condition type.
 COND_ACTIVE: Final = "Active"
 
@@ -151,8 +155,17 @@ REASON_EVICTED_CHECK_REJECTED: Final = "AdmissionCheckRejected"
 # Deactivated because the API server refused to rename nvidia.com/gpu to a flavor's gpuResource
 # in the suspended Job (MutablePodResourcesForSuspendedJobs off: Kubernetes before 1.36).
 REASON_EVICTED_GPU_RESOURCE_REFUSED: Final = "GpuResourceRefused"
+# Evicted because its pods were not all Ready within the startup timeout, or did not recover
+# within the recovery timeout after one stopped being Ready; requeued with back-off.
+REASON_EVICTED_PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
+# Deactivated instead: it reached its requeue limit (pods never came up, time after time).
+REASON_EVICTED_REQUEUE_LIMIT: Final = "RequeuingLimitExceeded"
 # Evictions that also deactivate the Workload: requeueing would only meet the same answer.
-DEACTIVATING_EVICTIONS: Final = (REASON_EVICTED_CHECK_REJECTED, REASON_EVICTED_GPU_RESOURCE_REFUSED)
+DEACTIVATING_EVICTIONS: Final = (
+    REASON_EVICTED_CHECK_REJECTED,
+    REASON_EVICTED_GPU_RESOURCE_REFUSED,
+    REASON_EVICTED_REQUEUE_LIMIT,
+)
 
 # --- GPU node agent (docs/design/agent.md) -----------------------------------------------
 AGENT_FIELD_MANAGER: Final = "queuectl-agent"

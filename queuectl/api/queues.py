@@ -205,6 +205,18 @@ class Cohort(Resource):
 # --- ClusterQueue ------------------------------------------------------------------------
 
 
+class WaitForPodsReady(KubeModel):
+    """This queue's own pods-ready timeouts; each unset field keeps the controller's flag
+    (`queuectl controller --pods-ready-*`)."""
+
+    timeout_seconds: int | None = Field(default=None, ge=0, le=31_536_000)
+    """Startup: every admitted pod Ready this long after admission, or evicted; 0: off."""
+    recovery_timeout_seconds: int | None = Field(default=None, ge=0, le=31_536_000)
+    """A running workload that lost a Ready pod gets it back within this, or is evicted; 0: off."""
+    requeue_limit: int | None = Field(default=None, ge=0, le=1000)
+    """Requeues for PodsReadyTimeout before the workload is deactivated; 0: no limit."""
+
+
 class ClusterQueueSpec(KubeModel):
     """Quota, order and preemption rules of one queue of the tree."""
 
@@ -232,6 +244,8 @@ class ClusterQueueSpec(KubeModel):
     """AdmissionChecks every workload must pass after reserving quota, before it is admitted."""
     gpu_time_bank: GpuTimeBank | None = None
     """Off when unset."""
+    wait_for_pods_ready: WaitForPodsReady | None = None
+    """Overrides of the controller's pods-ready timeouts for this queue's workloads."""
 
     @model_validator(mode="after")
     def _check(self) -> ClusterQueueSpec:

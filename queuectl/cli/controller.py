@@ -30,7 +30,7 @@ from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView
 from queuectl.cli import dev
-from queuectl.cli._numbers import PORT, real, seconds
+from queuectl.cli._numbers import PORT, real, seconds, whole
 from queuectl.cli.main import Subparsers
 from queuectl.controller.health import health_app, metrics_app, port_of, serve
 from queuectl.controller.leader import LeaderElector
@@ -39,6 +39,8 @@ from queuectl.controller.nodes.drain import DrainOptions
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kinds import RECHECK_S
 from queuectl.controller.watch.kube import Kube, KubeError
+from queuectl.controller.workloads import pods_ready
+from queuectl.controller.workloads.pods_ready import PodsReadyOptions
 from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.jobs.registry import KINDS, Registry, load_kind
 from queuectl.webhooks.certmanager import CertManager
@@ -307,6 +309,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
             drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share),
             preemption_patience_s=args.preemption_patience_seconds,
             kind_recheck_s=args.job_kind_recheck_seconds,
+            pods_ready=PodsReadyOptions(
+                timeout_s=args.pods_ready_timeout_seconds,
+                recovery_s=args.pods_ready_recovery_seconds,
+                requeue_limit=args.pods_ready_requeue_limit,
+                backoff_base_s=args.pods_ready_backoff_base_seconds,
+                backoff_max_s=args.pods_ready_backoff_max_seconds,
+            ),
         ),
         job_kinds=tuple(args.job_kind or ()),
     )
@@ -418,6 +427,41 @@ def add_parser(subparsers: Subparsers) -> None:
         help="how long a workload that would preempt waits instead while finished work in its "
         "cohort keeps returning the quota it lacks; 0 preempts at once "
         f"(default: {DEFAULT_PATIENCE_SECONDS:g})",
+    )
+    p.add_argument(
+        "--pods-ready-timeout-seconds",
+        type=seconds(zero="no startup timeout"),
+        default=pods_ready.DEFAULT_TIMEOUT_S,
+        help="an admitted workload whose pods are not all Ready this long after admission is "
+        "evicted (PodsReadyTimeout) and requeued with back-off; 0: off unless a ClusterQueue "
+        f"sets spec.waitForPodsReady (default: {pods_ready.DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--pods-ready-recovery-seconds",
+        type=seconds(zero="no recovery timeout"),
+        default=pods_ready.DEFAULT_RECOVERY_S,
+        help="a running workload that lost a Ready pod and has not got it back this long "
+        f"after is evicted the same way; 0: off (default: {pods_ready.DEFAULT_RECOVERY_S:g})",
+    )
+    p.add_argument(
+        "--pods-ready-requeue-limit",
+        type=whole(0),
+        default=pods_ready.DEFAULT_REQUEUE_LIMIT,
+        help="requeues for PodsReadyTimeout before the workload is deactivated instead; "
+        f"0: no limit (default: {pods_ready.DEFAULT_REQUEUE_LIMIT})",
+    )
+    p.add_argument(
+        "--pods-ready-backoff-base-seconds",
+        type=seconds(minimum=1.0),
+        default=pods_ready.DEFAULT_BACKOFF_BASE_S,
+        help="back-off before such a workload may be admitted again, doubling per requeue "
+        f"(default: {pods_ready.DEFAULT_BACKOFF_BASE_S:g})",
+    )
+    p.add_argument(
+        "--pods-ready-backoff-max-seconds",
+        type=seconds(minimum=1.0),
+        default=pods_ready.DEFAULT_BACKOFF_MAX_S,
+        help=f"the longest such back-off (default: {pods_ready.DEFAULT_BACKOFF_MAX_S:g})",
     )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)

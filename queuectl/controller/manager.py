@@ -35,9 +35,11 @@ from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kinds import RECHECK_S, KindWatches
 from queuectl.controller.watch.kube import Kube, Obj
 from queuectl.controller.watch.watcher import run_all
+from queuectl.controller.watch.workload_pods import WorkloadPods
 from queuectl.controller.workkeys import WorkKeys
 from queuectl.controller.workloads.decisions import Decisions
 from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.pods_ready import PodsReadyOptions
 from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
 from queuectl.jobs import podgroup as pg
@@ -63,6 +65,8 @@ class Options:
     """The enforcement loop: running pods beyond their admission stop it (enforce_loop.py)."""
     preemption_patience_s: float = DEFAULT_PATIENCE_SECONDS
     """How long a would-be preemptor may wait for completions instead (`core.patience`)."""
+    pods_ready: PodsReadyOptions = field(default_factory=PodsReadyOptions)
+    """Startup and recovery timeouts of admitted Workloads' pods (`workloads/pods_ready.py`)."""
 
 
 class Controller:
@@ -94,8 +98,18 @@ class Controller:
         self.keys = WorkKeys(clock, self._wake.set)
         self.gc = GcPolicy(time.monotonic, options.gc)
         self.feed = Feed(self.cache, self.core, self._wake.set, self._on_workload, self._on_job)
+        ready_pods = WorkloadPods(self.cache, lambda key: self.enqueue(f"wl:{key}", urgent=False))
         self.reconciler = Reconciler(
-            kube, self.cache, self.feed, self.core, self.kinds, self.events, self.at, clock
+            kube,
+            self.cache,
+            self.feed,
+            self.core,
+            self.kinds,
+            self.events,
+            self.at,
+            clock,
+            pods_ready=options.pods_ready,
+            ready_pods=ready_pods,
         )
         self.decisions = Decisions(self.reconciler.writes, self.reconciler.jobs, self.core, self.at)
         self.queue_status = QueueStatusWriter(kube, self.cache, self.core, self.feed, clock)

@@ -211,3 +211,15 @@ class MakesChildren(Protocol):
         child must agree with it. None when this job makes no such child (another name, a
         replicated job or worker group it does not have, an index past its replicas)."""
         ...
+
+
+# --- optional: pods that already finished their part ----------------------------------------
+@runtime_checkable
+class CountsSucceeded(Protocol):
+    """Beside `JobKind`, for a kind whose status counts the pods that already succeeded (a
+    Job's completions): they count as Ready for the pods-ready timeouts, so a gang that
+    finishes one pod at a time never reads as broken. Without it only Ready pods count."""
+
+    def succeeded_pods(self, job: Obj) -> int:
+        """Pods of `job` that ended successfully (and so left the running pods)."""
+        ...

@@ -174,27 +174,33 @@ def evicted(wl: Obj, reason: str, message: str, now: float) -> Patch:
 
 RETRY_BACKOFF_BASE_S = 5.0
 """Back-off after an admission check's Retry: 5 s, doubling per retry, at most 10 minutes."""
+BACKOFF: Mapping[str, tuple[float, float]] = {
+    names.REASON_EVICTED_CHECK_RETRY: (RETRY_BACKOFF_BASE_S, 600.0),
+}
+"""Eviction reason -> (base, cap) of the back-off its requeue waits (doubling per requeue);
+other evictions requeue at once. The controller adds PodsReadyTimeout's from its options."""
 
 
 def requeued(
-    wl: Obj, now: float, accumulated: float, retry_backoff_s: float = RETRY_BACKOFF_BASE_S
+    wl: Obj, now: float, accumulated: float, backoff: Mapping[str, tuple[float, float]] = BACKOFF
 ) -> Patch:
     """Quota released after the pods are gone: back to pending, at its original position.
 
-    After an admission check's Retry it backs off (`requeueState`, `retry_backoff_s` for the
-    count it now reaches) and its checks start again from Pending; after a Rejected one it is
-    inactive and the check states stay as the checks left them, for `describe`."""
-    conds = _conditions(wl)
+    After an eviction `backoff` names (an admission check's Retry, pods not Ready in time) it
+    backs off (`requeueState`: the count it now reaches and when it may be admitted again);
+    its checks start again from Pending and its PodsReady condition goes (the next admission
+    starts its own clock). After a Rejected check it is inactive and the check states stay as
+    the checks left them, for `describe`."""
+    conds = [c for c in _conditions(wl) if c.get("type") != names.COND_PODS_READY]
     evicted_cond = WorkloadView({"status": {"conditions": conds}}).condition(names.COND_EVICTED)
     why = (evicted_cond or {}).get("reason") or names.REASON_EVICTED_PREEMPTION
     evicted_message = (evicted_cond or {}).get("message") or "an admission check rejected it"
     extra: dict[str, Any] = {}
-    if why == names.REASON_EVICTED_CHECK_RETRY:
+    if why in backoff:
+        base, cap = backoff[why]
         count = int((WorkloadView(wl).status.get("requeueState") or {}).get("count") or 0) + 1
-        extra["requeueState"] = {
-            "count": count,
-            "requeueAt": convert.format_time(now + backoff_seconds(count, base=retry_backoff_s)),
-        }
+        wait = backoff_seconds(count, base=base, cap=cap)
+        extra["requeueState"] = {"count": count, "requeueAt": convert.format_time(now + wait)}
     deactivated = why in names.DEACTIVATING_EVICTIONS
     if not deactivated and checks.entries(wl):
         extra["admissionChecks"] = checks.reset(wl, now)
@@ -232,6 +238,14 @@ def requeued(
             **extra,
         },
     )
+
+
+def pods_ready(wl: Obj, ready: bool, reason: str, message: str, now: float) -> Patch | None:
+    """The PodsReady condition; None when it already says so."""
+    conds = _conditions(wl)
+    if not set_condition(conds, names.COND_PODS_READY, ready, reason, message, now, _gen(wl)):
+        return None
+    return _patch(wl, {"conditions": conds})
 
 
 def finished(wl: Obj, reason: str, message: str, now: float) -> Patch:

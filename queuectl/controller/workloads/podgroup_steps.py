@@ -46,6 +46,7 @@ class PodGroupSteps:
         pending: PendingReasons,
         at: Callable[[float, str], None],
         evict: Callable[[Obj, str, str], Awaitable[None]],
+        check_pods_ready: Callable[[str, Obj, float], Awaitable[None]],
     ) -> None:
         self.writes = writes
         self.kube = writes.kube
@@ -57,6 +58,8 @@ class PodGroupSteps:
         self.at = at
         self.evict = evict
         """evict(wl, reason, message): evict, then take the next step (`Reconciler.evict`)."""
+        self.check_pods_ready = check_pods_ready
+        """check_pods_ready(key, wl, now): the startup and recovery timeouts (`pods_ready`)."""
 
     # --- the group side: pods -> Workload ---------------------------------------------------
     async def reconcile_group(self, key: pg.GroupKey) -> str | None:
@@ -174,6 +177,7 @@ class PodGroupSteps:
             )
             return True
         await self._start_group(wl, pods)
+        await self.check_pods_ready(key, wl, now)
         return True
 
     async def _start_group(self, wl: Obj, pods: list[Obj]) -> None:

@@ -89,7 +89,7 @@ async def write_requeued(rec: WorkloadWrites, wl: Obj, now: float) -> Obj | None
         rec,
         wl,
         lambda w: (
-            status.requeued(w, now, status.admitted_seconds(w, now))
+            status.requeued(w, now, status.admitted_seconds(w, now), rec.backoff)
             if WorkloadView(w).holds_quota
             else None
         ),

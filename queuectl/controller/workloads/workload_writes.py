@@ -8,7 +8,7 @@ the next decision never reads a version older than our own write.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from queuectl.api import names
@@ -53,12 +53,15 @@ class WorkloadWrites:
         feed: Feed,
         events: EventRecorder,
         clock: Callable[[], float],
+        backoff: Mapping[str, tuple[float, float]] = status.BACKOFF,
     ) -> None:
         self.kube = kube
         self.cache = cache
         self.feed = feed
         self.events = events
         self.clock = clock
+        self.backoff = backoff
+        """Eviction reason -> (base, cap) of its requeue's back-off (`status.requeued`)."""
         self.stats: dict[str, int] = {}
 
     def count(self, what: str) -> None:

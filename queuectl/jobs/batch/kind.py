@@ -74,6 +74,10 @@ class BatchJob:
         status = ObjectView(job).status
         return not status.get("active") and not status.get("terminating")
 
+    def succeeded_pods(self, job: Obj) -> int:
+        value = ObjectView(job).status.get("succeeded")
+        return value if isinstance(value, int) and value > 0 else 0
+
     def can_restore(self, job: Obj) -> bool:
         # The API server lets scheduling directives change only on a suspended Job that has
         # not started; the Job controller clears startTime once it has suspended it.

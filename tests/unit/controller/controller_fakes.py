@@ -19,8 +19,10 @@ from queuectl.controller.feed.feed import Feed
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import KubeError, Obj
+from queuectl.controller.watch.workload_pods import WorkloadPods
 from queuectl.controller.workloads.decisions import Decisions
 from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.pods_ready import PodsReadyOptions
 from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.core import Scheduler
 from queuectl.core import types as core
@@ -110,7 +112,9 @@ class RecordingScheduler(Scheduler):
 class World:
     """A fake API server, the controller's cache kept in step by hand, and a clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, pods_ready: PodsReadyOptions | None = None) -> None:
+        """With `pods_ready`, the reconciler keeps its startup and recovery timeouts, its
+        Ready pods read from the pods added to the cache (a changed one queues a timer now)."""
         self.kube = FakeKube()
         self.cache = Cache(self.kube)  # type: ignore[arg-type]
         self.sched = RecordingScheduler()
@@ -127,6 +131,12 @@ class World:
             events,
             lambda when, key: self.timers.append((when, key)),
             lambda: self.now,
+            pods_ready=pods_ready,
+            ready_pods=(
+                WorkloadPods(self.cache, lambda key: self.timers.append((self.now, key)))
+                if pods_ready is not None
+                else None
+            ),
         )
         self.add(
             k.NAMESPACES,
