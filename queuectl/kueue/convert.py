@@ -1,0 +1,262 @@
+"""Kueue documents in, queuectl objects and a report out: the whole conversion, without I/O.
+
+The CLI (`queuectl import kueue`) reads files and writes YAML around `convert`. Steps:
+1. Lists are opened into their items; every document is named `file#N` in what follows.
+2. ProvisioningRequestConfigs are gathered first: an AdmissionCheck takes its class from one.
+3. Each Kueue document of a kind queuectl has is converted by its kind's converter; any other
+   document (another API group, a Kueue kind queuectl does not have) is skipped with a note.
+4. Cross-checks: ClusterQueues that name checks nothing in queuectl decides are noted;
+   objects defined twice are refused.
+5. Every object is validated with queuectl's own models, which state the same rules as the
+   CRDs, so what is written is what `kubectl apply` accepts.
+Any problem fails the whole import (`ImportFailed`, all problems at once): no partial output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from queuectl.api import KINDS, Resource, names
+from queuectl.kueue import kinds, quota
+from queuectl.kueue.fields import Doc, Fields, metadata
+from queuectl.kueue.report import Action, Converted, ImportFailed, Report
+
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+VERSIONS: Final = ("v1beta1", "v1beta2")
+ALPHA_KINDS: Final = frozenset({"Cohort", "Topology"})
+"""Kinds Kueue served as v1alpha1 before v1beta1 (same fields as v1beta1)."""
+ORDER: Final = (
+    "Topology",
+    "ResourceFlavor",
+    "Cohort",
+    "AdmissionCheck",
+    "WorkloadPriorityClass",
+    "ClusterQueue",
+    "LocalQueue",
+)
+"""Output order: what is referred to before what refers to it, as `kubectl apply` reads it."""
+PLURALS: Final = {
+    "Topology": "topologies",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+}
+MODELS: Final[dict[str, type[Resource]]] = {m.model_fields["kind"].default: m for m in KINDS}
+SKIP_REASONS: Final = {
+    "Workload": "queuectl makes a Workload for each queued job itself: label the jobs with "
+    f"{names.LABEL_QUEUE_NAME} (and {names.LABEL_PRIORITY_CLASS}) instead",
+    "MultiKueueConfig": "queuectl has no MultiKueue (dispatching workloads to other clusters)",
+    "MultiKueueCluster": "queuectl has no MultiKueue (dispatching workloads to other clusters)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One YAML document as read: where it came from and what it holds."""
+
+    origin: str
+    """The file's path, or `-` for standard input."""
+    index: int
+    """Its position in the file, from 1."""
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    objects: list[dict[str, Any]]
+    """queuectl objects in apply order."""
+    report: Report
+
+
+Convert = Callable[[Fields, kinds.Checks], dict[str, Any]]
+
+
+def _cluster_queue(body: Fields, checks: kinds.Checks) -> dict[str, Any]:
+    return quota.cluster_queue(body)[0]
+
+
+CONVERTERS: Final[dict[str, Convert]] = {
+    "ResourceFlavor": lambda body, _: kinds.resource_flavor(body),
+    "Topology": lambda body, _: kinds.topology(body),
+    "Cohort": lambda body, _: quota.cohort(body),
+    "ClusterQueue": _cluster_queue,
+    "LocalQueue": lambda body, _: kinds.local_queue(body),
+    "WorkloadPriorityClass": lambda body, _: kinds.priority_class(body),
+    "AdmissionCheck": kinds.admission_check,
+}
+
+
+def convert(sources: Iterable[Source]) -> Result:
+    """Convert Kueue manifests into queuectl's; raise `ImportFailed` naming every problem."""
+    report = Report()
+    problems: list[str] = []
+    docs = list(_expand(sources, problems))
+    checks = kinds.Checks(
+        configs={
+            str((body.get("metadata") or {}).get("name")): body
+            for _, body in docs
+            if _group(body) == KUEUE_GROUP and body.get("kind") == kinds.PROVISIONING_CONFIG
+        }
+    )
+    converted: list[tuple[Doc, dict[str, Any]]] = []
+    configs: list[tuple[Doc, Fields]] = []
+    queue_checks: list[tuple[Doc, list[str]]] = []
+    seen_kueue = False
+    for label, body in docs:
+        kind = str(body.get("kind"))
+        version = str(body.get("apiVersion")).rpartition("/")[2]
+        name = (
+            (body.get("metadata") or {}).get("name")
+            if isinstance(body.get("metadata"), Mapping)
+            else None
+        )
+        doc = Doc(f"{label} {kind}/{name}" if name else f"{label} {kind}", kind, version, report)
+        if _group(body) != KUEUE_GROUP:
+            doc.note(
+                "",
+                Action.SKIPPED,
+                f"not a Kueue object ({body.get('apiVersion')}); apply it as it is if you need it",
+            )
+            continue
+        seen_kueue = True
+        fields = Fields(body, "", doc)
+        fields.take("apiVersion")
+        fields.take("kind")
+        if kind == kinds.PROVISIONING_CONFIG:
+            configs.append((doc, fields))
+            continue
+        convert_kind = CONVERTERS.get(kind)
+        if convert_kind is None:
+            doc.note("", Action.SKIPPED, SKIP_REASONS.get(kind, f"queuectl has no {kind}"))
+            continue
+        if version not in VERSIONS and not (version == "v1alpha1" and kind in ALPHA_KINDS):
+            plural = PLURALS.get(kind, f"{kind.lower()}s")
+            doc.problem(
+                f"{KUEUE_GROUP}/{version} is not a version this importer reads (v1beta1, "
+                "v1beta2; v1alpha1 for Cohort and Topology); export the objects at v1beta2, "
+                f"e.g. `kubectl get {plural}.v1beta2.{KUEUE_GROUP} -o yaml`"
+            )
+            problems += doc.problems
+            continue
+        meta = metadata(fields.sub("metadata"), namespaced=MODELS[kind].NAMESPACED)
+        obj: dict[str, Any] = {"apiVersion": names.API_VERSION, "kind": kind, "metadata": meta}
+        obj.update(convert_kind(fields, checks))
+        if kind == "ClusterQueue":
+            queue_checks.append((doc, obj.get("spec", {}).get("admissionChecks", [])))
+        if body.get("status"):
+            doc.note(
+                "status", Action.DROPPED, "written by the controller; queuectl's writes its own"
+            )
+        fields.take("status")
+        fields.finish()
+        _validate(doc, obj)
+        problems += doc.problems
+        if not doc.problems:
+            converted.append((doc, obj))
+    for doc, fields in configs:
+        kinds.fold_config(fields, checks)
+        fields.take("metadata")
+        fields.take("status")
+        fields.finish()
+        problems += doc.problems
+    _cross_check(
+        queue_checks,
+        checks,
+        {o["metadata"].get("name") for d, o in converted if o["kind"] == "AdmissionCheck"},
+    )
+    problems += _duplicates(converted)
+    if not seen_kueue and not problems:
+        problems.append(
+            f"no Kueue object in the input ({len(docs)} document(s), none of API group "
+            f"{KUEUE_GROUP}); point -f at Kueue manifests (kubectl get clusterqueues,"
+            f"localqueues,... -o yaml)"
+        )
+    if problems:
+        raise ImportFailed(problems)
+    converted.sort(key=lambda c: ORDER.index(c[1]["kind"]))
+    for doc, obj in converted:
+        meta = obj["metadata"]
+        report.converted.append(
+            Converted(doc.label, obj["kind"], meta.get("name", ""), meta.get("namespace"))
+        )
+    return Result([obj for _, obj in converted], report)
+
+
+def _group(body: Mapping[str, Any]) -> str:
+    return str(body.get("apiVersion") or "").rpartition("/")[0]
+
+
+def _expand(
+    sources: Iterable[Source], problems: list[str]
+) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """(label, object) for every object, Lists opened; what is not an object is a problem."""
+    for src in sources:
+        label = f"{src.origin}#{src.index}"
+        body = src.body
+        if body is None:
+            continue  # an empty document (a trailing `---`)
+        if not isinstance(body, Mapping) or not body.get("apiVersion") or not body.get("kind"):
+            problems.append(
+                f"{label}: not a Kubernetes object (a mapping with apiVersion and kind); "
+                "give the importer Kueue manifests"
+            )
+            continue
+        if str(body["kind"]).endswith("List") and isinstance(body.get("items"), list):
+            for i, item in enumerate(body["items"]):
+                yield from _expand([Source(f"{label} items", i, item)], problems)
+            continue
+        yield label, body
+
+
+def _validate(doc: Doc, obj: dict[str, Any]) -> None:
+    """Refuse what queuectl's CRDs would refuse, in the models' words (the same as the CRDs')."""
+    try:
+        MODELS[obj["kind"]].model_validate(obj)
+    except ValidationError as err:
+        for e in err.errors():
+            where = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in e["loc"])
+            where = where.replace(".[", "[")
+            message = str(e["msg"]).removeprefix("Value error, ")
+            doc.problem(
+                f"{where or 'object'}: {message} (queuectl's schema refuses the converted "
+                "object; fix it in the Kueue manifest)"
+            )
+
+
+def _cross_check(
+    queue_checks: list[tuple[Doc, list[str]]], checks: kinds.Checks, defined: set[Any]
+) -> None:
+    for doc, listed in queue_checks:
+        unserved = [c for c in listed if c in checks.unserved]
+        if unserved:
+            doc.note(
+                "spec.admissionChecks",
+                Action.KEPT,
+                f"{', '.join(unserved)}: decided by controllers queuectl does not run "
+                f"({', '.join(sorted({checks.unserved[c] for c in unserved}))}); this queue "
+                "admits nothing while it lists them",
+            )
+        missing = [c for c in listed if c not in defined]
+        if missing:
+            doc.note(
+                "spec.admissionChecks",
+                Action.KEPT,
+                f"AdmissionCheck {', '.join(missing)} is not among the inputs; the queue "
+                "admits nothing until it exists",
+            )
+
+
+def _duplicates(converted: list[tuple[Doc, dict[str, Any]]]) -> list[str]:
+    first: dict[tuple[str, Any, Any], str] = {}
+    problems = []
+    for doc, obj in converted:
+        meta = obj["metadata"]
+        key = (obj["kind"], meta.get("namespace"), meta.get("name"))
+        if key in first:
+            problems.append(
+                f"{doc.label}: defined again (first at {first[key]}); keep one of the two"
+            )
+        first.setdefault(key, doc.label)
+    return problems
