@@ -77,7 +77,15 @@ def fair_sharing(spec: Fields) -> dict[str, Any] | None:
     fs = spec.sub("fairSharing")
     weight = fs.take("weight")
     fs.finish()
-    return {} if weight is None else {"weight": quantity(weight)}
+    if weight is None:
+        return {}
+    spec.doc.note(
+        fs.at("weight"),
+        Action.KEPT,
+        "Kueue counts the weight only when fair sharing is enabled in its Configuration; "
+        "queuectl always orders borrowing and reclaim by weighted share",
+    )
+    return {"weight": quantity(weight)}
 
 
 def cohort(body: Fields) -> dict[str, Any]:
@@ -113,6 +121,14 @@ def cluster_queue(body: Fields) -> tuple[dict[str, Any], list[str]]:
         "stopPolicy": spec.take("stopPolicy"),
         "admissionChecks": checks or None,
     }
+    if out["namespaceSelector"] is None:
+        doc.note(
+            "spec.namespaceSelector",
+            Action.KEPT,
+            "unset selects no namespace, as in Kueue; but where Kueue accepts a LocalQueue "
+            "pointing at this queue and admits nothing from it, queuectl refuses to create "
+            "such a LocalQueue: set {} (every namespace) or a selector to use it",
+        )
     spec.drop(
         "admissionScope",
         "queuectl has no admission fair sharing: the workloads of a ClusterQueue's LocalQueues "

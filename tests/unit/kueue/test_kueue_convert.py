@@ -215,6 +215,13 @@ def test_cluster_queue_fields(kueue: dict[str, Any], queuectl: dict[str, Any]) -
 @pytest.mark.parametrize(
     ("spec", "field", "action", "says"),
     [
+        ({}, "spec.namespaceSelector", Action.KEPT, "queuectl refuses to create such a LocalQueue"),
+        (
+            {"fairSharing": {"weight": "2"}},
+            "spec.fairSharing.weight",
+            Action.KEPT,
+            "only when fair sharing is enabled in its Configuration",
+        ),
         (
             {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}},
             "spec.admissionScope",
