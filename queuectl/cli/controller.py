@@ -73,6 +73,8 @@ class Config:
     options: Options = field(default_factory=Options)
     job_kinds: tuple[str, ...] = ()
     """Job kinds from outside the tree, as MODULE:ATTRIBUTE, added to the registered ones."""
+    kueue_queue_label: bool = False
+    """Queue new jobs that carry Kueue's queue label (webhooks/kueue_label.py)."""
 
     def kinds(self) -> Registry:
         return KINDS.with_kinds(*(load_kind(spec) for spec in self.job_kinds))
@@ -204,7 +206,13 @@ async def start(config: Config) -> Running:
     tasks = [asyncio.create_task(controller.run(), name="controller")]
     runners = []
     webhook = await start_webhook_server(
-        config.webhook_host, config.webhook_port, cert_dir, controller.cache, users, kinds=kinds
+        config.webhook_host,
+        config.webhook_port,
+        cert_dir,
+        controller.cache,
+        users,
+        kinds=kinds,
+        kueue_queue_label=config.kueue_queue_label,
     )
     runners.append(webhook)
     webhook_port = bound_port(webhook)
@@ -228,6 +236,7 @@ async def start(config: Config) -> Running:
             namespace=config.namespace,
             controller_user=config.identity(),
             kinds=kinds,
+            kueue_queue_label=config.kueue_queue_label,
         )
         await _apply(kube, mutating, "mutatingwebhookconfigurations")
         await _apply(kube, validating, "validatingwebhookconfigurations")
@@ -309,6 +318,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
             kind_recheck_s=args.job_kind_recheck_seconds,
         ),
         job_kinds=tuple(args.job_kind or ()),
+        kueue_queue_label=args.kueue_queue_label,
     )
 
 
@@ -418,6 +428,13 @@ def add_parser(subparsers: Subparsers) -> None:
         help="how long a workload that would preempt waits instead while finished work in its "
         "cohort keeps returning the quota it lacks; 0 preempts at once "
         f"(default: {DEFAULT_PATIENCE_SECONDS:g})",
+    )
+    p.add_argument(
+        "--kueue-queue-label",
+        action="store_true",
+        help=f"also queue new jobs labelled {names.LABEL_KUEUE_QUEUE_NAME} (as if labelled "
+        f"{names.LABEL_QUEUE_NAME}; refused when the two disagree), for teams moving from "
+        "Kueue; only where Kueue no longer manages those jobs",
     )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)
