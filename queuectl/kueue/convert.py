@@ -73,15 +73,11 @@ class Result:
 Convert = Callable[[Fields, kinds.Checks], dict[str, Any]]
 
 
-def _cluster_queue(body: Fields, checks: kinds.Checks) -> dict[str, Any]:
-    return quota.cluster_queue(body)[0]
-
-
 CONVERTERS: Final[dict[str, Convert]] = {
     "ResourceFlavor": lambda body, _: kinds.resource_flavor(body),
     "Topology": lambda body, _: kinds.topology(body),
     "Cohort": lambda body, _: quota.cohort(body),
-    "ClusterQueue": _cluster_queue,
+    "ClusterQueue": lambda body, _: quota.cluster_queue(body),
     "LocalQueue": lambda body, _: kinds.local_queue(body),
     "WorkloadPriorityClass": lambda body, _: kinds.priority_class(body),
     "AdmissionCheck": kinds.admission_check,
@@ -93,26 +89,11 @@ def convert(sources: Iterable[Source]) -> Result:
     report = Report()
     problems: list[str] = []
     docs = list(_expand(sources, problems))
-    checks = kinds.Checks(
-        configs={
-            str((body.get("metadata") or {}).get("name")): body
-            for _, body in docs
-            if _group(body) == KUEUE_GROUP and body.get("kind") == kinds.PROVISIONING_CONFIG
-        }
-    )
+    checks = kinds.Checks(configs=_provisioning_configs(docs))
     converted: list[tuple[Doc, dict[str, Any]]] = []
     configs: list[tuple[Doc, Fields]] = []
-    queue_checks: list[tuple[Doc, list[str]]] = []
-    seen_kueue = False
     for label, body in docs:
-        kind = str(body.get("kind"))
-        version = str(body.get("apiVersion")).rpartition("/")[2]
-        name = (
-            (body.get("metadata") or {}).get("name")
-            if isinstance(body.get("metadata"), Mapping)
-            else None
-        )
-        doc = Doc(f"{label} {kind}/{name}" if name else f"{label} {kind}", kind, version, report)
+        doc = _doc(label, body, report)
         if _group(body) != KUEUE_GROUP:
             doc.note(
                 "",
@@ -120,40 +101,15 @@ def convert(sources: Iterable[Source]) -> Result:
                 f"not a Kueue object ({body.get('apiVersion')}); apply it as it is if you need it",
             )
             continue
-        seen_kueue = True
         fields = Fields(body, "", doc)
         fields.take("apiVersion")
         fields.take("kind")
-        if kind == kinds.PROVISIONING_CONFIG:
-            configs.append((doc, fields))
+        if doc.kind == kinds.PROVISIONING_CONFIG:
+            configs.append((doc, fields))  # folded into its checks once they are converted
             continue
-        convert_kind = CONVERTERS.get(kind)
-        if convert_kind is None:
-            doc.note("", Action.SKIPPED, SKIP_REASONS.get(kind, f"queuectl has no {kind}"))
-            continue
-        if version not in VERSIONS and not (version == "v1alpha1" and kind in ALPHA_KINDS):
-            plural = PLURALS.get(kind, f"{kind.lower()}s")
-            doc.problem(
-                f"{KUEUE_GROUP}/{version} is not a version this importer reads (v1beta1, "
-                "v1beta2; v1alpha1 for Cohort and Topology); export the objects at v1beta2, "
-                f"e.g. `kubectl get {plural}.v1beta2.{KUEUE_GROUP} -o yaml`"
-            )
-            problems += doc.problems
-            continue
-        meta = metadata(fields.sub("metadata"), namespaced=MODELS[kind].NAMESPACED)
-        obj: dict[str, Any] = {"apiVersion": names.API_VERSION, "kind": kind, "metadata": meta}
-        obj.update(convert_kind(fields, checks))
-        if kind == "ClusterQueue":
-            queue_checks.append((doc, obj.get("spec", {}).get("admissionChecks", [])))
-        if body.get("status"):
-            doc.note(
-                "status", Action.DROPPED, "written by the controller; queuectl's writes its own"
-            )
-        fields.take("status")
-        fields.finish()
-        _validate(doc, obj)
+        obj = _convert_object(doc, fields, checks)
         problems += doc.problems
-        if not doc.problems:
+        if obj is not None and not doc.problems:
             converted.append((doc, obj))
     for doc, fields in configs:
         kinds.fold_config(fields, checks)
@@ -161,13 +117,9 @@ def convert(sources: Iterable[Source]) -> Result:
         fields.take("status")
         fields.finish()
         problems += doc.problems
-    _cross_check(
-        queue_checks,
-        checks,
-        {o["metadata"].get("name") for d, o in converted if o["kind"] == "AdmissionCheck"},
-    )
+    _cross_check(converted, checks)
     problems += _duplicates(converted)
-    if not seen_kueue and not problems:
+    if not problems and not any(_group(body) == KUEUE_GROUP for _, body in docs):
         problems.append(
             f"no Kueue object in the input ({len(docs)} document(s), none of API group "
             f"{KUEUE_GROUP}); point -f at Kueue manifests (kubectl get clusterqueues,"
@@ -182,6 +134,53 @@ def convert(sources: Iterable[Source]) -> Result:
             Converted(doc.label, obj["kind"], meta.get("name", ""), meta.get("namespace"))
         )
     return Result([obj for _, obj in converted], report)
+
+
+def _doc(label: str, body: Mapping[str, Any], report: Report) -> Doc:
+    """The document as notes and problems name it: `file#N Kind/name`."""
+    kind = str(body.get("kind"))
+    version = str(body.get("apiVersion")).rpartition("/")[2]
+    meta = body.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return Doc(f"{label} {kind}/{name}" if name else f"{label} {kind}", kind, version, report)
+
+
+def _provisioning_configs(
+    docs: list[tuple[str, Mapping[str, Any]]],
+) -> dict[str, Mapping[str, Any]]:
+    """The input's ProvisioningRequestConfigs by name: a check may come before its config."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for _, body in docs:
+        if _group(body) == KUEUE_GROUP and body.get("kind") == kinds.PROVISIONING_CONFIG:
+            meta = body.get("metadata")
+            found[str(meta.get("name") if isinstance(meta, Mapping) else None)] = body
+    return found
+
+
+def _convert_object(doc: Doc, fields: Fields, checks: kinds.Checks) -> dict[str, Any] | None:
+    """One Kueue object of a kind queuectl has, validated; None when skipped or refused
+    (`doc.problems` says why)."""
+    convert_kind = CONVERTERS.get(doc.kind)
+    if convert_kind is None:
+        doc.note("", Action.SKIPPED, SKIP_REASONS.get(doc.kind, f"queuectl has no {doc.kind}"))
+        return None
+    if doc.version not in VERSIONS and not (doc.version == "v1alpha1" and doc.kind in ALPHA_KINDS):
+        plural = PLURALS.get(doc.kind, f"{doc.kind.lower()}s")
+        doc.problem(
+            f"{KUEUE_GROUP}/{doc.version} is not a version this importer reads (v1beta1, "
+            "v1beta2; v1alpha1 for Cohort and Topology); export the objects at v1beta2, "
+            f"e.g. `kubectl get {plural}.v1beta2.{KUEUE_GROUP} -o yaml`"
+        )
+        return None
+    meta = metadata(fields.sub("metadata"), namespaced=MODELS[doc.kind].NAMESPACED)
+    obj: dict[str, Any] = {"apiVersion": names.API_VERSION, "kind": doc.kind, "metadata": meta}
+    obj.update(convert_kind(fields, checks))
+    if fields.data.get("status"):
+        doc.note("status", Action.DROPPED, "written by the controller; queuectl's writes its own")
+    fields.take("status")
+    fields.finish()
+    _validate(doc, obj)
+    return obj
 
 
 def _group(body: Mapping[str, Any]) -> str:
@@ -225,10 +224,13 @@ def _validate(doc: Doc, obj: dict[str, Any]) -> None:
             )
 
 
-def _cross_check(
-    queue_checks: list[tuple[Doc, list[str]]], checks: kinds.Checks, defined: set[Any]
-) -> None:
-    for doc, listed in queue_checks:
+def _cross_check(converted: list[tuple[Doc, dict[str, Any]]], checks: kinds.Checks) -> None:
+    """Note the ClusterQueues whose checks nothing in queuectl decides, or that are missing."""
+    defined = {o["metadata"].get("name") for _, o in converted if o["kind"] == "AdmissionCheck"}
+    for doc, obj in converted:
+        listed = (
+            obj.get("spec", {}).get("admissionChecks", []) if obj["kind"] == "ClusterQueue" else []
+        )
         unserved = [c for c in listed if c in checks.unserved]
         if unserved:
             doc.note(

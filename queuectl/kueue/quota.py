@@ -104,8 +104,8 @@ def cohort(body: Fields) -> dict[str, Any]:
     return {"spec": out}
 
 
-def cluster_queue(body: Fields) -> tuple[dict[str, Any], list[str]]:
-    """A ClusterQueue's spec, and the admission checks it names (for the cross-checks)."""
+def cluster_queue(body: Fields) -> dict[str, Any]:
+    """A ClusterQueue's spec."""
     spec = body.sub("spec")
     doc = spec.doc
     cohort_key = "cohort" if doc.version == "v1beta1" else "cohortName"
@@ -145,7 +145,7 @@ def cluster_queue(body: Fields) -> tuple[dict[str, Any], list[str]]:
         "preferred flavor later",
     )
     spec.finish()
-    return {"spec": present(out)}, checks
+    return {"spec": present(out)}
 
 
 def _preemption(spec: Fields) -> dict[str, Any] | None:

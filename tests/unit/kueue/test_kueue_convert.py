@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuectl.api import KINDS, Resource, names
 from queuectl.kueue import Action, ImportFailed, Result, Source, convert
@@ -692,3 +694,63 @@ def test_every_problem_is_reported_in_one_go() -> None:
     with pytest.raises(ImportFailed) as err:
         run(*bad)
     assert len(err.value.problems) == 2
+
+
+# --- the invariant: nothing vanishes ---------------------------------------------------------
+
+PLAIN_GROUPS = [
+    {
+        "coveredResources": ["nvidia.com/gpu"],
+        "flavors": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}],
+    }
+]
+CARRIED = {
+    "cohort": ("cohortName", st.just("org")),
+    "namespaceSelector": ("namespaceSelector", st.sampled_from([{}, {"matchLabels": {"a": "b"}}])),
+    "queueingStrategy": ("queueingStrategy", st.sampled_from(["StrictFIFO", "BestEffortFIFO"])),
+    "resourceGroups": ("resourceGroups", st.just(PLAIN_GROUPS)),
+    "stopPolicy": ("stopPolicy", st.sampled_from(["None", "Hold", "HoldAndDrain"])),
+    "admissionChecks": ("admissionChecks", st.just(["a"])),
+    "admissionChecksStrategy": (
+        "admissionChecks",
+        st.just({"admissionChecks": [{"name": "b", "onFlavors": ["h100"]}]}),
+    ),
+    "admissionScope": (None, st.just({"admissionMode": "NoAdmissionFairSharing"})),
+    "excludeResourcePrefixes": (None, st.just(["example.com"])),
+}
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    known=st.lists(st.sampled_from(sorted(CARRIED)), unique=True),
+    unknown=st.dictionaries(
+        st.from_regex(r"[a-z][a-zA-Z]{2,12}", fullmatch=True).filter(
+            lambda k: (
+                k not in CARRIED
+                and k not in {"cohortName", "preemption", "flavorFungibility", "fairSharing"}
+            )
+        ),
+        JSON,
+        max_size=3,
+    ),
+    data=st.data(),
+)
+def test_every_field_of_a_queue_is_carried_or_reported(
+    known: list[str], unknown: dict[str, Any], data: st.DataObject
+) -> None:
+    spec = {k: data.draw(CARRIED[k][1]) for k in known} | unknown
+    result = run(cq(spec))
+    out = result.objects[0]["spec"]
+    reported = {n.field for n in result.report.notes}
+    for key in spec:
+        target = CARRIED[key][0] if key in CARRIED else None
+        carried = target is not None and target in out
+        noted = any(f == f"spec.{key}" or f.startswith(f"spec.{key}.") for f in reported)
+        assert carried or noted, (key, out, reported)
