@@ -192,21 +192,23 @@ def _expand(
 ) -> Iterable[tuple[str, Mapping[str, Any]]]:
     """(label, object) for every object, Lists opened; what is not an object is a problem."""
     for src in sources:
-        label = f"{src.origin}#{src.index}"
-        body = src.body
-        if body is None:
-            continue  # an empty document (a trailing `---`)
-        if not isinstance(body, Mapping) or not body.get("apiVersion") or not body.get("kind"):
-            problems.append(
-                f"{label}: not a Kubernetes object (a mapping with apiVersion and kind); "
-                "give the importer Kueue manifests"
-            )
-            continue
-        if str(body["kind"]).endswith("List") and isinstance(body.get("items"), list):
-            for i, item in enumerate(body["items"]):
-                yield from _expand([Source(f"{label} items", i, item)], problems)
-            continue
-        yield label, body
+        yield from _objects(f"{src.origin}#{src.index}", src.body, problems)
+
+
+def _objects(label: str, body: Any, problems: list[str]) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    if body is None:
+        return  # an empty document (a trailing `---`)
+    if not isinstance(body, Mapping) or not body.get("apiVersion") or not body.get("kind"):
+        problems.append(
+            f"{label}: not a Kubernetes object (a mapping with apiVersion and kind); "
+            "give the importer Kueue manifests"
+        )
+        return
+    if str(body["kind"]).endswith("List") and isinstance(body.get("items"), list):
+        for i, item in enumerate(body["items"]):
+            yield from _objects(f"{label} items[{i}]", item, problems)
+        return
+    yield label, body
 
 
 def _validate(doc: Doc, obj: dict[str, Any]) -> None:

@@ -32,7 +32,8 @@ class Note:
     """One thing the user should know about the converted output."""
 
     document: str
-    """Where it came from: `file#N Kind/name` (`#N` counts the YAML documents from 1)."""
+    """Where it came from: `file#N Kind/name` (`#N` counts the YAML documents from 1; an
+    item of a List adds `items[i]`)."""
     field: str
     """The Kueue field (`spec.admissionScope`), or empty for the whole document."""
     action: Action

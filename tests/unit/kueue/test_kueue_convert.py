@@ -570,7 +570,7 @@ def test_a_list_is_opened_and_its_items_named() -> None:
     }
     result = run(listing)
     assert [o["metadata"]["name"] for o in result.objects] == ["a", "b"]
-    assert result.report.notes[0].document == "in.yaml#1 items#1 ResourceFlavor/b"
+    assert result.report.notes[0].document == "in.yaml#1 items[1] ResourceFlavor/b"
 
 
 def test_objects_come_out_in_apply_order() -> None:
