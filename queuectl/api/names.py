@@ -17,6 +17,9 @@ LABEL_QUEUE_NAME: Final = "queuectl.io/queue-name"
 LABEL_PRIORITY_CLASS: Final = "queuectl.io/priority-class"
 LABEL_MAX_EXEC_TIME: Final = "queuectl.io/max-exec-time-seconds"
 DEFAULT_LOCAL_QUEUE: Final = "default"
+LABEL_KUEUE_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+"""Kueue's queue label: read as LABEL_QUEUE_NAME when the controller runs with
+--kueue-queue-label (webhooks/kueue_label.py); never written."""
 
 # --- Labels and annotations the system sets ----------------------------------------------
 LABEL_CLUSTER_QUEUE: Final = "queuectl.io/cluster-queue"

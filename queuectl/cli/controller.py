@@ -75,6 +75,8 @@ class Config:
     options: Options = field(default_factory=Options)
     job_kinds: tuple[str, ...] = ()
     """Job kinds from outside the tree, as MODULE:ATTRIBUTE, added to the registered ones."""
+    kueue_queue_label: bool = False
+    """Queue new jobs that carry Kueue's queue label (webhooks/kueue_label.py)."""
 
     def kinds(self) -> Registry:
         return KINDS.with_kinds(*(load_kind(spec) for spec in self.job_kinds))
@@ -206,7 +208,13 @@ async def start(config: Config) -> Running:
     tasks = [asyncio.create_task(controller.run(), name="controller")]
     runners = []
     webhook = await start_webhook_server(
-        config.webhook_host, config.webhook_port, cert_dir, controller.cache, users, kinds=kinds
+        config.webhook_host,
+        config.webhook_port,
+        cert_dir,
+        controller.cache,
+        users,
+        kinds=kinds,
+        kueue_queue_label=config.kueue_queue_label,
     )
     runners.append(webhook)
     webhook_port = bound_port(webhook)
@@ -230,6 +238,7 @@ async def start(config: Config) -> Running:
             namespace=config.namespace,
             controller_user=config.identity(),
             kinds=kinds,
+            kueue_queue_label=config.kueue_queue_label,
         )
         await _apply(kube, mutating, "mutatingwebhookconfigurations")
         await _apply(kube, validating, "validatingwebhookconfigurations")
@@ -318,6 +327,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
             ),
         ),
         job_kinds=tuple(args.job_kind or ()),
+        kueue_queue_label=args.kueue_queue_label,
     )
 
 
@@ -462,6 +472,13 @@ def add_parser(subparsers: Subparsers) -> None:
         type=seconds(minimum=1.0),
         default=pods_ready.DEFAULT_BACKOFF_MAX_S,
         help=f"the longest such back-off (default: {pods_ready.DEFAULT_BACKOFF_MAX_S:g})",
+    )
+    p.add_argument(
+        "--kueue-queue-label",
+        action="store_true",
+        help=f"also queue new jobs labelled {names.LABEL_KUEUE_QUEUE_NAME} (as if labelled "
+        f"{names.LABEL_QUEUE_NAME}; refused when the two disagree), for teams moving from "
+        "Kueue; only where Kueue no longer manages those jobs",
     )
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)

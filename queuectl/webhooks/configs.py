@@ -26,6 +26,7 @@ QUEUECTL_RESOURCES = ["clusterqueues", "cohorts", "localqueues"]
 # Webhook names (fully qualified, as the API requires); stable so patches can find them.
 MUTATE_QUEUED_JOB = "queued-job.mutate.queuectl.io"
 MUTATE_DEFAULT_QUEUE_JOB = "default-queue-job.mutate.queuectl.io"
+MUTATE_KUEUE_LABELLED_JOB = "kueue-labelled-job.mutate.queuectl.io"
 VALIDATE_QUEUED_JOB = "queued-job.validate.queuectl.io"
 VALIDATE_OWNED_JOB = "owned-job.validate.queuectl.io"
 CONTROLLED = (
@@ -126,8 +127,12 @@ def _namespace_selector(namespace: str) -> dict[str, Any]:
     }
 
 
-def _queue_label(operator: str) -> dict[str, Any]:
-    return {"matchExpressions": [{"key": names.LABEL_QUEUE_NAME, "operator": operator}]}
+def _queue_label(operator: str, kueue: str | None = None) -> dict[str, Any]:
+    """Jobs by their queue label; `kueue` adds a term for Kueue's queue label."""
+    terms = [{"key": names.LABEL_QUEUE_NAME, "operator": operator}]
+    if kueue is not None:
+        terms.append({"key": names.LABEL_KUEUE_QUEUE_NAME, "operator": kueue})
+    return {"matchExpressions": terms}
 
 
 def _carries_our_keys(pod: bool) -> str:
@@ -203,6 +208,7 @@ def render_webhook_configurations(
     namespace: str = names.SYSTEM_NAMESPACE,
     controller_user: str | None = None,
     kinds: Registry = KINDS,
+    kueue_queue_label: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) as plain dicts.
 
@@ -214,7 +220,9 @@ def render_webhook_configurations(
     does not see the controller's own writes (matchConditions), so they never depend on it.
     `namespace` is where queuectl is installed: excluded from the Job webhooks, and the namespace
     of the controller's user unless `controller_user` says otherwise. The job webhooks match
-    every kind in `kinds`.
+    every kind in `kinds`. `kueue_queue_label`: a Job created with Kueue's queue label and not
+    queuectl's is queued like a labelled one, through a webhook of its own that fails closed
+    (the unlabelled-Job webhook then leaves such Jobs out).
     """
     user = controller_user or controller_username(namespace)
 
@@ -231,7 +239,21 @@ def render_webhook_configurations(
     default = job_hook(
         MUTATE_DEFAULT_QUEUE_JOB, names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB, ["CREATE"], fail=False
     )
-    default |= {"objectSelector": _queue_label("DoesNotExist"), "reinvocationPolicy": "Never"}
+    kueue = "DoesNotExist" if kueue_queue_label else None
+    default |= {
+        "objectSelector": _queue_label("DoesNotExist", kueue),
+        "reinvocationPolicy": "Never",
+    }
+    kueue_hooks = []
+    if kueue_queue_label:
+        kueue_job = job_hook(
+            MUTATE_KUEUE_LABELLED_JOB, names.WEBHOOK_PATH_MUTATE_JOB, ["CREATE"], fail=True
+        )
+        kueue_job |= {
+            "objectSelector": _queue_label("DoesNotExist", "Exists"),
+            "reinvocationPolicy": "Never",
+        }
+        kueue_hooks.append(kueue_job)
     validate_job = job_hook(
         VALIDATE_QUEUED_JOB, names.WEBHOOK_PATH_VALIDATE_JOB, ["CREATE", "UPDATE"], fail=True
     )
@@ -365,7 +387,7 @@ def render_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": mutating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [queued, default, pod_hooks[0], lws],
+        "webhooks": [queued, default, *kueue_hooks, pod_hooks[0], lws],
     }
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",

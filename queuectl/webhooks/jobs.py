@@ -27,7 +27,7 @@ from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import placement_changes
 from queuectl.jobs.registry import KINDS, Registry
 from queuectl.jobs.shape import shape, shape_changes
-from queuectl.webhooks import inputs, owners
+from queuectl.webhooks import inputs, kueue_label, owners
 from queuectl.webhooks.formats import (
     label_format_problems,
     podset_group_problems,
@@ -78,8 +78,15 @@ async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = K
         await owners.read_owners(old, lookup, kinds)
 
 
-def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> Response:
-    """Queue a job on create; keep its cluster-queue label in step when its queue changes."""
+def mutate_job(
+    request: Request,
+    lookup: QueueLookup,
+    kinds: Registry = KINDS,
+    kueue_queue_label: bool = False,
+) -> Response:
+    """Queue a job on create; keep its cluster-queue label in step when its queue changes.
+    `kueue_queue_label`: a new job's Kueue queue label counts as its queue label
+    (webhooks/kueue_label.py)."""
     job = request.get("object")
     kind = kind_of(request, kinds)
     if kind is None or not isinstance(job, dict) or owners.owner_of(job, lookup, kinds) is not None:
@@ -101,6 +108,10 @@ def mutate_job(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -
         return allow(request, patch, warnings)
     if request.get("operation") != "CREATE":
         return allow(request)
+    if kueue_queue_label:
+        if (problem := kueue_label.disagreement(labels)) is not None:
+            return deny(request, f"{_job_ref(request, kind)}: {problem}")
+        queue = kueue_label.queue_name(labels, honour_kueue=True)
     warnings = _priority_class_warnings(labels, {}, lookup, what)
     if queue is None:
         if lookup.local_queue(ns, names.DEFAULT_LOCAL_QUEUE) is None:
@@ -150,6 +161,7 @@ def validate_job(
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     kinds: Registry = KINDS,
     children_only: bool = False,
+    kueue_queue_label: bool = False,
 ) -> Response:
     """Refuse changes to a queued job that would bypass the queue or corrupt its labels, and
     changes to a child that would make it run other than its owner says. `children_only`:
@@ -180,6 +192,10 @@ def validate_job(
             return deny(request, f"{_job_ref(request, kind)}: " + "; ".join(problems))
         return allow(request)
     warnings: list[str] = []
+    if kueue_queue_label and operation in ("CREATE", "UPDATE"):
+        old_labels = ObjectView(old).labels if isinstance(old, dict) else None
+        if (problem := kueue_label.disagreement(ObjectView(job).labels, old_labels)) is not None:
+            problems.append(problem)
     if operation == "CREATE":
         problems = _create_problems(request, kind, job, lookup) + problems
     elif operation == "UPDATE":

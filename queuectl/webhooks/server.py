@@ -141,6 +141,7 @@ def decisions(
     lookup: QueueLookup,
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     kinds: Registry = KINDS,
+    kueue_queue_label: bool = False,
 ) -> list[tuple[str, Decision, OnError]]:
     """Each route with its decision and what a decision that raises answers.
 
@@ -148,18 +149,24 @@ def decisions(
     mutation sees every Job create in the cluster and fails open, and so does the owned-job
     validation (every controlled object's write); the rest fail closed. The
     job routes serve every kind in `kinds` (the AdmissionReview names which).
+    `kueue_queue_label`: the job routes read Kueue's queue label too (webhooks/kueue_label.py).
     """
     users = frozenset(controller_users)
+    kueue = kueue_queue_label
     return [
-        (names.WEBHOOK_PATH_MUTATE_JOB, lambda r: mutate_job(r, lookup, kinds), OnError.DENY),
+        (
+            names.WEBHOOK_PATH_MUTATE_JOB,
+            lambda r: mutate_job(r, lookup, kinds, kueue_queue_label=kueue),
+            OnError.DENY,
+        ),
         (
             names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB,
-            lambda r: mutate_job(r, lookup, kinds),
+            lambda r: mutate_job(r, lookup, kinds, kueue_queue_label=kueue),
             OnError.ALLOW,
         ),
         (
             names.WEBHOOK_PATH_VALIDATE_JOB,
-            lambda r: validate_job(r, lookup, users, kinds),
+            lambda r: validate_job(r, lookup, users, kinds, kueue_queue_label=kueue),
             OnError.DENY,
         ),
         (
@@ -193,6 +200,7 @@ def make_app(
     controller_users: Collection[str] = DEFAULT_CONTROLLER_USERS,
     read_timeout: float = BODY_READ_TIMEOUT,
     kinds: Registry = KINDS,
+    kueue_queue_label: bool = False,
 ) -> web.Application:
     """The routes (`decisions`), without TLS: what the unit tests drive through aiohttp's
     test client."""
@@ -207,7 +215,8 @@ def make_app(
         await read_job(request, lookup, kinds)
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    for path, decide, on_error in decisions(lookup, controller_users, kinds):
+    routes = decisions(lookup, controller_users, kinds, kueue_queue_label)
+    for path, decide, on_error in routes:
         prepare = prepare_job if path in JOB_ROUTES else None
         if path == names.WEBHOOK_PATH_VALIDATE_POD:
             prepare = prepare_pod
@@ -228,6 +237,7 @@ async def start_webhook_server(
     min_cert_check_interval: float = 1.0,
     read_timeout: float = BODY_READ_TIMEOUT,
     kinds: Registry = KINDS,
+    kueue_queue_label: bool = False,
 ) -> web.AppRunner:
     """Serve the webhooks over HTTPS from cert_dir/tls.crt and tls.key until runner.cleanup().
 
@@ -235,7 +245,7 @@ async def start_webhook_server(
     min_cert_check_interval seconds). Port 0 picks a free port: read it with `bound_port(runner)`.
     """
     tls = ReloadingTLS(cert_dir, min_check_interval=min_cert_check_interval)
-    app = make_app(lookup, controller_users, read_timeout, kinds)
+    app = make_app(lookup, controller_users, read_timeout, kinds, kueue_queue_label)
     app[TLS_KEY] = tls
     # lingering_time: after answering a request whose body never fully came (408), aiohttp
     # would keep reading the rest for 10 s before closing; one second is plenty for a real client.
