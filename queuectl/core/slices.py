@@ -298,7 +298,7 @@ def _unplaced(
     if top is not None:
         largest = max((h for h, _ in _holds_by(usable, levels, chain, top).values()), default=0)
         head = (
-            f"no {levels[top]} domain holds {count} pods{shape}: "
+            f"no {levels[top]} domain holds {count} pods{shape}; "
             f"the largest {levels[top]} holds {_plural(largest, size0)}"
         )
     else:

@@ -189,7 +189,7 @@ def test_a_failed_placement_is_explained_level_by_level() -> None:
     }
     placed = put(fleet, 12, required=BLOCK, slices=((RACK, 4),))
     assert placed == (
-        f"no {BLOCK} domain holds 12 pods in slices of 4 per {RACK}: the largest {BLOCK} "
+        f"no {BLOCK} domain holds 12 pods in slices of 4 per {RACK}; the largest {BLOCK} "
         f"holds 2 slices of 4 pods; the largest {RACK} holds 2 slices of 4 pods; "
         "18 pods fit over all nodes"
     )
