@@ -197,7 +197,18 @@ def spread(
 ) -> TopologyAssignment | None:
     """`units` slices of `chain[0]` over `slots` (one chosen domain, or all nodes); None when
     they do not hold them. `where` is the chosen domain's (level, values)."""
-    domains = _domains(slots, levels, chain, 0)
+    return _spread(_domains(slots, levels, chain, 0), levels, chain, units, balanced, where, slices)
+
+
+def _spread(
+    domains: list[_Domain],
+    levels: Sequence[str],
+    chain: Chain,
+    units: int,
+    balanced: bool,
+    where: tuple[str | None, tuple[str, ...]],
+    slices: tuple[tuple[str, int], ...],
+) -> TopologyAssignment | None:
     if sum(d.holds for d in domains) < units:
         return None
     out = _Out()
@@ -233,31 +244,32 @@ def place_sliced(
     deepest = chain[-1][0]
     usable = [s for s in slots if all(lv in s.node.labels for lv in levels[: deepest + 1])]
     units = count // chain[0][1]
-    outer = request.required or request.preferred
+    domains = _domains(usable, levels, chain, 0)
+    balanced, outer = request.balanced, request.required or request.preferred
     if outer is not None:
         if outer not in levels:
             return f"topology level {outer!r} is not one of {list(levels)}"
         top = levels.index(outer)
         lowest = top if request.required else 0
         for i in range(top, lowest - 1, -1):
-            found = _best_domain(usable, levels, chain, units, i)
+            found = _best_domain(domains, units, i)
             if found is not None:
                 key, members = found
-                balanced, where = request.balanced, (levels[i], key)
-                placed = spread(members, levels, chain, units, balanced, where, request.slices)
+                where = (levels[i], key)
+                placed = _spread(members, levels, chain, units, balanced, where, request.slices)
                 assert placed is not None  # the domain was chosen for what it holds
                 return placed
         if request.required:
-            return _unplaced(usable, slots, levels, chain, count, top)
-    placed = spread(usable, levels, chain, units, request.balanced, (None, ()), request.slices)
-    return placed if placed is not None else _unplaced(usable, slots, levels, chain, count, None)
+            return _unplaced(domains, slots, levels, chain, count, top)
+    placed = _spread(domains, levels, chain, units, balanced, (None, ()), request.slices)
+    return placed if placed is not None else _unplaced(domains, slots, levels, chain, count, None)
 
 
 def _best_domain(
-    slots: Sequence[Slot], levels: Sequence[str], chain: Chain, units: int, idx: int
-) -> tuple[tuple[str, ...], list[Slot]] | None:
+    domains: list[_Domain], units: int, idx: int
+) -> tuple[tuple[str, ...], list[_Domain]] | None:
     """The domain of level `idx` that holds `units` outer slices with the fewest to spare."""
-    by_domain = _holds_by(slots, levels, chain, idx)
+    by_domain = _holds_by(domains, idx)
     best: tuple[int, tuple[str, ...]] | None = None
     for key, (holds, _) in by_domain.items():
         if holds >= units and (best is None or (holds, key) < best):
@@ -265,16 +277,15 @@ def _best_domain(
     return None if best is None else (best[1], by_domain[best[1]][1])
 
 
-def _holds_by(
-    slots: Sequence[Slot], levels: Sequence[str], chain: Chain, idx: int
-) -> dict[tuple[str, ...], tuple[int, list[Slot]]]:
-    """Per domain of level `idx` (containing the outer slice level): outer slices it holds."""
+def _holds_by(domains: list[_Domain], idx: int) -> dict[tuple[str, ...], tuple[int, list[_Domain]]]:
+    """Per domain of level `idx` (containing the outer slice level): the outer slices it holds,
+    and its domains of the outer slice level."""
     holds: dict[tuple[str, ...], int] = {}
-    members: dict[tuple[str, ...], list[Slot]] = {}
-    for d in _domains(slots, levels, chain, 0):
+    members: dict[tuple[str, ...], list[_Domain]] = {}
+    for d in domains:
         key = d.key[: idx + 1]
         holds[key] = holds.get(key, 0) + d.holds
-        members.setdefault(key, []).extend(d.slots)
+        members.setdefault(key, []).append(d)
     return {key: (h, members[key]) for key, h in holds.items()}
 
 
@@ -283,7 +294,7 @@ def _plural(n: int, size: int) -> str:
 
 
 def _unplaced(
-    usable: Sequence[Slot],
+    domains: list[_Domain],
     slots: Sequence[Slot],
     levels: Sequence[str],
     chain: Chain,
@@ -294,9 +305,8 @@ def _unplaced(
     size0 = chain[0][1]
     units = count // size0
     shape = " in " + ", ".join(f"slices of {s} per {levels[i]}" for i, s in chain)
-    domains = _domains(usable, levels, chain, 0)
     if top is not None:
-        largest = max((h for h, _ in _holds_by(usable, levels, chain, top).values()), default=0)
+        largest = max((h for h, _ in _holds_by(domains, top).values()), default=0)
         head = (
             f"no {levels[top]} domain holds {count} pods{shape}; "
             f"the largest {levels[top]} holds {_plural(largest, size0)}"
