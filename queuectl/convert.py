@@ -234,12 +234,19 @@ def pod_requests(pod_spec: Obj) -> dict[str, int]:
 
 def _topology_request(podset: Obj) -> core.TopologyRequest | None:
     req = podset.get("topologyRequest") or {}
-    if not req.get("required") and not req.get("preferred"):
+    slices = tuple(
+        (str(c.get("topology")), int(c.get("size", 0)))
+        for c in req.get("podSetSliceRequiredTopologyConstraints") or ()
+    )
+    balanced = bool(req.get("balancedPlacement"))
+    if not req.get("required") and not req.get("preferred") and not slices and not balanced:
         return None
     return core.TopologyRequest(
         required=req.get("required"),
         preferred=req.get("preferred"),
         group=req.get("podSetGroupName"),
+        slices=slices,
+        balanced=balanced,
     )
 
 

@@ -36,11 +36,21 @@ ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topolo
 ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
 # Pod sets of one job naming the same group share one domain of their level (Kueue's PodSetGroup).
 ANNOTATION_PODSET_GROUP_NAME: Final = "queuectl.io/podset-group-name"
-# A pod set's topology request, in this order: (required, preferred, group).
+# Slices of a pod set, each in one domain of a level (Kueue's names, under queuectl.io). Several
+# levels, outermost first, as comma-separated lists of the same length ("rack,clique" / "16,4").
+ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-slice-required-topology"
+ANNOTATION_PODSET_SLICE_SIZE: Final = "queuectl.io/podset-slice-size"
+# "true": spread the pods (or slices) evenly over the domains chosen, instead of packing them.
+ANNOTATION_PODSET_BALANCED_PLACEMENT: Final = "queuectl.io/podset-balanced-placement"
+# A pod set's topology request, in this order: (required, preferred, group, slice levels,
+# slice sizes, balanced).
 PODSET_TOPOLOGY_ANNOTATIONS: Final = (
     ANNOTATION_PODSET_REQUIRED_TOPOLOGY,
     ANNOTATION_PODSET_PREFERRED_TOPOLOGY,
     ANNOTATION_PODSET_GROUP_NAME,
+    ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY,
+    ANNOTATION_PODSET_SLICE_SIZE,
+    ANNOTATION_PODSET_BALANCED_PLACEMENT,
 )
 
 # --- GPU node labels (GFD-compatible) and ours -------------------------------------------

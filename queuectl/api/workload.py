@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import pairwise
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -34,6 +35,32 @@ ONE_TOPOLOGY_MODE: Final = Rule(
     "!(has(self.required) && has(self.preferred))",
     "set either required or preferred, not both",
 )
+MAX_SLICE_LEVELS: Final = 3
+_SLICES: Final = "self.podSetSliceRequiredTopologyConstraints"
+SLICE_LEVELS_UNIQUE: Final = Rule(
+    f"!has({_SLICES}) || {_SLICES}.all(c, {_SLICES}.filter(d, d.topology == c.topology)"
+    ".size() == 1)",
+    "a slice level is listed more than once in podSetSliceRequiredTopologyConstraints; list "
+    "each topology level once, outermost first",
+)
+SLICE_SIZES_DIVIDE: Final = Rule(
+    f"!has({_SLICES}) || {_SLICES}.size() < 2 || ({_SLICES}[0].size % {_SLICES}[1].size == 0 "
+    f"&& ({_SLICES}.size() < 3 || {_SLICES}[1].size % {_SLICES}[2].size == 0))",
+    "each slice size in podSetSliceRequiredTopologyConstraints must divide the one before it "
+    "(outermost first, e.g. 16 per rack then 4 per NVLink domain); fix the sizes or the order",
+)
+HOSTNAME_SLICE_INNERMOST: Final = Rule(
+    f"!has({_SLICES}) || {_SLICES}.all(c, c.topology != '{names.LABEL_HOSTNAME}' || "
+    f"c == {_SLICES}[{_SLICES}.size() - 1])",
+    f"{names.LABEL_HOSTNAME} can only be the last (innermost) slice level",
+)
+WHOLE_SLICES: Final = Rule(
+    "!has(self.topologyRequest) || "
+    "!has(self.topologyRequest.podSetSliceRequiredTopologyConstraints) || "
+    "self.count % self.topologyRequest.podSetSliceRequiredTopologyConstraints[0].size == 0",
+    "count must be a whole number of outermost slices: make it a multiple of the first "
+    "podSetSliceRequiredTopologyConstraints size",
+)
 POD_SET_NAMES_UNIQUE: Final = Rule(
     "self.podSets.all(p, self.podSets.filter(x, x.name == p.name).size() == 1)",
     "podSets names must be unique; give each pod set its own name",
@@ -55,10 +82,21 @@ PodSetName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL
 LabelKey = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
 
 
-class PodSetTopologyRequest(KubeModel):
-    """Keep a pod set inside one domain of a topology level (a node label of the Topology)."""
+class PodSetSliceConstraint(KubeModel):
+    """Slices of `size` pods of the pod set, each inside ONE domain of the `topology` level."""
 
-    model_config = ConfigDict(json_schema_extra=cel_rules(ONE_TOPOLOGY_MODE))
+    topology: LabelKey
+    size: int = Field(ge=1, le=INT32_MAX)
+
+
+class PodSetTopologyRequest(KubeModel):
+    """Keep a pod set inside one domain of a topology level, and its slices in finer ones."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            ONE_TOPOLOGY_MODE, SLICE_LEVELS_UNIQUE, SLICE_SIZES_DIVIDE, HOSTNAME_SLICE_INNERMOST
+        )
+    )
 
     required: LabelKey | None = None
     """All pods in ONE domain of this level, or no admission."""
@@ -66,16 +104,32 @@ class PodSetTopologyRequest(KubeModel):
     """As close as possible, falling back to coarser levels."""
     podSetGroupName: PodSetName | None = None
     """Pod sets naming the same group share ONE domain of their level (a master and workers)."""
+    pod_set_slice_required_topology_constraints: list[PodSetSliceConstraint] | None = Field(
+        default=None, min_length=1, max_length=MAX_SLICE_LEVELS
+    )
+    """Up to 3 slice levels, outermost first; each size divides the one before it."""
+    balanced_placement: bool | None = None
+    """Spread the pods (or slices) as evenly as the chosen domains allow, instead of packing."""
 
     @model_validator(mode="after")
     def _check(self) -> PodSetTopologyRequest:
         if self.required is not None and self.preferred is not None:
             raise ValueError(ONE_TOPOLOGY_MODE.message)
+        slices = self.pod_set_slice_required_topology_constraints or []
+        levels = [c.topology for c in slices]
+        if len(set(levels)) != len(levels):
+            raise ValueError(SLICE_LEVELS_UNIQUE.message)
+        if any(a.size % b.size for a, b in pairwise(slices)):
+            raise ValueError(SLICE_SIZES_DIVIDE.message)
+        if names.LABEL_HOSTNAME in levels[:-1]:
+            raise ValueError(HOSTNAME_SLICE_INNERMOST.message)
         return self
 
 
 class PodSet(KubeModel):
     """Identical pods of a workload: count copies of template."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(WHOLE_SLICES))
 
     name: PodSetName = DEFAULT_POD_SET
     count: int = Field(default=1, ge=0, le=INT32_MAX)
@@ -84,6 +138,16 @@ class PodSet(KubeModel):
     )
     """A core/v1 PodTemplateSpec; its containers' requests are what the gang asks for."""
     topology_request: PodSetTopologyRequest | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> PodSet:
+        slices = (
+            self.topology_request
+            and self.topology_request.pod_set_slice_required_topology_constraints
+        )
+        if slices and self.count % slices[0].size:
+            raise ValueError(WHOLE_SLICES.message)
+        return self
 
 
 class WorkloadSpec(KubeModel):

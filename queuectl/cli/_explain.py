@@ -39,6 +39,16 @@ def shortfall_line(info: PendingInfo) -> str | None:
     return line
 
 
+def _per_level(info: PendingInfo) -> tuple[str, list[str]]:
+    """A failed sliced placement's message and, apart, what the largest domain of each level
+    holds ("the largest rack holds 3 slices of 4 pods"), one line each."""
+    if info.reason != names.REASON_TOPOLOGY_PLACEMENT_FAILED:
+        return info.message, []
+    parts = info.message.split("; ")
+    levels = [p for p in parts if p.startswith("the largest ")]
+    return "; ".join(p for p in parts if p not in levels), levels
+
+
 def explain_lines(
     expl: Explanation | None, withheld: Withheld | None, term: Term | None = None
 ) -> list[str]:
@@ -64,7 +74,9 @@ def explain_lines(
         )
         return lines
     if info is not None and info.message:
-        lines.append(f"Detail:      {info.message}")
+        detail, per_level = _per_level(info)
+        lines.append(f"Detail:      {detail}")
+        lines += [f"{'Per level:' if i == 0 else '':<13}{part}" for i, part in enumerate(per_level)]
     if info is not None:
         short = shortfall_line(info)
         if short is not None:

@@ -113,6 +113,12 @@ def podsets(wl: Obj) -> list[PodSetView]:
         )
         if topo and req.get("podSetGroupName"):
             topo += f", with pod-set group {req['podSetGroupName']}"
+        slices = req.get("podSetSliceRequiredTopologyConstraints") or []
+        if slices:
+            said = ", ".join(f"{c.get('size')} per {c.get('topology')}" for c in slices)
+            topo = f"{topo}, slices of {said}" if topo else f"slices of {said}"
+        if req.get("balancedPlacement"):
+            topo = f"{topo}, balanced" if topo else "balanced"
         a = assigned.get(core_ps.name) or {}
         placement = ""
         ta = a.get("topologyAssignment")

@@ -9,8 +9,9 @@ stay whole for large gangs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from queuectl.core.slices import place_sliced, spread
+from queuectl.core.slots import Slot, distribute, label
 from queuectl.core.types import (
     GPU,
     DomainAssignment,
@@ -70,61 +71,15 @@ def pods_fit(
     return max(0, best)
 
 
-@dataclass(slots=True)
-class _Slot:
-    node: Node
-    cap: int
-
-
-def _label(node: Node, key: str) -> str:
-    return node.labels.get(key, "")
-
-
-def _distribute(
-    slots: list[_Slot], count: int, levels: Sequence[str], depth: int
-) -> list[tuple[_Slot, int]]:
-    """Spread `count` pods over `slots` (total cap >= count), best fit at each finer level."""
-    if depth >= len(levels):
-        groups: dict[str, list[_Slot]] = {s.node.name: [s] for s in slots}
-    else:
-        groups = {}
-        for s in slots:
-            groups.setdefault(_label(s.node, levels[depth]), []).append(s)
-    caps = {k: sum(s.cap for s in g) for k, g in groups.items()}
-    out: list[tuple[_Slot, int]] = []
-    remaining = count
-    left = sorted(groups)
-    while remaining > 0 and left:
-        fitting = [k for k in left if caps[k] >= remaining]
-        if fitting:
-            pick = min(fitting, key=lambda k: (caps[k], k))
-            take = remaining
-        else:
-            pick = max(left, key=lambda k: (caps[k], _neg(k)))
-            take = caps[pick]
-        left.remove(pick)
-        if depth >= len(levels):
-            out.append((groups[pick][0], take))
-        else:
-            out.extend(_distribute(groups[pick], take, levels, depth + 1))
-        remaining -= take
-    return out
-
-
-def _neg(key: str) -> tuple[int, ...]:
-    """Order strings descending inside a max(): ties go to the smallest name."""
-    return tuple(-ord(c) for c in key)
-
-
 def _assignment(
-    picks: list[tuple[_Slot, int]],
+    picks: list[tuple[Slot, int]],
     levels: Sequence[str],
     level: str | None,
     domain: tuple[str, ...],
 ) -> TopologyAssignment:
     domains = tuple(
         DomainAssignment(
-            values=tuple(_label(s.node, lv) for lv in levels), nodes=(s.node.name,), count=n
+            values=tuple(label(s.node, lv) for lv in levels), nodes=(s.node.name,), count=n
         )
         for s, n in sorted(picks, key=lambda p: p[0].node.name)
         if n > 0
@@ -133,10 +88,10 @@ def _assignment(
 
 
 def _in_one_domain(
-    slots: list[_Slot], count: int, levels: Sequence[str], idx: int
-) -> tuple[tuple[str, ...], list[_Slot]] | None:
+    slots: list[Slot], count: int, levels: Sequence[str], idx: int
+) -> tuple[tuple[str, ...], list[Slot]] | None:
     """The smallest domain at level `idx` whose nodes hold `count` pods."""
-    domains: dict[tuple[str, ...], list[_Slot]] = {}
+    domains: dict[tuple[str, ...], list[Slot]] = {}
     keys = levels[: idx + 1]
     for s in slots:
         values = tuple(s.node.labels.get(k) for k in keys)
@@ -168,7 +123,9 @@ def place(
     for n in nodes:
         cap = pods_fit(n, capacities[n.name], used.get(n.name, empty), per_pod, count)
         if cap > 0:
-            slots.append(_Slot(n, cap))
+            slots.append(Slot(n, cap))
+    if request is not None and request.slices:
+        return place_sliced(slots, levels, request, count)
     total = sum(s.cap for s in slots)
     wanted = request.required or request.preferred if request is not None else None
     if wanted is not None:
@@ -180,7 +137,9 @@ def place(
             found = _in_one_domain(slots, count, levels, i)
             if found is not None:
                 domain, members = found
-                picks = _distribute(members, count, levels, i + 1)
+                if request is not None and request.balanced:
+                    return _evenly(members, levels, i + 1, count, (levels[i], domain))
+                picks = distribute(members, count, levels, i + 1)
                 return _assignment(picks, levels, levels[i], domain)
         if request is not None and request.required:
             largest = _largest_domain(slots, levels, idx)
@@ -190,10 +149,26 @@ def place(
             )
     if total < count:
         return f"the nodes hold {total} of {count} pods"
-    return _assignment(_distribute(slots, count, levels, 0), levels, None, ())
+    if request is not None and request.balanced:
+        return _evenly(slots, levels, 0, count, (None, ()))
+    return _assignment(distribute(slots, count, levels, 0), levels, None, ())
 
 
-def _largest_domain(slots: list[_Slot], levels: Sequence[str], idx: int) -> int:
+def _evenly(
+    members: list[Slot],
+    levels: Sequence[str],
+    idx: int,
+    count: int,
+    where: tuple[str | None, tuple[str, ...]],
+) -> TopologyAssignment:
+    """Balance without slices: slices of one pod over the domains of the level below the chosen
+    domain (over nodes below the last level)."""
+    placed = spread(members, levels, ((idx, 1),), count, True, where)
+    assert placed is not None  # the domain (or all nodes) was chosen for holding `count`
+    return placed
+
+
+def _largest_domain(slots: list[Slot], levels: Sequence[str], idx: int) -> int:
     sums: dict[tuple[str | None, ...], int] = {}
     for s in slots:
         key = tuple(s.node.labels.get(k) for k in levels[: idx + 1])

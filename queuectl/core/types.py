@@ -169,6 +169,13 @@ class TopologyRequest:
     preferred: str | None = None
     group: str | None = None
     """podSetGroupName: the workload's pod sets of one group share one domain (`podset_groups`)."""
+    slices: tuple[tuple[str, int], ...] = ()
+    """(level, size) outermost first: the pods in slices of `size`, each slice in one domain of
+    `level`; each inner size divides the outer one, and the count is whole outer slices
+    (`slices`)."""
+    balanced: bool = False
+    """Once the domains are chosen, spread the pods (or slices) over them as evenly as they
+    allow instead of packing the first ones full (`slices`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +205,12 @@ class TopologyAssignment:
     domain: tuple[str, ...]
     """Label values of that domain, coarse to `level`."""
     domains: tuple[DomainAssignment, ...]
+    """Per node, sorted by node name; with `slices`, in pod order instead: the first `size` pods
+    of the listed counts are the first slice of that level, and so on."""
+    slices: tuple[tuple[str, int], ...] = ()
+    """The slice levels the placement honours, as the request gave them."""
+    note: str | None = None
+    """Why a balanced placement is not even (a domain holds less than its even share)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from queuectl.api import gpushare, names
+from queuectl.api import gpushare, names, slicing
 from queuectl.api.resource import Obj
 from queuectl.api.views import ObjectView
 from queuectl.jobs.kind import PodSetPlacement
@@ -143,15 +143,25 @@ def restore_fragment(
     return out
 
 
-def topology_request(template: Mapping[str, Any]) -> dict[str, str] | None:
+def topology_request(template: Mapping[str, Any]) -> dict[str, Any] | None:
     """The pod set's topology request, from the template's queuectl annotations."""
     annotations = ObjectView(template).annotations
-    req = {
+    req: dict[str, Any] = {
         "required": annotations.get(names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY),
         "preferred": annotations.get(names.ANNOTATION_PODSET_PREFERRED_TOPOLOGY),
     }
     if req["required"] or req["preferred"]:  # a group without a level places nothing
         req["podSetGroupName"] = annotations.get(names.ANNOTATION_PODSET_GROUP_NAME)
+    slices = slicing.slices_of(
+        annotations.get(names.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY),
+        annotations.get(names.ANNOTATION_PODSET_SLICE_SIZE),
+    )
+    if slices:
+        req["podSetSliceRequiredTopologyConstraints"] = [
+            {"topology": level, "size": size} for level, size in slices
+        ]
+    if slicing.balanced_of(annotations.get(names.ANNOTATION_PODSET_BALANCED_PLACEMENT)):
+        req["balancedPlacement"] = True
     return {k: v for k, v in req.items() if v} or None
 
 

@@ -4,8 +4,10 @@ Fields (CSV columns or JSON keys): `submit` (seconds from the start), `namespace
 LocalQueue), `priority_class` (optional), `pods`, `gpus` (per pod), `cpu` and `memory` (per pod,
 Kubernetes quantities, optional), `runtime` (seconds of work), and optionally `name`,
 `topology_required` / `topology_preferred` (a Topology level: its node label, or its last part
-such as `rack`), `checkpoint` (seconds between checkpoints; none: a preemption loses everything)
-and `max_exec` (maximumExecutionTimeSeconds).
+such as `rack`), `topology_slices` (slices of the job's pods, each in one domain of a level,
+outermost first: `rack:16,clique:4`), `topology_balanced` (`true`: spread the pods or slices
+evenly over the domains chosen), `checkpoint` (seconds between checkpoints; none: a preemption
+loses everything) and `max_exec` (maximumExecutionTimeSeconds).
 
 Every number is checked against `BOUNDS` before the job exists: finite, in range, and whole
 where it counts things (pods, GPUs; `2.0` reads as 2, `0.5` is refused). A value the engine
@@ -38,6 +40,8 @@ FIELDS = (
     "name",
     "topology_required",
     "topology_preferred",
+    "topology_slices",
+    "topology_balanced",
     "checkpoint",
     "max_exec",
 )
@@ -57,6 +61,9 @@ class Job:
     memory: str = ""
     topology_required: str = ""
     topology_preferred: str = ""
+    topology_slices: tuple[tuple[str, int], ...] = ()
+    """(level as written, pods per slice), outermost first."""
+    topology_balanced: bool = False
     checkpoint: float = 0.0
     max_exec: float | None = None
 
@@ -66,7 +73,9 @@ class Job:
 
     def to_record(self) -> dict[str, Any]:
         """Only the fields that are set: one JSON line of a trace file."""
-        return {k: v for k, v in asdict(self).items() if v not in ("", None, 0.0) or k == "submit"}
+        out = asdict(self)
+        out["topology_slices"] = ",".join(f"{lv}:{n}" for lv, n in self.topology_slices)
+        return {k: v for k, v in out.items() if v not in ("", None, 0.0) or k == "submit"}
 
 
 MAX_SECONDS = 10 * 365 * 86_400.0
@@ -144,6 +153,34 @@ def _number(row: Mapping[str, Any], key: str, where: str, *, default: float | No
     return out
 
 
+def _slices(row: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
+    """`level:size` pairs, outermost first, separated by commas or spaces."""
+    value = row.get("topology_slices")
+    if value in (None, ""):
+        return ()
+    out = []
+    for part in str(value).replace(",", " ").split():
+        level, _, size = part.rpartition(":")
+        if not level or not size.isdigit() or not 0 < int(size) <= MAX_PODS:
+            raise SimInputError(
+                f"{where}: 'topology_slices' is {value!r}; give level:pods pairs, outermost "
+                "first, e.g. rack:16,clique:4"
+            )
+        out.append((level, int(size)))
+    return tuple(out)
+
+
+def _flag(row: Mapping[str, Any], key: str, where: str) -> bool:
+    value = row.get(key)
+    if value in (None, "") or value is False:
+        return False
+    if value is True or str(value).strip().lower() in ("true", "1"):
+        return True
+    if str(value).strip().lower() in ("false", "0"):
+        return False
+    raise SimInputError(f"{where}: '{key}' is {value!r}; give true or false")
+
+
 def job_from_record(row: Mapping[str, Any], index: int, where: str) -> Job:
     unknown = sorted(set(row) - set(FIELDS))
     if unknown:
@@ -167,6 +204,8 @@ def job_from_record(row: Mapping[str, Any], index: int, where: str) -> Job:
         memory=str(row.get("memory") or ""),
         topology_required=str(row.get("topology_required") or ""),
         topology_preferred=str(row.get("topology_preferred") or ""),
+        topology_slices=_slices(row, where),
+        topology_balanced=_flag(row, "topology_balanced", where),
         checkpoint=_number(row, "checkpoint", where, default=0.0),
         max_exec=max_exec or None,
     )

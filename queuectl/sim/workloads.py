@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from queuectl import convert
 from queuectl.core import GPU, PodSet, TopologyRequest, Workload
+from queuectl.core.slices import slice_problem
 from queuectl.sim.config import SimConfig, SimInputError
 from queuectl.sim.trace import Job
 
@@ -22,6 +23,20 @@ def level_of(config: SimConfig, value: str, job: Job) -> str | None:
             if value in (level, level.rsplit("/", 1)[-1]):
                 return level
     raise SimInputError(f"job {job.key}: no Topology has a level {value!r}")
+
+
+def _check_slices(config: SimConfig, job: Job, topo: TopologyRequest) -> None:
+    """Slices the replay could never place (sizes that do not divide, levels out of the
+    Topology's order, pods not in whole slices) are the trace's error, not a job that waits."""
+    if not topo.slices:
+        return
+    wanted = [lv for lv, _ in topo.slices]
+    for t in config.topologies:
+        if all(lv in t.levels for lv in wanted):
+            problem = slice_problem(topo, t.levels, job.pods)
+            if problem is not None:
+                raise SimInputError(f"job {job.key}: {problem}")
+            return
 
 
 def build_workload(config: SimConfig, job: Job) -> tuple[str, Workload]:
@@ -50,11 +65,16 @@ def build_workload(config: SimConfig, job: Job) -> tuple[str, Workload]:
             except ValueError as err:
                 raise SimInputError(f"job {job.key}: {res} {value!r}: {err}") from None
     topo = None
-    if job.topology_required or job.topology_preferred:
+    if job.topology_required or job.topology_preferred or job.topology_slices:
         topo = TopologyRequest(
             required=level_of(config, job.topology_required, job),
             preferred=level_of(config, job.topology_preferred, job),
+            slices=tuple((level_of(config, lv, job) or lv, n) for lv, n in job.topology_slices),
+            balanced=job.topology_balanced,
         )
+        _check_slices(config, job, topo)
+    elif job.topology_balanced:
+        topo = TopologyRequest(balanced=True)
     return cq, Workload(
         key=job.key,
         cluster_queue=cq,

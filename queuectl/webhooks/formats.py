@@ -63,7 +63,7 @@ def podset_group_problems(
     members of one group ask for the same level the same way (they share one domain of it)."""
     problems = []
     asks: dict[str, dict[tuple[str | None, ...], list[str]]] = {}
-    for name, (required, preferred, group) in pod_sets:
+    for name, (required, preferred, group, *_) in pod_sets:
         if group is None:
             continue
         if not is_dns1123_label(group):

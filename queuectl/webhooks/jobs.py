@@ -22,6 +22,7 @@ from collections.abc import Collection, Mapping
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.api.selectors import namespace_selected
+from queuectl.api.slicing import slice_problems
 from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import placement_changes
@@ -247,8 +248,9 @@ def _resize_warnings(request: Request, kind: JobKind, job: Obj) -> list[str]:
     ]
 
 
-def _group_problems(kind: JobKind, job: Obj) -> list[str]:
-    """Pod-set group annotations (`formats.podset_group_problems`). A body whose pod sets cannot
+def _topology_problems(kind: JobKind, job: Obj) -> list[str]:
+    """Pod-set group annotations (`formats.podset_group_problems`), slice and balance
+    annotations (`slicing.slice_problems`, with each pod set's count). A body whose pod sets cannot
     be read at all (a string for `parallelism`, a number for a template) comes only from a
     review sent by hand: the API server decodes a Job against its schema before any webhook
     sees it. Such a body has no groups to judge, and must not make this webhook fail."""
@@ -256,7 +258,10 @@ def _group_problems(kind: JobKind, job: Obj) -> list[str]:
         sets = shape(kind, job)
     except (TypeError, ValueError, AttributeError, KeyError):
         return []
-    return podset_group_problems([(ps.name, ps.topology) for ps in sets])
+    problems = podset_group_problems([(ps.name, ps.topology) for ps in sets])
+    for ps in sets:
+        problems += slice_problems(ps.topology, ps.count, f"pod set {ps.name!r}")
+    return problems
 
 
 def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLookup) -> list[str]:
@@ -266,7 +271,7 @@ def _create_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     if queue is None:
         return problems
     problems += label_format_problems(labels, {})
-    problems += _group_problems(kind, job)
+    problems += _topology_problems(kind, job)
     problems += _priority_class_problems(request, labels, {}, lookup)
     if not kind.is_suspended(job):
         field = kind.suspend_field
@@ -302,7 +307,7 @@ def _update_problems(request: Request, kind: JobKind, job: Obj, lookup: QueueLoo
     running = not kind.is_suspended(old)
     changes = shape_changes(kind, old, job) if old_queue is not None else []
     if new_queue is not None and (changes or old_queue is None):
-        problems += _group_problems(kind, job)
+        problems += _topology_problems(kind, job)
     if old_queue is not None and (admitted or running) and changes:
         problems.append(
             f"it cannot change {'; '.join(changes)} while it is admitted: the quota it holds "

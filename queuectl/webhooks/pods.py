@@ -22,6 +22,7 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.api.slicing import slice_problems
 from queuectl.api.views import ObjectView
 from queuectl.jobs import podgroup as pg
 from queuectl.jobs.registry import KINDS, Registry
@@ -152,6 +153,7 @@ def _create_problems(pod: Obj) -> list[str]:
     meta = ObjectView(pod).meta
     name = str(meta.get("name") or meta.get("generateName") or "")
     problems += podset_group_problems([(name, topology)], noun="pod")
+    problems += slice_problems(topology, None, f"pod {name!r}")
     if not pg.is_gated(pod):
         problems.append(
             f"a queued pod must be created with the scheduling gate {pg.GATE} so that queuectl "

@@ -258,6 +258,16 @@ def workload_obj(**spec: Any) -> dict[str, Any]:
     }
 
 
+def sliced_workload(count: int, *slices: tuple[str, int]) -> dict[str, Any]:
+    """A Workload of `count` pods in one block, in slices (level, size) outermost first."""
+    request = {
+        "required": names.LABEL_TOPOLOGY_BLOCK,
+        "podSetSliceRequiredTopologyConstraints": [{"topology": t, "size": n} for t, n in slices],
+    }
+    pod_set = {"name": "w", "count": count, "template": {}, "topologyRequest": request}
+    return workload_obj(podSets=[pod_set])
+
+
 BadCase = tuple[str, Callable[[], dict[str, Any]], str]
 BAD: list[BadCase] = [
     (
@@ -398,6 +408,26 @@ BAD: list[BadCase] = [
         workload.ONE_TOPOLOGY_MODE.message,
     ),
     (
+        "slice sizes that do not divide",
+        lambda: sliced_workload(16, (names.LABEL_TOPOLOGY_RACK, 8), (names.LABEL_GPU_CLIQUE, 3)),
+        workload.SLICE_SIZES_DIVIDE.message,
+    ),
+    (
+        "a slice level twice",
+        lambda: sliced_workload(16, (names.LABEL_TOPOLOGY_RACK, 8), (names.LABEL_TOPOLOGY_RACK, 4)),
+        workload.SLICE_LEVELS_UNIQUE.message,
+    ),
+    (
+        "hostname as an outer slice level",
+        lambda: sliced_workload(16, (names.LABEL_HOSTNAME, 8), (names.LABEL_GPU_CLIQUE, 4)),
+        workload.HOSTNAME_SLICE_INNERMOST.message,
+    ),
+    (
+        "a count that is not whole slices",
+        lambda: sliced_workload(12, (names.LABEL_TOPOLOGY_RACK, 8)),
+        workload.WHOLE_SLICES.message,
+    ),
+    (
         "a negative grace period",
         lambda: {
             "apiVersion": names.API_VERSION,
@@ -506,3 +536,21 @@ def test_an_admitted_workload_keeps_its_queue_and_pod_sets(
     assert workload.POD_SETS_FIXED_WHILE_RESERVED.message in err.value.message
     # Deactivating stays possible: it is how a user gives the quota back.
     assert request(k8s_client, "PATCH", url, {"spec": {"active": False}})["spec"]["active"] is False
+
+
+def test_a_workload_in_three_slice_levels_is_accepted_and_kept_in_order(
+    crds: list[dict[str, Any]], k8s_client: k8s.ApiClient, namespace: str
+) -> None:
+    """64 pods in one block: 16 per rack, 4 per NVLink domain, 2 per node, balanced."""
+    obj = sliced_workload(
+        64,
+        (names.LABEL_TOPOLOGY_RACK, 16),
+        (names.LABEL_GPU_CLIQUE, 4),
+        (names.LABEL_HOSTNAME, 2),
+    )
+    obj["spec"]["podSets"][0]["topologyRequest"]["balancedPlacement"] = True
+    out = create(k8s_client, obj, namespace)
+    request_ = out["spec"]["podSets"][0]["topologyRequest"]
+    assert [c["size"] for c in request_["podSetSliceRequiredTopologyConstraints"]] == [16, 4, 2]
+    assert request_["balancedPlacement"] is True
+    workload.Workload.model_validate(out)

@@ -21,7 +21,14 @@ from queuectl.api import (
     quota,
 )
 from queuectl.api.flavor import HOSTNAME_LAST, LEVELS_UNIQUE, TOPOLOGY_NEEDS_NODE_LABELS
-from queuectl.api.workload import ONE_TOPOLOGY_MODE, POD_SET_NAMES_UNIQUE
+from queuectl.api.workload import (
+    HOSTNAME_SLICE_INNERMOST,
+    ONE_TOPOLOGY_MODE,
+    POD_SET_NAMES_UNIQUE,
+    SLICE_LEVELS_UNIQUE,
+    SLICE_SIZES_DIVIDE,
+    WHOLE_SLICES,
+)
 
 
 def cq(*, cohort: str | None = "org", groups: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -65,6 +72,19 @@ WORKLOAD = {
     "metadata": {"name": "w", "namespace": "n"},
     "spec": {"podSets": [{"name": "main", "count": 1, "template": {}}], "queueName": "default"},
 }
+
+
+def sliced(count: int, slices: list[tuple[str, int]]) -> dict[str, Any]:
+    """WORKLOAD with `count` pods in one block, in `slices` (level, size) outermost first."""
+    request = {
+        "required": "block",
+        "podSetSliceRequiredTopologyConstraints": [{"topology": lv, "size": n} for lv, n in slices],
+    }
+    return mutate(
+        WORKLOAD,
+        lambda o: o["spec"]["podSets"][0].update(count=count, topologyRequest=request),
+    )
+
 
 # (case, model, object, where the error points, words it must contain)
 BAD: list[tuple[str, type[Resource], dict[str, Any], str, str]] = [
@@ -276,6 +296,59 @@ BAD: list[tuple[str, type[Resource], dict[str, Any], str, str]] = [
         "spec.podSets.0.topologyRequest",
         ONE_TOPOLOGY_MODE.message,
     ),
+    *[
+        (
+            f"slices: {case}",
+            Workload,
+            sliced(count, slices),
+            where,
+            says,
+        )
+        for case, count, slices, where, says in [
+            (
+                "an inner size that does not divide the outer",
+                16,
+                [("rack", 8), ("clique", 3)],
+                "spec.podSets.0.topologyRequest",
+                SLICE_SIZES_DIVIDE.message,
+            ),
+            (
+                "one level twice",
+                16,
+                [("rack", 8), ("rack", 4)],
+                "spec.podSets.0.topologyRequest",
+                SLICE_LEVELS_UNIQUE.message,
+            ),
+            (
+                "the hostname outside another level",
+                16,
+                [("kubernetes.io/hostname", 8), ("rack", 4)],
+                "spec.podSets.0.topologyRequest",
+                HOSTNAME_SLICE_INNERMOST.message,
+            ),
+            (
+                "four levels",
+                16,
+                [("block", 16), ("rack", 8), ("clique", 4), ("kubernetes.io/hostname", 2)],
+                "spec.podSets.0.topologyRequest.podSetSliceRequiredTopologyConstraints",
+                "at most 3",
+            ),
+            (
+                "a count that is not whole slices",
+                12,
+                [("rack", 8)],
+                "spec.podSets.0",
+                WHOLE_SLICES.message,
+            ),
+            (
+                "a slice of no pods",
+                0,
+                [("rack", 0)],
+                "spec.podSets.0.topologyRequest.podSetSliceRequiredTopologyConstraints.0.size",
+                "greater than or equal to 1",
+            ),
+        ]
+    ],
     (
         "negative pod count",
         Workload,
@@ -303,6 +376,25 @@ def test_bad_objects_are_refused_with_the_field_and_a_way_out(
     locs = [".".join(str(p) for p in e["loc"]) for e in errors]
     assert any(loc.startswith(where) for loc in locs), (case, locs)
     assert says in str(err.value), (case, str(err.value))
+
+
+def test_three_slice_levels_whose_sizes_divide_are_accepted() -> None:
+    obj = mutate(
+        WORKLOAD,
+        lambda o: o["spec"]["podSets"][0].update(
+            count=64,
+            topologyRequest={
+                "required": "block",
+                "podSetSliceRequiredTopologyConstraints": [
+                    {"topology": "rack", "size": 16},
+                    {"topology": "clique", "size": 4},
+                    {"topology": "kubernetes.io/hostname", "size": 2},
+                ],
+                "balancedPlacement": True,
+            },
+        ),
+    )
+    Workload.model_validate(obj)
 
 
 def test_limits_with_a_cohort_are_fine() -> None:
