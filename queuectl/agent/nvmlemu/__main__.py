@@ -35,12 +35,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--scale", type=float, help="emulated seconds per real second (default 1)")
     r.add_argument("--offset", type=float, help="emulated time at the start (default 0)")
     r.add_argument("--clock-file", type=Path, help="emulated time is the number in this file")
-    r.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    r.epilog = "then -- CMD [ARGS...]: the command to run"
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser().parse_args(argv[:split])
+    command = argv[split + 1 :]
     try:
         if args.command == "build":
             print(build_library())
@@ -51,7 +54,6 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 write_description(args.description, args.output)
             return 0
-        command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         if not command:
             print("run: give the command after --", file=sys.stderr)
             return 2

@@ -3,6 +3,9 @@ message that names the entry and what to write; a missing compiler is a clear bu
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from queuectl.agent.nvmlemu import (
     environment,
     write_description,
 )
+from queuectl.agent.nvmlemu.__main__ import main
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "queuectl" / "agent" / "scenarios"
 
@@ -123,3 +127,24 @@ def test_the_child_environment_puts_the_emulator_first_and_sets_only_what_is_ask
     assert env["QUEUECTL_NVML_EMU"] == "/n.emu"
     assert env["QUEUECTL_NVML_EMU_OFFSET"] == "119.5"
     assert "QUEUECTL_NVML_EMU_SCALE" not in env  # a stale setting from the parent is dropped
+
+
+def test_run_execs_the_command_on_the_emulated_node(tmp_path: Path) -> None:
+    """`python -m queuectl.agent.nvmlemu run NODE --offset 30 -- CMD`: CMD starts with the
+    library first on its search path and the node and clock in its environment."""
+    show = "import os; print(os.environ['QUEUECTL_NVML_EMU_OFFSET'], os.environ['LD_LIBRARY_PATH'])"
+    node = str(SCENARIOS / "a100-mig.yaml")
+    argv = ["-m", "queuectl.agent.nvmlemu", "run", node, "--offset", "30", "--"]
+    env = {**os.environ, "QUEUECTL_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, *argv, sys.executable, "-c", show],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    offset, path = done.stdout.split()
+    assert offset == "30.0"
+    assert (Path(path.split(":")[0]) / "libnvidia-ml.so.1").exists()
+    assert main(["run", node]) == 2  # no command after --
