@@ -24,7 +24,7 @@ import pynvml
 from queuectl.agent.discovery import read_inventory
 from queuectl.agent.health import HealthPolicy
 from queuectl.agent.nvml import NvmlReader
-from queuectl.agent.reader import GpuSample
+from queuectl.agent.reader import GpuEvent, GpuSample
 from queuectl.agent.scripted import ManualClock
 from queuectl.agent.shell import Agent, AgentConfig
 
@@ -106,7 +106,7 @@ def wait(seconds: float) -> None:
     reader = NvmlReader()
     assert reader.open() is None
     deadline = time.monotonic() + seconds
-    events = []
+    events: list[GpuEvent] = []
     while not events and time.monotonic() < deadline:
         events = reader.wait_events(deadline - time.monotonic())
     emit([[e.uuid, str(e.kind), e.xid] for e in events])

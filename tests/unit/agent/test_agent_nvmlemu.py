@@ -61,7 +61,7 @@ def scripted_inventory(description: Path | dict[str, Any]) -> dict[str, Any]:
     )
     reader = ScriptedReader.from_scenario(scenario, ManualClock())
     inv = read_inventory(reader)
-    return json.loads(
+    data: dict[str, Any] = json.loads(
         json.dumps(
             {
                 "gpus": [asdict(g) for g in inv.gpus],
@@ -71,6 +71,7 @@ def scripted_inventory(description: Path | dict[str, Any]) -> dict[str, Any]:
             default=str,
         )
     )
+    return data
 
 
 def test_hgx_h100_is_discovered_through_pynvml(library: Path, tmp_path: Path) -> None:
