@@ -6,7 +6,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install up down status test test-unit test-integration test-e2e build image lock helm native
+.PHONY: install up down status test test-unit test-integration test-e2e build image lock helm native nvml-emu
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -67,3 +67,10 @@ helm: $(STAMP)
 # QUEUECTL_NATIVE_CORE=1 (python -m bench simulate sets it) while it matches the sources.
 native: $(STAMP)
 	$(VENV)/bin/python -m queuectl.native
+
+# The NVML emulator (libnvidia-ml.so.1 for a described node, no GPU) built with gcc into
+# ~/.cache/queuectl/nvml-emu; prints its directory. Tests build it on demand. Try it with
+#   $(VENV)/bin/python -m queuectl.agent.nvmlemu run queuectl/agent/scenarios/hgx-h100.yaml -- \
+#     $(VENV)/bin/queuectl agent --once
+nvml-emu: $(STAMP)
+	$(VENV)/bin/python -m queuectl.agent.nvmlemu build

@@ -8,6 +8,7 @@ All of it blocks; the shell runs it on its NVML thread.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
 import logging
@@ -212,7 +213,8 @@ class NvmlReader:
     def _fabric(self, handle: Any) -> FabricInfo | None:
         nv = self._nvml
         info = nv.c_nvmlGpuFabricInfoV_t()
-        nv.nvmlDeviceGetGpuFabricInfoV(handle, info)
+        # By reference: pynvml hands the argument to C as given, and a structure passes by value.
+        nv.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
         if info.state != nv.NVML_GPU_FABRIC_STATE_COMPLETED or info.status != nv.NVML_SUCCESS:
             return None
         raw = bytes(info.clusterUuid)

@@ -8,6 +8,9 @@ the status subresource, the taint list precondition and kwok's own status update
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,15 +23,16 @@ from kubernetes_asyncio import config as ak8s_config
 
 from queuectl.agent.health import HealthPolicy
 from queuectl.agent.kube import KubeNodeClient
+from queuectl.agent.nvmlemu import build_library, environment, write_description
 from queuectl.agent.scripted import ManualClock, ScriptedReader
 from queuectl.agent.shell import Agent, AgentConfig, PassResult
 from queuectl.api import names
 from queuectl.cli.main import main
 from queuectl.testenv import Cluster, eventually
 
-SCENARIO = (
-    Path(__file__).resolve().parents[2] / "queuectl" / "agent" / "scenarios" / "h100-xid79.yaml"
-)
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "queuectl" / "agent" / "scenarios" / "h100-xid79.yaml"
+HGX_H100 = ROOT / "queuectl" / "agent" / "scenarios" / "hgx-h100.yaml"
 POLICY = HealthPolicy(recovery_passes=2, hold_down_s=60)
 FOREIGN_TAINT = {"key": "example.com/maintenance", "value": "planned", "effect": "PreferNoSchedule"}
 
@@ -183,3 +187,42 @@ def test_once_reads_the_node_and_writes_only_when_asked(
     node = read_node(k8s_client, fake.name)
     assert [t["value"] for t in our_taints(node)] == ["CriticalXid"]
     assert node["metadata"]["labels"][names.LABEL_GPU_HEALTHY_COUNT] == "7"
+
+
+def test_the_agent_daemon_on_an_emulated_hgx_h100_labels_then_taints_for_xid_79(
+    control_plane: Cluster, k8s_client: k8s.ApiClient, tmp_path: Path
+) -> None:
+    """`queuectl agent` as the DaemonSet runs it, in its own process, its NVML the emulator (the
+    unmodified nvidia-ml-py through LD_LIBRARY_PATH): it labels the node from what NVML reports,
+    and when the emulated clock reaches GPU 3's XID 79 (t=120 s; started at t=110) it taints it."""
+    (fake,) = control_plane.add_gpu_nodes(1, name_prefix=f"emu{int(time.time()) % 100000}")
+    env = environment(
+        write_description(HGX_H100, tmp_path / "node.emu"), build_library(), offset=110
+    )
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    argv = [sys.executable, "-m", "queuectl.cli.main", "agent", "--node-name", fake.name]
+    argv += ["--kubeconfig", control_plane.kubeconfig, "--metrics-port", "0", "--poll-seconds", "1"]
+    with (tmp_path / "agent.log").open("w") as log:
+        daemon = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        node = eventually(
+            lambda: read_node(k8s_client, fake.name),
+            lambda n: n["metadata"]["labels"].get(names.LABEL_GPU_NVLINK) is not None,
+            what="the agent labels the node",
+        )
+        labels = node["metadata"]["labels"]
+        assert labels[names.LABEL_GPU_PRODUCT] == "NVIDIA-H100-80GB-HBM3"
+        assert labels[names.LABEL_GPU_NVLINK] == names.NVLINK_CLASS_NVSWITCH
+        node = eventually(
+            lambda: read_node(k8s_client, fake.name),
+            our_taints,
+            what="the XID 79 taints the node",
+        )
+        assert [t["value"] for t in our_taints(node)] == ["CriticalXid"]
+        assert node["metadata"]["labels"][names.LABEL_GPU_HEALTHY_COUNT] == "7"
+        cond = gpu_condition(node)
+        assert cond is not None and "GPU 3" in cond["message"] and "XID 79" in cond["message"]
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    assert daemon.returncode == 0, (tmp_path / "agent.log").read_text()
