@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from queuectl.core import preempt, reasons
@@ -61,6 +61,11 @@ INITIAL: Final = "LessThanInitialShare"
 DEFAULT: Final[tuple[FairPreemptionStrategy, ...]] = (FINAL, INITIAL)
 """Kueue's default order: the strict rule first, the looser one for what it leaves."""
 _ALLOWED: Final[tuple[tuple[FairPreemptionStrategy, ...], ...]] = (DEFAULT, (FINAL,), (INITIAL,))
+UNFAIR: Final = (
+    "within fair shares: the queues that borrow it are not above this queue's weighted share "
+    "where their branches meet"
+)
+"""Ends the reason of a preemptor whose candidates the share rules all refused."""
 
 
 def strategies(values: Iterable[str]) -> tuple[FairPreemptionStrategy, ...]:
@@ -88,15 +93,12 @@ def search(
     now: float,
 ) -> Decision:
     """Victims that make room for `w` (`preempt.search` unless fair sharing decides)."""
+    if not state.fair_strategies or node.parent is None:
+        return preempt.search(state, w, cq, node, need, placeable, now)
     policy = cq.preemption
     borrows = any(node.borrows(fr, n) for fr, n in need.items())
     classic = across_rule(policy, w, True, state.bank.has_credit(cq.name)) if borrows else None
-    if (
-        not state.fair_strategies
-        or node.parent is None
-        or not borrows
-        or (policy.reclaim_within_cohort == "Never" and classic is None)
-    ):
+    if not borrows or (policy.reclaim_within_cohort == "Never" and classic is None):
         return preempt.search(state, w, cq, node, need, placeable, now)
     frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     found = Candidates()
@@ -106,9 +108,12 @@ def search(
     targets = _targets(state, w, node, frs, classic, reach, now, found)
 
     def fail(hopeless: bool = False) -> Decision:
+        info = no_victims(w, cq, need, node, bool(found.own or targets))
+        if targets and info.reason == reasons.WAITING_FOR_QUOTA:
+            info = replace(info, message=f"{info.message} {UNFAIR}")
         return Decision(
             "fail",
-            info=no_victims(w, cq, need, node, bool(found.own or targets)),
+            info=info,
             retry_at=found.retry,
             need=dict(need),
             cross=True,

@@ -138,6 +138,13 @@ def test_a_cohort_weight_counts_where_the_branches_meet(weight: float, victims: 
     assert len(admitted(s.run_cycle(1.0))) == 12
     s.upsert_workload(job("y/new", "y", 1, created=10))
     assert [p.victim for p in s.run_cycle(10.0).preemptions] == victims
+    if not victims:  # the reason says why nothing was taken
+        info = s.pending_info("y/new")
+        assert info is not None
+        assert info.message.endswith(
+            "no preemption would make it fit within fair shares: the queues that borrow it are "
+            "not above this queue's weighted share where their branches meet"
+        ), info.message
 
 
 @pytest.mark.parametrize(

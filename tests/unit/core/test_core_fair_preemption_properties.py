@@ -110,7 +110,8 @@ class Model:
         self.parent: dict[str, str | None] = {c.name: c.parent for c in world.cohorts}
         self.weight = {c.name: c.fair_weight for c in world.cohorts}
         self.nominal: dict[str, int] = {}
-        for spec in (*world.cohorts, *world.queues):
+        specs: list[Cohort | ClusterQueue] = [*world.cohorts, *world.queues]
+        for spec in specs:
             rgs = spec.resource_groups
             self.nominal[spec.name] = rgs[0].flavors[0].resources[0].nominal if rgs else 0
         for q in world.queues:
@@ -193,8 +194,8 @@ def test_fair_preemption_keeps_shares_in_order_and_never_flip_flops(world: World
     for t in (3.0, 4.0):
         r = s.run_cycle(t)
         _tree_sound(s)
-        back = [q for q in r.preemptions if q.preemptor in victims and q.victim in home_work]
-        assert back == [], back
+        taken_back = [q for q in r.preemptions if q.preemptor in victims and q.victim in home_work]
+        assert taken_back == [], taken_back
         if r.preemptions:
             break
     assert s.is_admitted("p")
