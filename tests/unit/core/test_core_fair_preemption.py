@@ -154,3 +154,18 @@ def test_a_cohort_weight_counts_where_the_branches_meet(weight: float, victims: 
 def test_a_bad_list_of_rules_is_refused_with_what_to_give(rules: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="LessThanOrEqualToFinalShare, LessThanInitialShare"):
         Scheduler(fair_preemption=rules)
+
+
+def test_a_fair_share_preemptor_is_patient_like_any_other() -> None:
+    # One of b's jobs finished a second before a's arrives (b took the GPU back at once): quota
+    # is flowing back, so a waits for completions first, and preempts when its patience runs out.
+    s = b_took_every_gpu(BOTH)
+    s.upsert_workload(job("b/8", "b", 1, created=8))
+    s.delete_workload("b/0")  # finished
+    assert admitted(s.run_cycle(9.0)) == ["b/8"]
+    s.upsert_workload(job("a/0", "a", 1, created=10))
+    r = s.run_cycle(10.0)
+    assert r.preemptions == ()
+    info = s.pending_info("a/0")
+    assert info is not None and "instead of preempting" in info.message
+    assert [p.victim for p in s.run_cycle(15.0).preemptions] == ["b/8"]
