@@ -20,7 +20,7 @@ import yaml
 
 from queuectl.cli._numbers import real, seconds, whole
 from queuectl.cli.main import Subparsers
-from queuectl.core import DEFAULT_PATIENCE_SECONDS
+from queuectl.core import DEFAULT_PATIENCE_SECONDS, FAIR_PREEMPTION_DEFAULT, fair_preemption_rules
 from queuectl.sim import (
     GenerateOptions,
     SimConfig,
@@ -78,6 +78,14 @@ def add_parser(subparsers: Subparsers) -> None:
         metavar="SECONDS",
         help="as the controller's --preemption-patience-seconds: how long a would-be preemptor "
         f"waits for completions instead (default: {DEFAULT_PATIENCE_SECONDS:g}; 0 = never)",
+    )
+    p.add_argument(
+        "--fair-sharing-preemption",
+        type=_fair_rules,
+        default=(),
+        metavar="RULES",
+        help="turn on fair-sharing preemption with these rules, comma-separated, in order: "
+        f"{FAIR_RULES} (Kueue's default), or either one alone; off when not given",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", metavar="FILE", help="jobs as CSV (with a header) or JSON lines")
@@ -152,6 +160,20 @@ def _yaml_docs(paths: list[str]) -> list[tuple[str, Any]]:
             raise SimInputError(f"{f}: not valid YAML: {err}") from None
         docs += [(f"{f} (document {i + 1})", d) for i, d in enumerate(loaded)]
     return docs
+
+
+FAIR_RULES = ",".join(FAIR_PREEMPTION_DEFAULT)
+
+
+def _fair_rules(text: str) -> tuple[str, ...]:
+    """--fair-sharing-preemption: the rules, checked as the core checks them."""
+    rules = tuple(r.strip() for r in text.split(",") if r.strip())
+    if not rules:
+        raise argparse.ArgumentTypeError(f"name at least one rule, e.g. {FAIR_RULES}")
+    try:
+        return fair_preemption_rules(rules)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _habits(text: str) -> dict[str, str]:
@@ -245,6 +267,7 @@ def _simulate(args: argparse.Namespace) -> int:
         repair_seconds=args.repair_hours * 3600,
         seed=args.seed,
         preemption_patience=args.preemption_patience,
+        fair_preemption=args.fair_sharing_preemption,
     )
     results = []
     for label, config in configs:
