@@ -314,6 +314,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         options=Options(
             drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share),
             preemption_patience_s=args.preemption_patience_seconds,
+            fair_preemption=args.fair_sharing_preemption,
             kind_recheck_s=args.job_kind_recheck_seconds,
             pods_ready=PodsReadyOptions(
                 timeout_s=args.pods_ready_timeout_seconds,

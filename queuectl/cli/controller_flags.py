@@ -6,7 +6,7 @@ import argparse
 import os
 
 from queuectl.api import names
-from queuectl.cli._numbers import PORT, real, seconds, whole
+from queuectl.cli._numbers import FAIR_RULES, PORT, fair_rules, real, seconds, whole
 from queuectl.controller.watch.kinds import RECHECK_S
 from queuectl.controller.workloads import pods_ready
 from queuectl.core import DEFAULT_PATIENCE_SECONDS
@@ -111,6 +111,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="how long a workload that would preempt waits instead while finished work in its "
         "cohort keeps returning the quota it lacks; 0 preempts at once "
         f"(default: {DEFAULT_PATIENCE_SECONDS:g})",
+    )
+    p.add_argument(
+        "--fair-sharing-preemption",
+        type=fair_rules,
+        default=(),
+        metavar="RULES",
+        help="with fair sharing, let a queue below its weighted share preempt equal-priority "
+        "work of queues above theirs, by these rules, comma-separated, in order: "
+        f"{FAIR_RULES} (Kueue's default), or either one alone; off when not given",
     )
     p.add_argument(
         "--pods-ready-timeout-seconds",

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from queuectl.cli._numbers import real, seconds, whole
+from queuectl.cli._numbers import FAIR_RULES, fair_rules, real, seconds, whole
 from queuectl.cli.main import Subparsers
-from queuectl.core import DEFAULT_PATIENCE_SECONDS, FAIR_PREEMPTION_DEFAULT, fair_preemption_rules
+from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.sim import (
     GenerateOptions,
     SimConfig,
@@ -81,7 +81,7 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     p.add_argument(
         "--fair-sharing-preemption",
-        type=_fair_rules,
+        type=fair_rules,
         default=(),
         metavar="RULES",
         help="turn on fair-sharing preemption with these rules, comma-separated, in order: "
@@ -160,20 +160,6 @@ def _yaml_docs(paths: list[str]) -> list[tuple[str, Any]]:
             raise SimInputError(f"{f}: not valid YAML: {err}") from None
         docs += [(f"{f} (document {i + 1})", d) for i, d in enumerate(loaded)]
     return docs
-
-
-FAIR_RULES = ",".join(FAIR_PREEMPTION_DEFAULT)
-
-
-def _fair_rules(text: str) -> tuple[str, ...]:
-    """--fair-sharing-preemption: the rules, checked as the core checks them."""
-    rules = tuple(r.strip() for r in text.split(",") if r.strip())
-    if not rules:
-        raise argparse.ArgumentTypeError(f"name at least one rule, e.g. {FAIR_RULES}")
-    try:
-        return fair_preemption_rules(rules)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _habits(text: str) -> dict[str, str]:
