@@ -27,6 +27,7 @@ from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.controller.workloads import settle
 from queuectl.controller.workloads.adoption import JobWorkloads
+from queuectl.controller.workloads.children import place_children
 from queuectl.controller.workloads.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.pacing import PendingRefresh
@@ -166,7 +167,8 @@ class Reconciler:
         3. its LocalQueue stopped with HoldAndDrain: evict;
         4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
         5. the job changed under its quota: evict, to requeue it as it is now;
-        6. the job still suspended: place and start it.
+        6. the job still suspended: place it (and the children its operator does not place,
+           `children`) and start it.
         """
         st = WorkloadView(wl).status
         if WorkloadView(wl).is_true(names.COND_EVICTED):
@@ -223,6 +225,7 @@ class Reconciler:
             return
         if adapter is not None and job is not None and adapter.is_suspended(job):
             placed = self._placements(wl)
+            await place_children(self.writes, self.cache, adapter, job, wl, placed)
             patch = adapter.run_patch(job, WorkloadView(wl).pod_sets, placed)
             try:
                 started = await self.writes.patch_job(adapter, job, patch)
