@@ -28,6 +28,7 @@ from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.controller.watch.workload_pods import WorkloadPods
 from queuectl.controller.workloads import pods_ready, settle
 from queuectl.controller.workloads.adoption import JobWorkloads
+from queuectl.controller.workloads.children import place_children
 from queuectl.controller.workloads.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.pacing import PendingRefresh
@@ -181,7 +182,8 @@ class Reconciler:
         3. its LocalQueue stopped with HoldAndDrain: evict;
         4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
         5. the job changed under its quota: evict, to requeue it as it is now;
-        6. the job still suspended: place and start it;
+        6. the job still suspended: place it (and the children its operator does not place,
+           `children`) and start it;
         7. running: its pods Ready in time, or evict (`pods_ready`).
         """
         st = WorkloadView(wl).status
@@ -239,6 +241,7 @@ class Reconciler:
             return
         if adapter is not None and job is not None and adapter.is_suspended(job):
             placed = self._placements(wl)
+            await place_children(self.writes, self.cache, adapter, job, wl, placed)
             patch = adapter.run_patch(job, WorkloadView(wl).pod_sets, placed)
             try:
                 started = await self.writes.patch_job(adapter, job, patch)
