@@ -8,6 +8,7 @@ and b own nothing, so all they run is borrowed. b came first and runs two 4-GPU 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -116,9 +117,9 @@ def test_a_team_at_share_zero_takes_back_the_newest_borrowed_job_after_its_grace
         ),
         priority_class(pc, 100, grace=GRACE),
     )
-    for i in range(2):
-        apply(control_plane, gpu_job(f"b-{i}", namespace, "b", gpus=4, priority=pc))
-        wait_for(f"b-{i} running", lambda i=i: running_pods(control_plane, namespace, f"b-{i}"))
+    for job in ("b-0", "b-1"):
+        apply(control_plane, gpu_job(job, namespace, "b", gpus=4, priority=pc))
+        wait_for(f"{job} running", partial(running_pods, control_plane, namespace, job))
 
     apply(control_plane, gpu_job("a-0", namespace, "a", gpus=4, priority=pc))
     victim = wait_for(
