@@ -286,6 +286,38 @@ class LocalQueueSpec(KubeModel):
     stop_policy: StopPolicy = StopPolicy.NONE
 
 
+class QuotaLine(KubeModel):
+    """One resource of a flavor, as its ClusterQueue holds it now."""
+
+    name: ResourceName
+    nominal: Quantity = 0
+    used: Quantity = 0
+    borrowable: Quantity = 0
+    """What it could borrow now beyond its unused quota (its cohort's idle quota, within the
+    limits on the way)."""
+
+
+class FlavorQuota(KubeModel):
+    name: ObjectName
+    resources: list[QuotaLine] = Field(default_factory=list, max_length=16)
+
+
+class PendingRequest(KubeModel):
+    name: ResourceName
+    requested: Quantity = 0
+    """What the ClusterQueue's pending workloads ask for in all."""
+
+
+class ClusterQueueQuota(KubeModel):
+    """A LocalQueue's ClusterQueue's quota, for namespace users who may not read it."""
+
+    flavors: list[FlavorQuota] = Field(default_factory=list, max_length=MAX_STATUS_FLAVORS)
+    pending: list[PendingRequest] = Field(default_factory=list, max_length=16)
+    gpus: str = Field(default="", max_length=200)
+    """One line: GPUs used of nominal, how many more it could borrow now, how many pending ask
+    for (`kubectl get localqueue -o wide`)."""
+
+
 class LocalQueueStatus(KubeModel):
     conditions: list[Condition] = conditions_field()
     pending_workloads: int = Field(default=0, ge=0)
@@ -295,6 +327,7 @@ class LocalQueueStatus(KubeModel):
         default_factory=list, max_length=MAX_STATUS_FLAVORS
     )
     flavors_usage: list[FlavorUsage] = Field(default_factory=list, max_length=MAX_STATUS_FLAVORS)
+    cluster_queue_quota: ClusterQueueQuota | None = None
 
 
 class LocalQueue(Resource):

@@ -144,3 +144,10 @@ class QueueStatus:
     weighted_share: float = 0.0
     reason: str | None = None
     """Why it is inactive: InvalidSpec, or AdmissionCheckNotFound/Inactive (see `problem`)."""
+    nominal: Mapping[FlavorResource, int] = field(default_factory=dict)
+    """Its own quota."""
+    available: Mapping[FlavorResource, int] = field(default_factory=dict)
+    """What it could take now (its unused quota and what its cohort would lend), per covered
+    flavor and resource."""
+    pending_requests: Mapping[str, int] = field(default_factory=dict)
+    """Resource -> what its pending workloads ask for in all (no flavor chosen yet)."""

@@ -18,7 +18,7 @@ from queuectl.core.explain import explain, pending_info
 from queuectl.core.fair_preempt import strategies
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, MAX_ALLOWANCE_SECONDS
 from queuectl.core.queues import shape_of
-from queuectl.core.quota import share
+from queuectl.core.quota import available, share
 from queuectl.core.results import (
     CycleResult,
     Explanation,
@@ -312,4 +312,24 @@ class Scheduler:
             usage=dict(node.usage),
             borrowed={fr: node.borrowed(fr) for fr in node.usage if node.borrowed(fr) > 0},
             weighted_share=share(node),
+            nominal=dict(node.nominal),
+            available={fr: available(node, fr) for fr in node.nominal},
+            pending_requests=self._pending_requests(name),
         )
+
+    def _pending_requests(self, name: str) -> dict[str, int]:
+        """What the queue's pending workloads ask for, per resource."""
+        state, book = self.state, self.book
+        q = book.pending.get(name)
+        keys = list(q.entries) if q is not None else []
+        keys += [
+            k
+            for k in (*book.waiting_at, *book.inactive, *book.nominations)
+            if state.workloads[k].cluster_queue == name
+        ]
+        out: dict[str, int] = {}
+        for key in keys:
+            for ps in state.workloads[key].podsets:
+                for res, amount in ps.requests.items():
+                    out[res] = out.get(res, 0) + amount * ps.count
+        return out

@@ -110,6 +110,12 @@ KIND_INFOS: Final[tuple[KindInfo, ...]] = (
             Column(
                 "Active", _cond(names.COND_ACTIVE), description="Whether it admits work", priority=1
             ),
+            Column(
+                "GPUs",
+                ".status.clusterQueueQuota.gpus",
+                description="Its ClusterQueue's GPUs: used of nominal, borrowable now, pending",
+                priority=1,
+            ),
             AGE,
         ),
     ),

@@ -44,6 +44,7 @@ class QueueStatusWriter:
         await self.restore_banks()  # never overwrite a balance before it was read back
         now = self.clock()
         cq_active: dict[str, bool] = {}
+        cq_quota: dict[str, dict[str, Any]] = {}
         waiting = queues.waiting_for_checks(self.cache.store(k.WORKLOADS).values())
         for cq in list(self.cache.store(k.CLUSTER_QUEUES).values()):
             name = cq["metadata"]["name"]
@@ -59,6 +60,7 @@ class QueueStatusWriter:
             cq_active[name] = any(
                 c["type"] == names.COND_ACTIVE and c["status"] == "True" for c in st["conditions"]
             )
+            cq_quota[name] = queues.cluster_queue_quota(qs, queues.flavor_order(cq))
             self._quota_metrics(cq, qs)
             await self._write_if_due(k.CLUSTER_QUEUES, cq, st, now)
         lq_statuses = queues.local_queue_statuses(
@@ -67,6 +69,7 @@ class QueueStatusWriter:
             self.feed,
             cq_active,
             now,
+            cq_quota,
         )
         for (ns, name), st in lq_statuses.items():
             lq = self.cache.get(k.LOCAL_QUEUES, name, ns)

@@ -33,7 +33,7 @@ def flavors_usage(usage: Usage, borrowed: Usage, order: Iterable[str]) -> list[d
     ]
 
 
-def _flavor_order(cq: Obj) -> list[str]:
+def flavor_order(cq: Obj) -> list[str]:
     out: list[str] = []
     for group in ObjectView(cq).spec.get("resourceGroups") or ():
         out += [f["name"] for f in group.get("flavors") or () if f["name"] not in out]
@@ -81,6 +81,52 @@ def gpu_time_bank_status(
     return {"balanceGPUHours": value, "lastUpdateTime": convert.format_time(now)}
 
 
+def cluster_queue_quota(qs: QueueStatus | None, order: Iterable[str] = ()) -> dict[str, Any]:
+    """What a namespace user needs to know of their ClusterQueue's quota (a LocalQueue's
+    `status.clusterQueueQuota`): per flavor and resource its nominal quota, what it uses and
+    what it could borrow now, what its pending workloads ask for per resource, and a one-line
+    GPU summary for `kubectl get localqueue -o wide`."""
+    if qs is None:
+        return {"flavors": [], "pending": [], "gpus": "unknown: not yet seen by the scheduler"}
+    by_flavor: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (flavor, res), nominal in sorted(qs.nominal.items()):
+        used = qs.usage.get((flavor, res), 0)
+        borrowable = max(0, qs.available.get((flavor, res), 0) - max(0, nominal - used))
+        by_flavor[flavor].append(
+            {
+                "name": res,
+                "nominal": convert.quantity_string(res, nominal),
+                "used": convert.quantity_string(res, used),
+                "borrowable": convert.quantity_string(res, borrowable),
+            }
+        )
+    ordered = [f for f in order if f in by_flavor] + sorted(f for f in by_flavor if f not in order)
+    pending = [
+        {"name": res, "requested": convert.quantity_string(res, amount)}
+        for res, amount in sorted(qs.pending_requests.items())
+    ]
+    return {
+        "flavors": [{"name": f, "resources": by_flavor[f]} for f in ordered],
+        "pending": pending,
+        "gpus": _gpu_line(qs),
+    }
+
+
+def _gpu_line(qs: QueueStatus) -> str:
+    gpu = names.GPU_RESOURCE
+    frs = [fr for fr in qs.nominal if fr[1] == gpu]
+    if not frs:
+        return "no GPU quota"
+    nominal = sum(qs.nominal[fr] for fr in frs)
+    used = sum(qs.usage.get(fr, 0) for fr in frs)
+    borrowable = sum(
+        max(0, qs.available.get(fr, 0) - max(0, qs.nominal[fr] - qs.usage.get(fr, 0)))
+        for fr in frs
+    )
+    pending = qs.pending_requests.get(gpu, 0)
+    return f"{used}/{nominal} used, +{borrowable} borrowable, {pending} pending"
+
+
 def cluster_queue_status(
     cq: Obj, qs: QueueStatus | None, now: float, waiting: int = 0, bank: float | None = None
 ) -> dict[str, Any]:
@@ -97,7 +143,7 @@ def cluster_queue_status(
         message = qs.problem or "The ClusterQueue cannot admit workloads"
     else:
         active, reason, message = True, names.REASON_READY, "Can admit new workloads"
-    usage = flavors_usage(qs.usage, qs.borrowed, _flavor_order(cq)) if qs is not None else []
+    usage = flavors_usage(qs.usage, qs.borrowed, flavor_order(cq)) if qs is not None else []
     out = {
         "pendingWorkloads": qs.pending if qs else 0,
         "reservingWorkloads": qs.admitted if qs else 0,
@@ -119,8 +165,10 @@ def local_queue_statuses(
     feed: Feed,
     cq_active: Mapping[str, bool],
     now: float,
+    cq_quota: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """(namespace, name) -> status for every LocalQueue."""
+    """(namespace, name) -> status for every LocalQueue; `cq_quota`: each ClusterQueue's
+    `cluster_queue_quota`, copied into the LocalQueues that send work to it."""
     pending: dict[tuple[str, str], int] = defaultdict(int)
     admitted: dict[tuple[str, str], int] = defaultdict(int)
     reserving: dict[tuple[str, str], int] = defaultdict(int)
@@ -167,6 +215,8 @@ def local_queue_statuses(
             "flavorsUsage": fl,
             "conditions": _with_condition(lq, active, reason, message, now),
         }
+        if cq_quota is not None and cq in cq_quota:
+            out[key]["clusterQueueQuota"] = cq_quota[cq]
     return out
 
 
@@ -183,6 +233,7 @@ COUNTS: Final = frozenset(
         "flavorsReservation",
         "flavorsUsage",
         "fairSharing",
+        "clusterQueueQuota",
     }
 )
 
