@@ -87,7 +87,7 @@ class Load:
             for stream in layout.scenario.streams:
                 for seq in range(stream.count):
                     name = objects.workload_name(c, q, stream, seq)
-                    recorder.add(name, stream.cls, stream.units)
+                    recorder.add(name, stream.cls, stream.units, stream.size_class)
                     self.runtime[name] = stream.runtime_s
 
     # --- run -------------------------------------------------------------------------------
