@@ -293,12 +293,15 @@ HEARTBEAT_RESOURCES = frozenset({"leases", "nodes", "nodes/status"})
 the controller's own Lease. Counted apart so a scenario with nodes compares with one without."""
 
 
-def _topology_figures(scenario: Scenario, rec: Recorder) -> dict[str, Any]:
-    """For a scenario with nodes: the fleet, each class's placement and its own times."""
+def _topology_figures(scenario: Scenario, rec: Recorder, driver: Load) -> dict[str, Any]:
+    """For a scenario with nodes: the fleet, each class's placement and its own times, and how
+    many admissions came with a topology assignment (over how many nodes)."""
     if scenario.fleet is None:
         return {}
     return {
         "nodes": scenario.fleet.nodes,
+        "topology_admissions": driver.topology_admissions,
+        "nodes_per_admission": {str(k): v for k, v in sorted(driver.domains_used.items())},
         "placements": {
             s.cls: {
                 "size": s.size_class,
@@ -386,7 +389,7 @@ def results(
         "setup_s": setup_s,
         "targets": scenario.targets,
         "peer": scenario.peer,
-        **_topology_figures(scenario, rec),
+        **_topology_figures(scenario, rec, driver),
         "host": {
             "cpus": os.cpu_count(),
             "loadavg": loadavg,

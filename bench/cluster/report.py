@@ -133,6 +133,10 @@ def _topology_lines(res: dict[str, Any]) -> list[str]:
             for cls, p in placements.items()
         )
         lines.append(f"- {res.get('nodes')} nodes, Ready in {res.get('nodes_ready_s')} s; {shapes}")
+        lines.append(
+            f"- admissions placed on nodes: {res.get('topology_admissions')} of "
+            f"{res['counts']['admissions']}; nodes per admission: {res.get('nodes_per_admission')}"
+        )
     by_class = res.get("tta_by_class_avg_s") or {}
     if by_class:
         lines.append(

@@ -196,7 +196,7 @@ def a_tas_run(tta: dict[str, float], name: str = "tas") -> dict[str, Any]:
         rec.stopped(stream.cls, 50.0, finished=True)
     driver = SimpleNamespace(
         creation_lag_max=0.0, finish_latencies=[0.1], retries=0, conflicts=0, watch_events=9,
-        evicted_after_runtime=0,
+        evicted_after_runtime=0, topology_admissions=9, domains_used={1: 5, 2: 4},
     )  # fmt: skip
     proc: dict[str, ProcSample | None] = {"controller": ProcSample(1.0, 100.0, 120.0)}
     calls = Counter({("workloads/status", "PATCH"): 30, ("leases", "PUT"): 12})
@@ -282,6 +282,7 @@ def test_lease_and_node_requests_are_counted_apart() -> None:
     assert res["api_requests_per_admission"] == round((42 - 10) / 9, 3)
     assert res["api_requests_per_admission_without_heartbeats"] == round((30 - 10) / 9, 3)
     assert res["nodes"] == 640
+    assert res["topology_admissions"] == 9 and res["nodes_per_admission"] == {"1": 5, "2": 4}
     assert res["placements"]["medium-balanced-rack"] == {
         "size": "medium", "mode": "balanced", "pods": 4, "pod_request": "1250m",
     }  # fmt: skip
