@@ -194,6 +194,8 @@ async def measure(
             _progress(f"creating {scenario.fleet.nodes} nodes and a Topology")
         await setup.create(api, lay)
         nodes_ready_s = await setup.wait_nodes(api, lay)
+        if scenario.fleet is not None:
+            nodes_ready_s += await setup.settle(api)
         await setup.wait_active(api, lay)
         setup_s = time.monotonic() - t_setup
         driver = Load(api, lay, rec)

@@ -132,7 +132,10 @@ def _topology_lines(res: dict[str, Any]) -> list[str]:
             f"{cls} ({p['pods']} x {p['pod_request']}, {p['mode']})"
             for cls, p in placements.items()
         )
-        lines.append(f"- {res.get('nodes')} nodes, Ready in {res.get('nodes_ready_s')} s; {shapes}")
+        lines.append(
+            f"- {res.get('nodes')} nodes, Ready and settled in {res.get('nodes_ready_s')} s; "
+            f"{shapes}"
+        )
         lines.append(
             f"- admissions placed on nodes: {res.get('topology_admissions')} of "
             f"{res['counts']['admissions']}; nodes per admission: {res.get('nodes_per_admission')}"

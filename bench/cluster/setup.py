@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.cluster import objects
+from bench.cluster import apimetrics, objects
 from bench.cluster.kubeapi import Api, ApiError
 from bench.cluster.objects import Layout
 from queuectl.api import names
@@ -87,6 +87,29 @@ async def wait_nodes(api: Api, lay: Layout, timeout: float = 300.0) -> float:
                 f"{names.ANNOTATION_KWOK_NODE}={names.KWOK_NODE_FAKE} (testenv runs it)"
             )
         await asyncio.sleep(1.0)
+    return time.monotonic() - started
+
+
+NODE_START_UP = frozenset({("pods", "LIST"), ("leases", "POST")})
+"""What kwok does once per node it takes on (its Lease created, the node's pods listed): not
+the load's cost, so the load starts once it has stopped."""
+
+
+async def settle(api: Api, quiet_s: float = 2.0, timeout: float = 120.0) -> float:
+    """Until no node start-up request was served for `quiet_s`; returns the seconds it took."""
+    started = time.monotonic()
+
+    async def served() -> int:
+        counts = apimetrics.request_counts(await api.text("/metrics"))
+        return sum(counts[key] for key in NODE_START_UP)
+
+    last = await served()
+    while time.monotonic() - started < timeout:
+        await asyncio.sleep(quiet_s)
+        now = await served()
+        if now == last:
+            break
+        last = now
     return time.monotonic() - started
 
 
