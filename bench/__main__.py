@@ -13,6 +13,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("bench.cluster.cli", "a cluster scenario on testenv (bench/scenarios/*.yaml)"),
     "webhooks": ("bench.webhook_flood", "hostile AdmissionReviews over TLS: 400s, 408s, never 500"),
     "simulate": ("bench.simulate_bench", "queuectl simulate: 7 days, 100,000 jobs, 1,024 GPUs"),
+    "fairshare": (
+        "bench.fairshare_bench",
+        "queuectl simulate with fair-sharing preemption off and on: one team always borrows",
+    ),
     "chaos": ("bench.chaos.cli", "the fault suite: faults and hostile input under a Job stream"),
     "bypass": ("bench.bypass.cli", "the bypass fuzzer: every generated mutation, as a plain user"),
     "memory": (

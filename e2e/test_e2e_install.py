@@ -17,13 +17,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from e2e.harness import apply, cluster_queue, flavor, gpu_job, local_queue
 from e2e.jobflow import JobFlow
+from queuectl.api import names
 from queuectl.testenv import eventually
 from queuectl.testenv.invariants import Sampler
+from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.realinstall import BASE, NAMESPACE, RealInstall, real_install
 
@@ -78,6 +81,128 @@ def test_jobs_are_queued_and_admitted_through_the_in_cluster_deployment(
     names = {f"first-{i}" for i in range(3)}
     apply(install.plane, *(gpu_job(n, TEAM, "lq", gpus=1, runs_for="1s") for n in names))
     wait_admitted(install, names, timeout=120)
+
+
+def test_a_job_whose_image_cannot_be_pulled_frees_its_quota_and_the_next_job_runs(
+    install: RealInstall,
+) -> None:
+    """On the real node: a Job's image exists nowhere (ImagePullBackOff); its ClusterQueue's
+    15-second pods-ready timeout evicts it, requeued with back-off, and the Job waiting behind
+    it for the queue's CPU runs."""
+    team = "team-image"
+    install.plane.kubectl("create", "namespace", team)
+    cpu = "100m"
+    apply(
+        install.plane,
+        {
+            "apiVersion": names.API_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "real-node"},
+            "spec": {"nodeLabels": {REAL_NODE_LABEL: "true"}},
+        },
+        {
+            "apiVersion": names.API_VERSION,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq-image"},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {
+                                "name": "real-node",
+                                "resources": [{"name": "cpu", "nominalQuota": cpu}],
+                            }
+                        ],
+                    }
+                ],
+                "waitForPodsReady": {"timeoutSeconds": 15},
+            },
+        },
+        local_queue("lq", team, "cq-image"),
+    )
+    image = install.controller_pods()[0]["spec"]["containers"][0]["image"]  # on the node
+    apply(
+        install.plane,
+        cpu_job("missing", team, "localhost/queuectl/missing:v1", cpu, pull="IfNotPresent"),
+        cpu_job("next", team, image, cpu, pull="Never"),
+    )
+    eventually(
+        lambda: [
+            s.get("state", {}).get("waiting", {}).get("reason")
+            for p in pods(install, team, "missing")
+            for s in (p.get("status") or {}).get("containerStatuses") or ()
+        ],
+        lambda reasons: bool({"ErrImagePull", "ImagePullBackOff"} & set(reasons)),
+        timeout=120,
+        what="the missing image's pull failing on the real node",
+    )
+    requeued = eventually(
+        lambda: workload_condition(install, team, "missing", names.COND_REQUEUED),
+        lambda cond: cond.get("reason") == names.REASON_EVICTED_PODS_READY_TIMEOUT,
+        timeout=120,
+        what="missing evicted for PodsReadyTimeout and requeued",
+    )
+    assert "backing off until" in requeued["message"]
+    eventually(
+        lambda: [p["status"].get("phase") for p in pods(install, team, "next") if p.get("status")],
+        lambda phases: "Running" in phases,
+        timeout=120,
+        what="next running on the real node",
+    )
+
+
+def cpu_job(name: str, namespace: str, image: str, cpu: str, *, pull: str) -> dict[str, object]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {names.LABEL_QUEUE_NAME: "lq"},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": image,
+                            "imagePullPolicy": pull,
+                            "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                            "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def pods(install: RealInstall, namespace: str, job: str) -> list[dict[str, Any]]:
+    out = install.plane.kubectl(
+        "get", "pods", "-n", namespace, "-l", f"job-name={job}", "-o", "json"
+    ).stdout
+    found: list[dict[str, Any]] = json.loads(out)["items"]
+    return found
+
+
+def workload_condition(
+    install: RealInstall, namespace: str, job: str, type_: str
+) -> dict[str, Any]:
+    out = install.plane.kubectl(
+        "get", "workloads.queuectl.io", "-n", namespace, "-o", "json"
+    ).stdout
+    for wl in json.loads(out)["items"]:
+        if any(r.get("name") == job for r in wl["metadata"].get("ownerReferences") or ()):
+            for cond in (wl.get("status") or {}).get("conditions") or ():
+                if cond.get("type") == type_:
+                    return dict(cond)
+    return {}
 
 
 def test_deleting_the_leader_pod_the_other_replica_admits_within_20s_and_nothing_twice(

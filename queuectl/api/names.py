@@ -124,6 +124,7 @@ REASON_PREEMPTED_RECLAIM: Final = "InCohortReclamation"
 REASON_PREEMPTED_WITHIN_CQ: Final = "InClusterQueue"
 REASON_PREEMPTED_BORROW: Final = "InCohortReclaimWhileBorrowing"
 REASON_PREEMPTED_CREDIT: Final = "InCohortReclaimWithCredit"  # GPU time banking
+REASON_PREEMPTED_FAIR: Final = "InCohortFairSharing"  # fair-sharing preemption
 REASON_EVICTED_PREEMPTION: Final = "Preempted"
 REASON_EVICTED_NODE_FAILURES: Final = "NodeFailures"
 REASON_EVICTED_MAX_EXEC_TIME: Final = "MaximumExecutionTimeExceeded"

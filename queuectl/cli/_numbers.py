@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from queuectl.core import FAIR_PREEMPTION_DEFAULT, fair_preemption_rules
+
 INT32_MAX: Final = 2**31 - 1
 YEAR_SECONDS: Final = 365 * 86_400.0
 """The longest period or timeout a flag takes: longer is a typo (or an attempt to overflow a
@@ -89,3 +91,17 @@ def range_of(parse: object) -> Range | None:
     """The `Range` a checked type carries (None for any other type)."""
     found = getattr(parse, "range", None)
     return found if isinstance(found, Range) else None
+
+
+FAIR_RULES = ",".join(FAIR_PREEMPTION_DEFAULT)
+
+
+def fair_rules(text: str) -> tuple[str, ...]:
+    """--fair-sharing-preemption: the rules, comma-separated, checked as the core checks them."""
+    rules = tuple(r.strip() for r in text.split(",") if r.strip())
+    if not rules:
+        raise argparse.ArgumentTypeError(f"name at least one rule, e.g. {FAIR_RULES}")
+    try:
+        return fair_preemption_rules(rules)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from queuectl.cli._numbers import real, seconds, whole
+from queuectl.cli._numbers import FAIR_RULES, fair_rules, real, seconds, whole
 from queuectl.cli.main import Subparsers
 from queuectl.core import DEFAULT_PATIENCE_SECONDS
 from queuectl.sim import (
@@ -78,6 +78,14 @@ def add_parser(subparsers: Subparsers) -> None:
         metavar="SECONDS",
         help="as the controller's --preemption-patience-seconds: how long a would-be preemptor "
         f"waits for completions instead (default: {DEFAULT_PATIENCE_SECONDS:g}; 0 = never)",
+    )
+    p.add_argument(
+        "--fair-sharing-preemption",
+        type=fair_rules,
+        default=(),
+        metavar="RULES",
+        help="turn on fair-sharing preemption with these rules, comma-separated, in order: "
+        f"{FAIR_RULES} (Kueue's default), or either one alone; off when not given",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", metavar="FILE", help="jobs as CSV (with a header) or JSON lines")
@@ -245,6 +253,7 @@ def _simulate(args: argparse.Namespace) -> int:
         repair_seconds=args.repair_hours * 3600,
         seed=args.seed,
         preemption_patience=args.preemption_patience,
+        fair_preemption=args.fair_sharing_preemption,
     )
     results = []
     for label, config in configs:

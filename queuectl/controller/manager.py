@@ -65,6 +65,8 @@ class Options:
     """The enforcement loop: running pods beyond their admission stop it (enforce_loop.py)."""
     preemption_patience_s: float = DEFAULT_PATIENCE_SECONDS
     """How long a would-be preemptor may wait for completions instead (`core.patience`)."""
+    fair_preemption: tuple[str, ...] = ()
+    """Fair-sharing preemption's rules, in order; empty: off (`core/fair_preempt.py`)."""
     pods_ready: PodsReadyOptions = field(default_factory=PodsReadyOptions)
     """Startup and recovery timeouts of admitted Workloads' pods (`workloads/pods_ready.py`)."""
 
@@ -88,7 +90,10 @@ class Controller:
         self.kind_watches = KindWatches(
             kube, self.cache, self.kinds.values(), options.kind_recheck_s
         )
-        self.sched = Scheduler(preemption_patience=options.preemption_patience_s)
+        self.sched = Scheduler(
+            preemption_patience=options.preemption_patience_s,
+            fair_preemption=options.fair_preemption,
+        )
         """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""
         self.core = CoreThread(self.sched)
         self.inflight = InFlight()

@@ -8,6 +8,8 @@ from queuectl import native
 
 __path__ = native.core_path(__path__)  # a compiled build of these sources, when asked for
 
+from queuectl.core.fair_preempt import DEFAULT as FAIR_PREEMPTION_DEFAULT
+from queuectl.core.fair_preempt import strategies as fair_preemption_rules
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, waits_for_completions
 from queuectl.core.results import (
     Admitted,
@@ -52,6 +54,7 @@ from queuectl.core.types import (
 
 __all__ = [
     "DEFAULT_PATIENCE_SECONDS",
+    "FAIR_PREEMPTION_DEFAULT",
     "GPU",
     "Admission",
     "AdmissionCheck",
@@ -89,5 +92,6 @@ __all__ = [
     "TopologyRequest",
     "Workload",
     "backoff_seconds",
+    "fair_preemption_rules",
     "waits_for_completions",
 ]

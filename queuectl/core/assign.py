@@ -15,9 +15,9 @@ from functools import partial
 
 from queuectl.core import reasons
 from queuectl.core.decision import Decision
+from queuectl.core.fair_preempt import search
 from queuectl.core.flavor_fit import Fitting, NoFit, Notes, choose_flavor, place_podset
 from queuectl.core.podset_groups import Grouping
-from queuectl.core.preempt import search
 from queuectl.core.results import PendingInfo
 from queuectl.core.state import State
 from queuectl.core.topology import NodeUse, add_use, charge_of, node_requests

@@ -199,6 +199,7 @@ class Book:
         """Forget a nomination and release what was held for it (returned); `mark=False`:
         see `State.release_held`."""
         self.patient.pop(key, None)
+        self.state.claims.pop(key, None)
         victims = self.nominations.pop(key, None)
         self.nominated_info.pop(key, None)
         if victims is None:

@@ -101,6 +101,7 @@ def nominate(
     victims = [] if waiting is not None else d.victims
     keys = sorted(c.key for c, _ in victims)
     book.nominate(w.key, set(keys))
+    state.claims[w.key] = (w.cluster_queue, dict(d.need))
     node = state.tree.queues[w.cluster_queue]
     free_now = {fr: min(n, available(node, fr)) for fr, n in d.need.items()}
     reserve(book, w, {fr: n for fr, n in free_now.items() if n > 0}, now, mark)
@@ -158,4 +159,6 @@ def _why(reason: str) -> str:
         reasons.PREEMPTED_BORROW: "lower priority, and the preemptor may borrow over it",
         reasons.PREEMPTED_CREDIT: "its ClusterQueue borrows without GPU time credit, and the "
         "preemptor's queue borrows with credit",
+        reasons.PREEMPTED_FAIR: "its ClusterQueue's share of the borrowed quota stays at least "
+        "the preemptor's (fair sharing)",
     }[reason]

@@ -34,7 +34,7 @@ from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
 from queuectl.core.types import ClusterQueue, FlavorResource, PreemptionPolicy, Workload
 
 
-def _pool(state: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
+def usable_pool(state: State, queue: str, frs: frozenset[FlavorResource], now: float) -> Pool:
     """The queue's work holding some of `frs` that is old enough to preempt and not already being
     stopped, and when the first of its protected work holding some of `frs` comes of age."""
     work = state.preemptible(queue, now)
@@ -61,7 +61,7 @@ def _pool(state: State, queue: str, frs: frozenset[FlavorResource], now: float) 
     return pool
 
 
-def _borrowing(state: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
+def borrowing(state: State, node: QNode, frs: frozenset[FlavorResource]) -> bool:
     """Is the queue's own running work over its quota (quota held for others aside)?"""
     holds = state.queue_holds.get(node.name)
     for fr in frs:  # noqa: SIM110 (a plain loop: this runs ~50 times per victim search)
@@ -70,7 +70,7 @@ def _borrowing(state: State, node: QNode, frs: frozenset[FlavorResource]) -> boo
     return False
 
 
-def _fits(node: QNode, need: dict[FlavorResource, int]) -> bool:
+def fits_in(node: QNode, need: dict[FlavorResource, int]) -> bool:
     return all(n <= available(node, fr) for fr, n in need.items())
 
 
@@ -106,7 +106,7 @@ def _in_order(groups: list[_Group], own: list[Charge]) -> Iterator[tuple[Charge,
         yield c, reasons.PREEMPTED_WITHIN_CQ
 
 
-class _Candidates:
+class Candidates:
     """What one victim search may take, gathered before any of it is tried."""
 
     __slots__ = ("blocked", "groups", "own", "retry", "takeable")
@@ -147,13 +147,13 @@ def search(
     frs = frozenset(fr for fr, n in need.items() if n > available(node, fr)) or frozenset(need)
     policy = cq.preemption
     would_borrow = any(node.borrows(fr, n) for fr, n in need.items())
-    found = _Candidates()
+    found = Candidates()
     reach = Reach(state, node)
     """Where other queues meet the preemptor's in the tree."""
 
     # 1. Candidates.
     if policy.within_cluster_queue != "Never":
-        _from_own_queue(state, w, cq.name, policy.within_cluster_queue, frs, now, found)
+        from_own_queue(state, w, cq.name, policy.within_cluster_queue, frs, now, found)
     reclaim_within = (
         would_borrow and node.parent is not None and policy.reclaim_within_cohort != "Never"
     )
@@ -166,7 +166,7 @@ def search(
     def fail(hopeless: bool = False) -> Decision:
         return Decision(
             "fail",
-            info=_no_victims(w, cq, need, node, found.any()),
+            info=no_victims(w, cq, need, node, found.any()),
             retry_at=found.retry,
             need=dict(need) if reclaim_within else {},
             cross=across is not None,
@@ -175,12 +175,12 @@ def search(
             borrows=would_borrow,
         )
 
-    if not _enough(node, need, found.takeable):
+    if not enough(node, need, found.takeable):
         return fail(hopeless=not (found.any() or found.blocked))
 
     # 3. The fewest that make room.
     def fits() -> bool:
-        return _fits(node, need) and placeable()
+        return fits_in(node, need) and placeable()
 
     victims = _fewest_victims(state, _in_order(found.groups, found.own), frs, reach, fits)
     if victims is None:
@@ -239,18 +239,18 @@ def across_rule(
     return Across(bound, reasons.PREEMPTED_BORROW, credit)
 
 
-def _from_own_queue(
+def from_own_queue(
     state: State,
     w: Workload,
     queue: str,
     policy: str,
     frs: frozenset[FlavorResource],
     now: float,
-    found: _Candidates,
+    found: Candidates,
 ) -> None:
     """The preemptor's own queue: its work old enough to preempt that `policy`
     (withinClusterQueue) allows."""
-    pool = _pool(state, queue, frs, now)
+    pool = usable_pool(state, queue, frs, now)
     if pool.end is not None:
         found.retry_at(pool.end)
     found.own = [c for c in pool.usable if within_queue_allows(policy, w, c)]
@@ -266,10 +266,10 @@ def _from_other_queues(
     across: Across,
     reach: Reach,
     now: float,
-    found: _Candidates,
+    found: Candidates,
 ) -> None:
     """Other queues' candidates: each queue of the tree whose own running work is over its
-    quota of `frs` (`_borrowing`), met along the tree (`reach`), gives the prefix of its ranked
+    quota of `frs` (`borrowing`), met along the tree (`reach`), gives the prefix of its ranked
     work that `across` allows. Their protected work coming of age sets `found.retry`."""
     root = node.root
     memo = _nobody_else(state, node, frs)
@@ -287,9 +287,9 @@ def _from_other_queues(
         names.update(by_fr.get(fr, ()))
     for other_name in sorted(names):
         other = state.tree.queues[other_name]
-        if not _borrowing(state, other, frs):
+        if not borrowing(state, other, frs):
             continue
-        pool = _pool(state, other_name, frs, now)
+        pool = usable_pool(state, other_name, frs, now)
         end = pool.end
         if end is not None:
             ends.append((other_name, end))
@@ -342,12 +342,12 @@ def _nobody_else(
     return hit[2]
 
 
-def _still_lent(state: State, reach: Reach, c: Charge, frs: frozenset[FlavorResource]) -> bool:
+def still_lent(state: State, reach: Reach, c: Charge, frs: frozenset[FlavorResource]) -> bool:
     """Is another queue's candidate still on borrowed quota? Earlier victims may have brought
     its branch back within its own quota: nothing borrowed is left there to take."""
     owner = state.tree.queues[c.cq]
     short = frs.intersection(c.usage)
-    return _borrowing(state, owner, short) and reach.meet(owner, short) is not None
+    return borrowing(state, owner, short) and reach.meet(owner, short) is not None
 
 
 def _fewest_victims(
@@ -363,7 +363,7 @@ def _fewest_victims(
     do not make room."""
     removed: list[tuple[Charge, str]] = []
     for c, why in order:
-        if why != reasons.PREEMPTED_WITHIN_CQ and not _still_lent(state, reach, c, frs):
+        if why != reasons.PREEMPTED_WITHIN_CQ and not still_lent(state, reach, c, frs):
             continue
         state.apply(c, -1, mark=False)
         removed.append((c, why))
@@ -386,7 +386,7 @@ def _fewest_victims(
     return victims
 
 
-def _enough(
+def enough(
     node: QNode, need: dict[FlavorResource, int], takeable: dict[FlavorResource, int]
 ) -> bool:
     """Cheap necessary condition: the candidates hold at least the shortfall of each need."""
@@ -397,7 +397,7 @@ def _enough(
     return True
 
 
-def _no_victims(
+def no_victims(
     w: Workload,
     cq: ClusterQueue,
     need: dict[FlavorResource, int],

@@ -22,7 +22,7 @@ class Preemption:
     preemptor: str
     reason: str
     """InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing |
-    InCohortReclaimWithCredit"""
+    InCohortReclaimWithCredit | InCohortFairSharing"""
     message: str
     deadline: float
     """now + the victim's preemption grace period: when its Job is suspended."""

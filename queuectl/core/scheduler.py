@@ -8,13 +8,14 @@ read the book, and neither imports this module.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
 from queuectl.core.book import Book
 from queuectl.core.cycle import run_cycle
 from queuectl.core.explain import explain, pending_info
+from queuectl.core.fair_preempt import strategies
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, MAX_ALLOWANCE_SECONDS
 from queuectl.core.queues import shape_of
 from queuectl.core.quota import share
@@ -49,12 +50,20 @@ def backoff_seconds(requeue_count: int, base: float = 1.0, cap: float = 600.0) -
 class Scheduler:
     """State built from watch events plus one admission cycle at a time. Not thread-safe."""
 
-    def __init__(self, preemption_patience: float = DEFAULT_PATIENCE_SECONDS) -> None:
+    def __init__(
+        self,
+        preemption_patience: float = DEFAULT_PATIENCE_SECONDS,
+        fair_preemption: Iterable[str] = (),
+    ) -> None:
         """`preemption_patience`: seconds a would-be preemptor may wait for completions that
-        return the quota it lacks instead of preempting (`core.patience`; 0 = never)."""
+        return the quota it lacks instead of preempting (`core.patience`; 0 = never).
+        `fair_preemption`: fair-sharing preemption's rules in the order tried
+        (`LessThanOrEqualToFinalShare`, `LessThanInitialShare`; `core.fair_preempt`); empty:
+        off. A bad list raises ValueError."""
         self.book = Book()
         self.book.patience = self.book.freed_keep = preemption_patience
         self.state = self.book.state
+        self.state.fair_strategies = strategies(fair_preemption)
         """The core's state: for the core and its tests; callers use the read methods below."""
 
     @property

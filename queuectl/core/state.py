@@ -27,6 +27,7 @@ from queuectl.core.types import (
     AdmissionCheck,
     ClusterQueue,
     Cohort,
+    FairPreemptionStrategy,
     Flavor,
     FlavorResource,
     Node,
@@ -196,13 +197,18 @@ class State:
     in_cycle: bool = False
     """Inside an admission loop (`begin_loop`..`end_loop`): the loop-only memos are kept."""
     pooling: bool = False
-    """Settling nominations before the loop: victim pools are memoised (`preempt._pool`) as
+    """Settling nominations before the loop: victim pools are memoised (`preempt.usable_pool`) as
     in the loop; `begin_loop` clears them."""
     usage_at_loop_start: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """node -> its usage before the running admission loop first changed it (kept only while
     `in_cycle`): what could be taken when the loop began"""
     bank: Ledger = field(default_factory=Ledger)
     """GPU time banking: the balances of queues with a bank (`queuectl.core.bank`)."""
+    fair_strategies: tuple[FairPreemptionStrategy, ...] = ()
+    """Fair-sharing preemption's rules, in the order tried; empty: off (`fair_preempt`)."""
+    claims: dict[str, tuple[str, dict[FlavorResource, int]]] = field(default_factory=dict)
+    """nominated preemptor -> (its queue, what it needs): quota it will hold once admitted,
+    which fair shares count before it is (`fair_preempt`)"""
 
     # --- tree -------------------------------------------------------------------------------
     def ensure_tree(self) -> None:

@@ -21,6 +21,8 @@ WhenCanBorrow = Literal["Borrow", "TryNextFlavor"]
 WhenCanPreempt = Literal["Preempt", "TryNextFlavor"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+FairPreemptionStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+"""A fair-sharing preemption rule (`queuectl.core.fair_preempt`)."""
 
 GPU = "nvidia.com/gpu"
 

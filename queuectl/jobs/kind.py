@@ -223,3 +223,29 @@ class CountsSucceeded(Protocol):
     def succeeded_pods(self, job: Obj) -> int:
         """Pods of `job` that ended successfully (and so left the running pods)."""
         ...
+
+
+# --- optional: a child the operator does not place on resume --------------------------------
+@runtime_checkable
+class PlacesChildren(Protocol):
+    """Beside `MakesChildren`, for a kind whose operator makes a child while the job waits and
+    does not carry the job's placement into it when the job starts (mpi-operator v0.6.0 makes
+    an MPIJob's launcher Job at once, suspended, and on resume only unsuspends it). Before it
+    starts the job, the controller patches each such child that exists (it is suspended with
+    the job, so the API server lets its scheduling directives change)."""
+
+    def placed_children(self, job: Obj) -> tuple[tuple[Resource, str], ...]:
+        """The children to place: resource and name, in the job's namespace."""
+        ...
+
+    def child_run_patch(
+        self,
+        job: Obj,
+        child: Obj,
+        pod_sets: Sequence[Obj],
+        placements: Sequence[PodSetPlacement],
+    ) -> dict[str, Any] | None:
+        """A merge patch placing `child` as `run_patch` places the job (over the Workload's
+        original `pod_sets`); None when it already is placed so, or when `job` does not
+        control it."""
+        ...

@@ -17,6 +17,7 @@ from queuectl.api.views import ObjectView
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
 from queuectl.jobs.kind import JobKind, MakesChildren, ReadsInputs
+from queuectl.jobs.mpi import MPIJob
 from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.jobs.ray import RayCluster, RayJob
 from queuectl.jobs.trainjob import TrainJob
@@ -170,6 +171,7 @@ KINDS = Registry(
         RayJob(),
         RayCluster(),
         PyTorchJob(),
+        MPIJob(),
         TrainJob(),
     ]
 )

@@ -53,6 +53,8 @@ class SimOptions:
     """Time buckets of the series the report plots."""
     preemption_patience: float = DEFAULT_PATIENCE_SECONDS
     """As the controller's `--preemption-patience-seconds` (`core.patience`)."""
+    fair_preemption: tuple[str, ...] = ()
+    """Fair-sharing preemption's rules in order (`core.fair_preempt`); empty: off."""
 
 
 @dataclass(slots=True)
@@ -94,7 +96,10 @@ class _Engine:
     ) -> None:
         self.config, self.options, self.progress = config, options, progress
         self.observe = observe
-        self.sched = Scheduler(preemption_patience=options.preemption_patience)
+        self.sched = Scheduler(
+            preemption_patience=options.preemption_patience,
+            fair_preemption=options.fair_preemption,
+        )
         for f in config.flavors:
             self.sched.upsert_flavor(f)
         for t in config.topologies:

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RECLAIM_REASONS = frozenset(
-    {"InCohortReclamation", "InCohortReclaimWhileBorrowing", "InCohortReclaimWithCredit"}
+    {
+        "InCohortReclamation",
+        "InCohortReclaimWhileBorrowing",
+        "InCohortReclaimWithCredit",
+        "InCohortFairSharing",
+    }
 )
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from queuectl.testenv import karpenter
+from queuectl.testenv import karpenter, mpioperator
 from queuectl.testenv.build import Progress, _run_streaming, build_once, check_go, find_go
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
@@ -66,6 +66,7 @@ class Operator:
     pod_label: str | None = None  # a label only its pods carry (selects its pod webhooks)
     webhook_config_name: str | None = None  # the one name its own code expects, if any
     webhook_failure_policy: str | None = None  # override, where the API server cannot verify it
+    ready_url: str | None = None  # where it says it is ready, if not /readyz on its health port
 
     @property
     def binary_name(self) -> str:
@@ -95,6 +96,8 @@ def _kuberay(binary: Path, run: RunDir) -> list[str]:
 
 
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+TRAINING_OPERATOR_SCHEMES = ("tfjob", "pytorchjob", "mxjob", "xgboostjob", "paddlejob")
+"""Every kind it serves but MPIJob: mpi-operator serves that (v2beta1) under the same CRD name."""
 TRAINING_OPERATOR_SECRET = "training-operator-webhook-cert"
 
 
@@ -106,6 +109,7 @@ def _training_operator(binary: Path, run: RunDir) -> list[str]:
         f"--health-probe-bind-address={HOST}:{run.health_port}",
         f"--webhook-server-port={run.webhook_port}",
         "--zap-devel=false",
+        *(f"--enable-scheme={scheme}" for scheme in TRAINING_OPERATOR_SCHEMES),
     ]
 
 
@@ -214,7 +218,10 @@ OPERATORS: dict[str, Operator] = {
             module="github.com/kubeflow/training-operator",
             version="v1.8.1",
             package="github.com/kubeflow/training-operator/cmd/training-operator.v1",
-            crds=("manifests/base/crds/kubeflow.org_*.yaml",),
+            crds=tuple(
+                f"manifests/base/crds/kubeflow.org_{scheme}s.yaml"
+                for scheme in TRAINING_OPERATOR_SCHEMES
+            ),
             argv=_training_operator,
             # Its rotator writes to the fixed /tmp path, where its webhook server must look too.
             env={"MY_POD_NAMESPACE": TRAINING_OPERATOR_NAMESPACE, "TMPDIR": "/tmp"},
@@ -233,7 +240,20 @@ OPERATORS: dict[str, Operator] = {
             "registered by URL under the name its rotator patches (it waits for that before "
             "starting its controllers) with failurePolicy Ignore, as its cert names only "
             "training-operator.kubeflow.svc: validation is effectively off; the Secret's cert "
-            "is written into that dir as a kubelet's volume mount would",
+            "is written into that dir as a kubelet's volume mount would; its MPIJob (v1) "
+            "scheme and CRD are left out (mpi-operator serves MPIJob)",
+        ),
+        Operator(
+            name="mpi-operator",
+            module="github.com/kubeflow/mpi-operator",
+            version="v0.6.0",
+            package="github.com/kubeflow/mpi-operator/cmd/mpi-operator",
+            crds=("manifests/base/kubeflow.org_mpijobs.yaml",),
+            argv=mpioperator.argv,
+            ready_url=mpioperator.health_url(),
+            notes="flags: metrics off, its leader-election Lease in kube-system (it cannot be "
+            "switched off); health on the fixed port 8080 (no flag), so one cluster per "
+            "machine runs it; no webhooks (see queuectl/testenv/mpioperator.py)",
         ),
         Operator(
             name="trainer",
@@ -467,7 +487,8 @@ def start(plane: ControlPlane, name: str, progress: Progress | None = None) -> P
         register_webhooks(plane, name, run)
         hooks = webhook_urls(name, run)
     env = {**os.environ, "KUBECONFIG": plane.kubeconfig, "TMPDIR": str(run.tmp), **op.env}
-    ready = _serving(http_probe(f"http://{HOST}:{run.health_port}/readyz"), hooks)
+    url = op.ready_url or f"http://{HOST}:{run.health_port}/readyz"
+    ready = _serving(http_probe(url), hooks)
     if op.after_start is None:
         plane.start_process(process_name(name), op.argv(binary, run), ready=ready, env=env)
         return binary

@@ -8,8 +8,8 @@
 - `gpu_nodes` (session): a standard fake GPU fleet (see `StandardFleet`).
 - `helm` (session): the path of a `helm` binary (built from its Go module and cached once).
 - `operators` (session): `operators(name)` makes sure that workload operator (jobset, lws, ray,
-  training-operator, trainer) runs against the session's cluster; the ones a test names with
-  `@pytest.mark.operator("jobset", ...)` are built before the test loop.
+  training-operator, mpi-operator, trainer) runs against the session's cluster; the ones a
+  test names with `@pytest.mark.operator("jobset", ...)` are built before the test loop.
 
 A test that uses any of these is marked `cluster`. If the cluster cannot start the test ERRORS
 with the reason; it is never skipped. The first build of the binaries happens before the test

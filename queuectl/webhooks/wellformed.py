@@ -245,6 +245,12 @@ JOB_KINDS: Final[Mapping[str, Schema]] = {
             "pytorchReplicaSpecs": map_of(obj({"replicas": COUNT, "template": POD_TEMPLATE})),
         }
     ),
+    "MPIJob": _job(
+        {
+            "runPolicy": obj({"suspend": BOOLEAN, "managedBy": STRING}),
+            "mpiReplicaSpecs": map_of(obj({"replicas": COUNT, "template": POD_TEMPLATE})),
+        }
+    ),
     "RayCluster": obj({"metadata": META, "spec": _RAY_CLUSTER}, required=("metadata",)),
     "RayJob": _job(
         {

@@ -102,6 +102,20 @@ PYTORCH_JOB = {
     },
 }
 
+_MPI = {"spec": {"containers": [{"name": "mpi", "image": "mpioperator/mpi-pi:openmpi"}]}}
+MPI_JOB = {
+    "apiVersion": "kubeflow.org/v2beta1",
+    "kind": "MPIJob",
+    "metadata": {"name": "sample"},
+    "spec": {
+        "slotsPerWorker": 1,
+        "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": _MPI},
+            "Worker": {"replicas": 2, "template": _MPI},
+        },
+    },
+}
+
 RUNTIME = {
     "apiVersion": "trainer.kubeflow.org/v1alpha1",
     "kind": "ClusterTrainingRuntime",
@@ -196,6 +210,13 @@ CASES = [
         "training.kubeflow.org/job-name=sample",
         3,
         ("services", "sample-master-0"),
+    ),
+    Case(
+        "mpi-operator",
+        (MPI_JOB,),
+        "training.kubeflow.org/operator-name=mpi-operator,training.kubeflow.org/job-name=sample",
+        3,
+        ("jobs.batch", "sample-launcher"),
     ),
     Case(
         "trainer",

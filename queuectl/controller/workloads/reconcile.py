@@ -26,14 +26,16 @@ from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.controller.watch.workload_pods import WorkloadPods
-from queuectl.controller.workloads import pods_ready, settle
+from queuectl.controller.workloads import settle
 from queuectl.controller.workloads.adoption import JobWorkloads
+from queuectl.controller.workloads.children import place_children
 from queuectl.controller.workloads.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.pacing import PendingRefresh
 from queuectl.controller.workloads.pending import PendingReasons
 from queuectl.controller.workloads.podgroup_steps import PodGroupSteps
 from queuectl.controller.workloads.pods_ready import PodsReadyOptions
+from queuectl.controller.workloads.pods_ready_steps import PodsReadySteps
 from queuectl.controller.workloads.priority import follow_priority_class
 from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites, split_key
 from queuectl.jobs import JobKind, PodSetPlacement
@@ -81,8 +83,6 @@ class Reconciler:
         """at(when, workload key): reconcile that workload again at `when`."""
         self.clock = clock
         self.pods_ready = pods_ready or PodsReadyOptions()
-        self.ready_pods = ready_pods
-        """Each Workload's Ready pods; None: no pods-ready timeouts (tests of other steps)."""
         backoff = dict(status.BACKOFF)
         backoff[names.REASON_EVICTED_PODS_READY_TIMEOUT] = (
             self.pods_ready.backoff_base_s,
@@ -91,8 +91,9 @@ class Reconciler:
         self.writes = WorkloadWrites(kube, cache, feed, events, clock, backoff)
         self.jobs = JobWorkloads(self.writes, adapters)
         self.pending = PendingReasons(self.writes, feed, sched, pending_refresh or PendingRefresh())
+        self.ready_steps = PodsReadySteps(self.writes, self.pods_ready, ready_pods, at, self.evict)
         self.groups = PodGroupSteps(
-            self.writes, sched, self.pending, at, self.evict, self.check_pods_ready
+            self.writes, sched, self.pending, at, self.evict, self.ready_steps.check
         )
         self.builtin_checks = BuiltinChecks(kube, cache, clock, at)
 
@@ -181,7 +182,8 @@ class Reconciler:
         3. its LocalQueue stopped with HoldAndDrain: evict;
         4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
         5. the job changed under its quota: evict, to requeue it as it is now;
-        6. the job still suspended: place and start it;
+        6. the job still suspended: place it (and the children its operator does not place,
+           `children`) and start it;
         7. running: its pods Ready in time, or evict (`pods_ready`).
         """
         st = WorkloadView(wl).status
@@ -239,6 +241,7 @@ class Reconciler:
             return
         if adapter is not None and job is not None and adapter.is_suspended(job):
             placed = self._placements(wl)
+            await place_children(self.writes, self.cache, adapter, job, wl, placed)
             patch = adapter.run_patch(job, WorkloadView(wl).pod_sets, placed)
             try:
                 started = await self.writes.patch_job(adapter, job, patch)
@@ -253,35 +256,7 @@ class Reconciler:
             job = started  # and its startup clock is set below
         if adapter is not None and job is not None:
             done = adapter.succeeded_pods(job) if isinstance(adapter, CountsSucceeded) else 0
-            await self.check_pods_ready(key, wl, now, done)
-
-    async def check_pods_ready(self, key: str, wl: Obj, now: float, succeeded: int = 0) -> None:
-        """A running Workload's pods Ready within the startup timeout, and back within the
-        recovery timeout after one stopped being (`pods_ready.step`): write PodsReady, look
-        again when a timeout falls due, or evict (deactivate at the requeue limit)."""
-        if self.ready_pods is None:
-            return
-        queue = (WorkloadView(wl).admission or {}).get("clusterQueue", "")
-        rules = pods_ready.policy(self.pods_ready, self.cache.get(k.CLUSTER_QUEUES, queue))
-        ready = self.ready_pods.ready(key) + succeeded
-        step = pods_ready.step(wl, ready, rules, now)
-        if step.evict is not None:  # first count again from the cache (a pod indexed late)
-            step = pods_ready.step(wl, self.ready_pods.recount(key) + succeeded, rules, now)
-        if step.condition is not None:
-            patch = status.pods_ready(wl, *step.condition, now)
-            if patch is not None and await self.writes.write_status(wl, patch) is None:
-                return  # a conflict: the fresh Workload comes back on its event
-        if step.check_at is not None:
-            self.at(step.check_at, key)
-        if step.evict is None:
-            return
-        reason = names.REASON_EVICTED_PODS_READY_TIMEOUT
-        if step.deactivate:
-            deactivated = await self.writes.deactivate(wl)
-            if deactivated is None:
-                return
-            wl, reason = deactivated, names.REASON_EVICTED_REQUEUE_LIMIT
-        await self.evict(wl, reason, step.evict)
+            await self.ready_steps.check(key, wl, now, done)
 
     def _placements(self, wl: Obj) -> list[PodSetPlacement]:
         """What the Workload's admission places each pod set on (its flavors' node labels and

@@ -98,3 +98,34 @@ def test_a_bad_preemption_patience_is_refused_with_what_to_give(
     with pytest.raises(SystemExit):
         parse(monkeypatch, "--preemption-patience-seconds", bad)
     assert f"{bad}: a number of seconds, 0 or more" in capsys.readouterr().err
+
+
+def test_pods_ready_timeouts_and_fair_sharing_preemption_reach_the_controller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    default = parse(monkeypatch).options
+    assert default.fair_preemption == ()
+    assert (default.pods_ready.timeout_s, default.pods_ready.recovery_s) == (600, 300)
+    got = parse(
+        monkeypatch,
+        "--fair-sharing-preemption",
+        "LessThanOrEqualToFinalShare",
+        "--pods-ready-timeout-seconds",
+        "0",
+        "--pods-ready-requeue-limit",
+        "2",
+    ).options
+    assert got.fair_preemption == ("LessThanOrEqualToFinalShare",)
+    assert (got.pods_ready.timeout_s, got.pods_ready.requeue_limit) == (0, 2)
+
+
+def test_fair_sharing_preemption_rules_in_the_wrong_order_are_refused_saying_which(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse(
+            monkeypatch,
+            "--fair-sharing-preemption",
+            "LessThanInitialShare,LessThanOrEqualToFinalShare",
+        )
+    assert "or both in that order" in capsys.readouterr().err

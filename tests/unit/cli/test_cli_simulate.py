@@ -213,3 +213,41 @@ def test_the_summary_is_json_even_when_a_figure_cannot_be_computed(
     assert isinstance(summary, dict)
     assert summary["fairness"]["jain_index"] is None
     assert summary["sim"]["virtual_hours"] is None
+
+
+@pytest.mark.parametrize(
+    "rules", ["LessThanInitialShare,LessThanOrEqualToFinalShare", "Fair", ",", "LessThanX"]
+)
+def test_bad_fair_sharing_rules_are_named_with_what_to_give(
+    capsys: pytest.CaptureFixture[str], rules: str
+) -> None:
+    code, _, err = simulate(
+        capsys, "-q", "-f", SAMPLES, "--nodes", NODES, "--generate", "--fair-sharing-preemption",
+        rules,
+    )  # fmt: skip
+    assert code == 2
+    assert "argument --fair-sharing-preemption" in err
+    assert "LessThanOrEqualToFinalShare" in err
+    assert "Traceback" not in err
+
+
+def test_one_team_always_borrows_and_fair_sharing_preemption_takes_some_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # team-llm's queue borrows all the time; the same trace with fair-sharing preemption off
+    # and on: only with it on is anything preempted for fair sharing.
+    args = ["-q", "-f", SAMPLES, "--nodes", NODES, "--generate", "--jobs", "400"]
+    args += ["--days", "0.5", "--load", "1.5", "--habits", "training=always-borrows"]
+    code, off, err = simulate(capsys, *args)
+    assert code == 0, err
+    code, on, err = simulate(capsys, *args, "--fair-sharing-preemption", "LessThanInitialShare")
+    assert code == 0, err
+    assert "InCohortFairSharing" not in off["preemptions"]["by_reason"]
+    assert on["preemptions"]["by_reason"].get("InCohortFairSharing", 0) > 0
+    for summary in (off, on):
+        assert 0 < summary["fairness"]["jain_index"] <= 1
+        assert set(summary["wait_seconds"]["teams"]) == {
+            "team-inference",
+            "team-llm",
+            "team-vision",
+        }

@@ -83,9 +83,17 @@ def job(
 
 
 def scheduler(
-    *objects: object, flavors: tuple[str, ...] = ("h100",), patience: float | None = None
+    *objects: object,
+    flavors: tuple[str, ...] = ("h100",),
+    patience: float | None = None,
+    fair: tuple[str, ...] = (),
 ) -> Scheduler:
-    s = Scheduler() if patience is None else Scheduler(preemption_patience=patience)
+    """`fair`: fair-sharing preemption's rules (none: off)."""
+    s = (
+        Scheduler(fair_preemption=fair)
+        if patience is None
+        else Scheduler(preemption_patience=patience, fair_preemption=fair)
+    )
     for f in flavors:
         s.upsert_flavor(Flavor(f))
     for obj in objects:

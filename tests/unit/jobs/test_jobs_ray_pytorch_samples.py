@@ -37,6 +37,7 @@ def local_queues() -> set[tuple[str, str]]:
         ("rayjob.yaml", "RayJob", [("head", 1), ("gpu", 2), ("submitter", 1)]),
         ("raycluster.yaml", "RayCluster", [("head", 1), ("gpu", 2)]),  # maxReplicas
         ("pytorchjob.yaml", "PyTorchJob", [("master", 1), ("worker", 3)]),
+        ("mpijob.yaml", "MPIJob", [("launcher", 1), ("worker", 4)]),
     ],
 )
 def test_a_kind_sample_is_queued_suspended_with_its_pod_sets(

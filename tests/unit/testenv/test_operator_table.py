@@ -25,6 +25,7 @@ def test_all_names_every_operator_in_table_order() -> None:
         "lws",
         "ray",
         "training-operator",
+        "mpi-operator",
         "trainer",
         "karpenter",
     ]
@@ -41,7 +42,7 @@ def test_an_unknown_operator_is_refused_naming_the_known_ones(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "unknown operator 'kueue'" in err
-    assert "jobset, lws, ray, training-operator, trainer, karpenter, or all" in err
+    assert "jobset, lws, ray, training-operator, mpi-operator, trainer, karpenter, or all" in err
 
 
 def test_cache_keys_follow_the_pinned_version_and_never_the_control_plane() -> None:
@@ -50,7 +51,7 @@ def test_cache_keys_follow_the_pinned_version_and_never_the_control_plane() -> N
     assert key.startswith("operator-jobset-v0.11.0-")
     bumped = dataclasses.replace(jobset, version="v0.12.0")
     assert operators.cache_key(bumped) != key
-    assert len({operators.cache_key(op) for op in operators.OPERATORS.values()}) == 6
+    assert len({operators.cache_key(op) for op in operators.OPERATORS.values()}) == 7
 
 
 @pytest.mark.parametrize(
@@ -68,6 +69,22 @@ def test_flag_driven_operators_run_without_leader_election_or_metrics(
     assert leader_election_flag in argv
     assert any(a.startswith("--metrics") and a.endswith("=0") for a in argv)
     assert "--health-probe-bind-address=127.0.0.1:1001" in argv
+
+
+def test_mpi_operator_and_training_operator_never_both_serve_mpijobs(tmp_path: Path) -> None:
+    """training-operator v1.8.1 serves an MPIJob (v1) under the CRD name mpi-operator's
+    v2beta1 uses: it runs without that scheme and CRD, so both can run in one cluster."""
+    run = RunDir(tmp_path, health_port=1001, webhook_port=1002)
+    training = operators.lookup("training-operator")
+    argv = training.argv(Path("/bin/op"), run)
+    assert "--enable-scheme=pytorchjob" in argv and "--enable-scheme=mpijob" not in argv
+    assert not any("mpijobs" in glob for glob in training.crds)
+    mpi = operators.lookup("mpi-operator")
+    assert (mpi.module, mpi.version) == ("github.com/kubeflow/mpi-operator", "v0.6.0")
+    assert mpi.crds == ("manifests/base/kubeflow.org_mpijobs.yaml",)
+    argv = mpi.argv(Path("/bin/mpi-operator"), run)
+    assert "--lock-namespace=kube-system" in argv and "--monitoring-port=0" in argv
+    assert mpi.ready_url == "http://127.0.0.1:8080/healthz"
 
 
 def test_karpenter_runs_its_kwok_provider_alone_with_gpu_instance_types(tmp_path: Path) -> None:

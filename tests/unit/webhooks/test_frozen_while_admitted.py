@@ -79,6 +79,13 @@ KINDS: list[tuple[str, Callable[[], dict[str, Any]], dict[str, str], Path_, str]
         ("spec", "pytorchReplicaSpecs", "Worker", "template"),
         "spec.pytorchReplicaSpecs.Worker.template",
     ),
+    (
+        "MPIJob",
+        lambda: sample("mpijob.yaml"),
+        gvk("kubeflow.org", "v2beta1", "MPIJob"),
+        ("spec", "mpiReplicaSpecs", "Launcher", "template"),
+        "spec.mpiReplicaSpecs.Launcher.template",
+    ),
 ]
 
 
@@ -91,7 +98,7 @@ def at(obj: Any, path: Path_) -> Any:
 def admitted(job: dict[str, Any], suspended: bool = False) -> dict[str, Any]:
     """The job as it runs once admitted: unsuspended, the A100 flavor's nodeSelector in."""
     out = copy.deepcopy(job)
-    if out["kind"] == "PyTorchJob":
+    if out["kind"] in ("PyTorchJob", "MPIJob"):
         out["spec"].setdefault("runPolicy", {})["suspend"] = suspended
     else:
         out["spec"]["suspend"] = suspended

@@ -97,7 +97,7 @@ def _kind_of(obj: dict[str, Any]) -> dict[str, str]:
 def samples() -> list[tuple[str, dict[str, Any], tuple[str, ...]]]:
     """(what, object, the routes that read it)."""
     out = [("Job", _job(), JOB_ROUTES)]
-    for name in ("jobset", "pytorchjob", "raycluster", "rayjob"):
+    for name in ("jobset", "pytorchjob", "mpijob", "raycluster", "rayjob"):
         obj = _queued(_docs(f"kinds/{name}.yaml")[0])
         out.append((obj["kind"], obj, JOB_ROUTES))
     out.append(("TrainJob", _trainjob()[0], JOB_ROUTES))
