@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import apimetrics, report, setup, stats, watch
+from bench.cluster import apimetrics, ratios, report, setup, stats, watch
 from bench.cluster.controller import ControllerProcess
 from bench.cluster.kubeapi import Api, ApiError
 from bench.cluster.load import Load
@@ -36,7 +36,10 @@ from queuectl.api import names
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench run", description=__doc__)
-    p.add_argument("scenario", help="baseline | large-scale | smoke, or a YAML/JSON path")
+    p.add_argument(
+        "scenario",
+        help="baseline | large-scale | tas | tas-gpu | smoke | tas-smoke, or a YAML/JSON path",
+    )
     p.add_argument("--kubeconfig", help="a running cluster (default: start a testenv)")
     p.add_argument(
         "--controller",
@@ -61,6 +64,12 @@ def parser() -> argparse.ArgumentParser:
         "--webhook-url", help="with --controller none: probe this webhook (https://HOST:PORT)"
     )
     p.add_argument("--webhook-ca", help="with --webhook-url: the CA bundle that signs it")
+    p.add_argument(
+        "--against",
+        type=Path,
+        help="for a scenario with ratio targets (tas): the results JSON of the run to compare "
+        "with (default: the newest <against scenario>-<stamp>.json in --out)",
+    )
     return p
 
 
@@ -122,9 +131,35 @@ def run(args: argparse.Namespace) -> int:
             plane.stop()
     if ctl is not None and (text := ctl.render_profile()) is not None:
         res["profiles"] = {"controller": str(text)}
+    _compare(res, scenario, args)
     report.save(rec, res, out)
     print(json.dumps(res, indent=2))
     return 0 if res["all_finished"] else 1
+
+
+def _compare(res: dict[str, Any], scenario: Scenario, args: argparse.Namespace) -> None:
+    """Ratios to the run named by --against, or to the newest run of the scenario's `against`."""
+    against = scenario.ratio_targets.get("against")
+    if not against:
+        return
+    path = args.against or ratios.newest(args.out, str(against))
+    if path is None:
+        res["ratios"] = None
+        res.setdefault("errors", []).append(
+            f"no {against} results in {args.out} to compare with: run `python -m bench run "
+            f"{against}` just before, or pass --against PATH"
+        )
+        return
+    try:
+        base = ratios.read(path)
+    except (OSError, ValueError) as err:
+        res["ratios"] = None
+        res.setdefault("errors", []).append(f"cannot compare with {path}: {err}")
+        return
+    sizes = {s.cls: s.size_class for s in scenario.streams}
+    res["ratios"] = ratios.compare(
+        res, base, str(path), sizes, scenario.ratio_targets, scenario.peer_here
+    )
 
 
 async def _delete_namespace(kubeconfig: str, namespace: str) -> None:
@@ -155,7 +190,12 @@ async def measure(
     try:
         t_setup = time.monotonic()
         _progress(f"creating {scenario.cluster_queues} ClusterQueues in {lay.namespace}")
+        if scenario.fleet is not None:
+            _progress(f"creating {scenario.fleet.nodes} nodes and a Topology")
         await setup.create(api, lay)
+        nodes_ready_s = await setup.wait_nodes(api, lay)
+        if scenario.fleet is not None:
+            nodes_ready_s += await setup.settle(api)
         await setup.wait_active(api, lay)
         setup_s = time.monotonic() - t_setup
         driver = Load(api, lay, rec)
@@ -196,6 +236,7 @@ async def measure(
         scenario, rec, driver, stamp, setup_s, runner_cpu, runner_requests,
         apimetrics.delta(api_before, api_after), procs_before, procs_after, all_done, loadavg,
     )  # fmt: skip
+    res["nodes_ready_s"] = round(nodes_ready_s, 3)
     res.update(
         report.rounded(
             watch.controller_watch(
@@ -249,6 +290,38 @@ def _cpu(before: ProcSample | None, after: ProcSample | None) -> float | None:
     return after.cpu_s - before.cpu_s
 
 
+HEARTBEAT_RESOURCES = frozenset({"leases", "nodes", "nodes/status"})
+"""Lease and Node requests: the nodes' heartbeats (kwok renews each node's Lease every 10 s),
+the controller's own Lease. Counted apart so a scenario with nodes compares with one without."""
+
+
+def _topology_figures(scenario: Scenario, rec: Recorder, driver: Load) -> dict[str, Any]:
+    """For a scenario with nodes: the fleet, each class's placement and its own times, and how
+    many admissions came with a topology assignment (over how many nodes)."""
+    if scenario.fleet is None:
+        return {}
+    return {
+        "nodes": scenario.fleet.nodes,
+        "topology_admissions": driver.topology_admissions,
+        "nodes_per_admission": {str(k): v for k, v in sorted(driver.domains_used.items())},
+        "placements": {
+            s.cls: {
+                "size": s.size_class,
+                "mode": s.placement.mode if s.placement else None,
+                "pods": s.pods,
+                "pod_request": s.pod_request(),
+            }
+            for s in scenario.streams
+        },
+        "tta_by_class_avg_s": {k: v["avg"] for k, v in rec.tta(by_class=True).items()},
+        "tta_reference_by_class_avg_s": {
+            k: v["avg"] for k, v in rec.tta_reference(by_class=True).items()
+        },
+        "peer_here": scenario.peer_here,
+        "ratio_targets": scenario.ratio_targets,
+    }
+
+
 def results(
     scenario: Scenario,
     rec: Recorder,
@@ -268,6 +341,7 @@ def results(
     tta_reference = rec.tta_reference()
     total = sum(api_delta.values())
     others = max(0, total - runner_requests)
+    heartbeats = sum(n for (r, _), n in api_delta.items() if r in HEARTBEAT_RESOURCES)
     ctl_after = after.get("controller")
     res: dict[str, Any] = {
         "scenario": scenario.name,
@@ -288,6 +362,11 @@ def results(
         "controller_cpu_s": _cpu(before.get("controller"), ctl_after),
         "controller_peak_rss_mb": None if ctl_after is None else ctl_after.peak_rss_mb,
         "api_requests_per_admission": others / counts["admissions"]
+        if counts["admissions"]
+        else None,
+        "heartbeat_requests": heartbeats,
+        "api_requests_per_admission_without_heartbeats": max(0, others - heartbeats)
+        / counts["admissions"]
         if counts["admissions"]
         else None,
         "api_requests": {
@@ -312,6 +391,7 @@ def results(
         "setup_s": setup_s,
         "targets": scenario.targets,
         "peer": scenario.peer,
+        **_topology_figures(scenario, rec, driver),
         "host": {
             "cpus": os.cpu_count(),
             "loadavg": loadavg,

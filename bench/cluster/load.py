@@ -79,6 +79,11 @@ class Load:
         self.watch_events = 0
         self.finish_latencies: list[float] = []
         """Runtime over -> Finished patch answered: how late the runner finishes work."""
+        self.topology_admissions = 0
+        """Admissions seen with a topology assignment on every pod set (placed on nodes)."""
+        self.domains_used: dict[int, int] = {}
+        """Of those: how many finest-level domains (nodes) one pod set's pods were given, how
+        many admissions each: a gang packed on one node or spread over several."""
         self.evicted_after_runtime = 0
         """Evictions of work whose runtime was already over, its Finished patch not yet
         written: the runner's lag, not work a real cluster would lose (a job controller
@@ -87,7 +92,7 @@ class Load:
             for stream in layout.scenario.streams:
                 for seq in range(stream.count):
                     name = objects.workload_name(c, q, stream, seq)
-                    recorder.add(name, stream.cls, stream.units)
+                    recorder.add(name, stream.cls, stream.units, stream.size_class)
                     self.runtime[name] = stream.runtime_s
 
     # --- run -------------------------------------------------------------------------------
@@ -200,6 +205,7 @@ class Load:
                 parse_time(admitted.get("lastTransitionTime")),
             )
             if item.running_since is None:
+                self._placed((obj.get("status") or {}).get("admission") or {})
                 self.rec.admitted(name, now)
                 epoch = self.epoch[name] = self.epoch.get(name, 0) + 1
                 loop = asyncio.get_running_loop()
@@ -216,6 +222,14 @@ class Load:
             self.seen.pop(name, None)
             self.epoch[name] = self.epoch.get(name, 0) + 1
             self.rec.stopped(name, now, finished=False)
+
+    def _placed(self, admission: dict[str, Any]) -> None:
+        assignments = admission.get("podSetAssignments") or ()
+        topo = [a.get("topologyAssignment") for a in assignments]
+        if topo and all(topo):
+            self.topology_admissions += 1
+            used = len(topo[0].get("domains") or ())
+            self.domains_used[used] = self.domains_used.get(used, 0) + 1
 
     # --- finishing -------------------------------------------------------------------------
     def _finish_soon(self, name: str) -> None:

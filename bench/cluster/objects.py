@@ -1,6 +1,7 @@
 """The API objects of a scenario, as plain dicts: flavor, cohorts, ClusterQueues, LocalQueues,
-Workloads. Names sort in creation order within a stream (zero-padded sequence numbers), which
-keeps the controller's tie-break between equal creation seconds the same as the real order.
+Workloads, and for a topology scenario its Topology and Node objects (bench/cluster/fleet.py).
+Names sort in creation order within a stream (zero-padded sequence numbers), which keeps the
+controller's tie-break between equal creation seconds the same as the real order.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench.cluster import fleet
 from bench.cluster.scenario import Scenario, Stream
 from queuectl.api import names
 
@@ -29,6 +31,10 @@ class Layout:
     @property
     def flavor(self) -> str:
         return f"{self.run_id}-{self.scenario.flavor}"
+
+    @property
+    def topology(self) -> str:
+        return f"{self.run_id}-topology"
 
     def cohort(self, c: int) -> str:
         return f"{self.run_id}-co{c}"
@@ -61,7 +67,23 @@ def namespace(lay: Layout) -> dict[str, Any]:
 
 
 def flavor(lay: Layout) -> dict[str, Any]:
-    return _obj("ResourceFlavor", _meta(lay.flavor, None, lay.run_id), {})
+    """Without a fleet: no node labels (nothing runs). With one: the run's nodes (selected by
+    the run label, so nodes of another run or test are never used) and its Topology."""
+    if lay.scenario.fleet is None:
+        return _obj("ResourceFlavor", _meta(lay.flavor, None, lay.run_id), {})
+    spec = {"nodeLabels": {LABEL_BENCH: lay.run_id}, "topologyName": lay.topology}
+    return _obj("ResourceFlavor", _meta(lay.flavor, None, lay.run_id), spec)
+
+
+def topology(lay: Layout) -> dict[str, Any]:
+    assert lay.scenario.fleet is not None
+    levels = [{"nodeLabel": level.label} for level in lay.scenario.fleet.levels]
+    return _obj("Topology", _meta(lay.topology, None, lay.run_id), {"levels": levels})
+
+
+def nodes(lay: Layout) -> list[dict[str, Any]]:
+    f = lay.scenario.fleet
+    return [] if f is None else [fleet.node(lay.run_id, f, p, LABEL_BENCH) for p in f.paths()]
 
 
 def cohort(lay: Layout, c: int) -> dict[str, Any]:
@@ -100,19 +122,25 @@ def workload_name(c: int, q: int, stream: Stream, seq: int) -> str:
 
 
 def workload(lay: Layout, c: int, q: int, stream: Stream, seq: int) -> dict[str, Any]:
-    """One pod of `units` of the scenario's resource; priority set directly (no class)."""
+    """`pods` pods of `units / pods` of the scenario's resource each, placed as the stream asks;
+    priority set directly (no class)."""
     meta = _meta(workload_name(c, q, stream, seq), lay.namespace, lay.run_id)
     meta["labels"][LABEL_CLASS] = stream.cls
     container = {
         "name": "main",
         "image": "bench",
-        "resources": {"requests": {lay.scenario.resource: str(stream.units)}},
+        "resources": {"requests": {lay.scenario.resource: stream.pod_request()}},
     }
+    pod_set: dict[str, Any] = {
+        "name": "main",
+        "count": stream.pods,
+        "template": {"spec": {"containers": [container]}},
+    }
+    if stream.placement is not None and lay.scenario.fleet is not None:
+        pod_set["topologyRequest"] = fleet.topology_request(stream.placement, lay.scenario.fleet)
     spec = {
         "queueName": lay.cluster_queue(c, q),
         "priority": stream.priority,
-        "podSets": [
-            {"name": "main", "count": 1, "template": {"spec": {"containers": [container]}}}
-        ],
+        "podSets": [pod_set],
     }
     return _obj("Workload", meta, spec)

@@ -30,6 +30,8 @@ class Item:
 
     cls: str
     units: int
+    size: str = ""
+    """Its size class (small, medium, large) when classes split by placement share one."""
     created: float | None = None
     first_admitted: float | None = None
     finished: float | None = None
@@ -66,8 +68,8 @@ class Recorder:
         self.used += delta
         self.peak_used = max(self.peak_used, self.used)
 
-    def add(self, name: str, cls: str, units: int) -> None:
-        self.items[name] = Item(cls, units)
+    def add(self, name: str, cls: str, units: int, size: str = "") -> None:
+        self.items[name] = Item(cls, units, size or cls)
 
     def created(self, name: str, now: float) -> None:
         self.items[name].created = now
@@ -138,22 +140,25 @@ class Recorder:
             area += self.used * max(0.0, self.last_finished - self._area_since)
         return 100.0 * area / (self.nominal_total * wall)
 
-    def tta(self) -> dict[str, dict[str, float]]:
-        """Per class (stats.spread): create request sent -> first seen Admitted."""
-        by_class: dict[str, list[float]] = {}
+    def tta(self, *, by_class: bool = False) -> dict[str, dict[str, float]]:
+        """Per size class, or per class (stats.spread): create request sent -> first seen
+        Admitted."""
+        groups: dict[str, list[float]] = {}
         for it in self.items.values():
             if it.created is not None and it.first_admitted is not None:
-                by_class.setdefault(it.cls, []).append(it.first_admitted - it.created)
-        return {cls: spread(values) for cls, values in sorted(by_class.items())}
+                key = it.cls if by_class else it.size
+                groups.setdefault(key, []).append(it.first_admitted - it.created)
+        return {key: spread(values) for key, values in sorted(groups.items())}
 
-    def tta_reference(self) -> dict[str, dict[str, float]]:
-        """Per class (stats.spread), as the reference scheduler defines time to admission:
-        the last Admitted lastTransitionTime - creationTimestamp."""
-        by_class: dict[str, list[float]] = {}
+    def tta_reference(self, *, by_class: bool = False) -> dict[str, dict[str, float]]:
+        """Per size class, or per class (stats.spread), as the reference scheduler defines time
+        to admission: the last Admitted lastTransitionTime - creationTimestamp."""
+        groups: dict[str, list[float]] = {}
         for it in self.items.values():
             if it.api_created is not None and it.api_admitted is not None:
-                by_class.setdefault(it.cls, []).append(it.api_admitted - it.api_created)
-        return {cls: spread(values) for cls, values in sorted(by_class.items())}
+                key = it.cls if by_class else it.size
+                groups.setdefault(key, []).append(it.api_admitted - it.api_created)
+        return {key: spread(values) for key, values in sorted(groups.items())}
 
     def counts(self) -> dict[str, Any]:
         items = self.items.values()

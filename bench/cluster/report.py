@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.cluster import ratios
 from bench.cluster.record import Recorder
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
@@ -93,6 +94,61 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def here_rows(res: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(label, queuectl, the reference) for the reference measured on this machine beside its
+    own baseline run: our figures of this run and of the baseline run compared with."""
+    here = res.get("peer_here") or {}
+    if not here:
+        return []
+    base = (res.get("ratios") or {}).get("against") or {}
+    ours_tta = res.get("tta_reference_avg_s") or {}
+    base_tta = base.get("tta_reference_avg_s") or {}
+    out: list[tuple[str, Any, Any]] = [
+        ("wall time (s)", res["wall_s"], here.get("wall_s")),
+        ("wall time of the baseline beside it (s)", base.get("wall_s"), here.get("against_wall_s")),
+    ]
+    for size, value in (here.get("tta_avg_s") or {}).items():
+        label = f"avg time to admission, {size}, as the reference defines it (s)"
+        out.append((label, ours_tta.get(size), value))
+    for size, value in (here.get("against_tta_avg_s") or {}).items():
+        label = f"the baseline's avg time to admission, {size}, as the reference defines it (s)"
+        out.append((label, base_tta.get(size), value))
+    out.append(("evictions", res["counts"]["evictions"], here.get("evictions")))
+    out.append(
+        (
+            "controller peak RSS (MB)",
+            res.get("controller_peak_rss_mb"),
+            here.get("controller_peak_rss_mb"),
+        )
+    )
+    return out
+
+
+def _topology_lines(res: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    placements = res.get("placements") or {}
+    if placements:
+        shapes = ", ".join(
+            f"{cls} ({p['pods']} x {p['pod_request']}, {p['mode']})"
+            for cls, p in placements.items()
+        )
+        lines.append(
+            f"- {res.get('nodes')} nodes, Ready and settled in {res.get('nodes_ready_s')} s; "
+            f"{shapes}"
+        )
+        lines.append(
+            f"- admissions placed on nodes: {res.get('topology_admissions')} of "
+            f"{res['counts']['admissions']}; nodes per admission: {res.get('nodes_per_admission')}"
+        )
+    by_class = res.get("tta_by_class_avg_s") or {}
+    if by_class:
+        lines.append(
+            "- avg time to admission per class (s): "
+            + ", ".join(f"{cls} {value}" for cls, value in by_class.items())
+        )
+    return lines
+
+
 def markdown(res: dict[str, Any]) -> str:
     peer = res.get("peer") or {}
     lines = [
@@ -117,6 +173,20 @@ def markdown(res: dict[str, Any]) -> str:
         )
     if peer.get("source"):
         lines += ["", f"Reference figures: {peer['source']}"]
+    if res.get("ratios"):
+        lines += ratios.markdown(res["ratios"])
+    elif res.get("ratio_targets"):
+        lines += ["", f"**No ratios: {'; '.join(res.get('errors') or ['no baseline'])}**"]
+    here = here_rows(res)
+    if here:
+        lines += [
+            "",
+            "| on this machine | queuectl | reference here |",
+            "| --- | ---: | ---: |",
+            *(f"| {label} | {_cell(ours)} | {_cell(ref)} |" for label, ours, ref in here),
+            "",
+            f"Reference here: {(res.get('peer_here') or {}).get('source', '')}",
+        ]
     api = res["api_requests"]
     held = res.get("lease") or {}
     probe = res.get("webhook_probe_ms") or {}
@@ -130,7 +200,9 @@ def markdown(res: dict[str, Any]) -> str:
         f"- API server: {res.get('apiserver_cpu_s')} CPU s; etcd {res.get('etcd_cpu_s')} CPU s",
         f"- API requests: {api['total']} in all, {api['runner']} by the runner, "
         f"{api['others']} by the controller and the cluster "
-        f"= {res['api_requests_per_admission']} per admission",
+        f"= {res['api_requests_per_admission']} per admission "
+        f"({res.get('api_requests_per_admission_without_heartbeats')} without the "
+        f"{res.get('heartbeat_requests')} Lease and Node requests)",
         f"- Lease: {held.get('renewals')} renewals seen, longest gap "
         f"{res.get('lease_renewal_max_gap_s')} s, lost: {held.get('lost')}",
         f"- webhook probe: {probe.get('sent')} sent, p50 {probe.get('p50')} ms, "
@@ -139,6 +211,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"- scheduling cycles: {cycle.get('count')}, {cycle.get('total_s')} s in all, "
         f"avg {cycle.get('avg')} ms (p50/p99 interpolated in the histogram's buckets)",
         f"- machine: {res['host']['cpus']} CPUs, load average at start {res['host']['loadavg']}",
+        *_topology_lines(res),
     ]
     return "\n".join(lines) + "\n"
 
