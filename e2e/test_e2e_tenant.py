@@ -12,6 +12,7 @@ import pytest
 from e2e.harness import ControllerProcess, apply, gpu_job, one_queue, running_pods, wait_for
 from queuectl.testenv import eventually
 from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.pytest_plugin import StandardFleet
 
 ROLES = Path(__file__).parent.parent / "deploy" / "kustomize" / "base" / "rbac" / "user_roles.yaml"
 
@@ -45,7 +46,11 @@ def roles(control_plane: Cluster) -> None:
 
 
 def test_a_namespace_user_reads_their_queue_and_its_quota_and_nothing_else(
-    control_plane: Cluster, controller: ControllerProcess, roles: None, namespace: str
+    control_plane: Cluster,
+    controller: ControllerProcess,
+    gpu_nodes: StandardFleet,
+    roles: None,
+    namespace: str,
 ) -> None:
     user = f"alice-{namespace}"
     bind(control_plane, "alice", "queuectl-batch-user", user, namespace)
