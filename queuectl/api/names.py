@@ -245,6 +245,9 @@ LABEL_TESTENV_FAKE_NODE: Final = "testenv.queuectl.io/fake-node"
 # duration ("0s", "30s") or at this RFC3339 time. Without either, the pod runs until deleted.
 ANNOTATION_TESTENV_SUCCEED_AFTER: Final = "testenv.queuectl.io/succeed-after"
 ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
+# On a fake node or a pod (any value): its "kubelet" stopped. kwok leaves the node's status as a
+# test writes it and never completes the pod's deletion (it stays Terminating, as on a dead node).
+ANNOTATION_TESTENV_KUBELET_STOPPED: Final = "testenv.queuectl.io/kubelet-stopped"
 
 # --- Controller (docs/design/controller.md) ----------------------------------------------
 # Pending reason for a Workload whose LocalQueue points at a ClusterQueue that does not select
