@@ -204,6 +204,8 @@ class Drainer:
         for node in nodes:
             name = node["metadata"]["name"]
             dead = self._failed(node, now)
+            if dead is not None and self.options.enabled:
+                await self._release_stuck(name, now)  # drained or deferred: they are dead
             reason = unhealthy_reason(node) or dead
             record = drain_record(node)
             if reason is None:
@@ -222,8 +224,6 @@ class Drainer:
                     continue
                 drained.add(name)
             await self._evict_on(name, reason)
-            if dead is not None:
-                await self._release_stuck(name, now)
         metrics.CONTROLLER_DRAINED_NODES.set(len(drained))
 
     def _failed(self, node: Obj, now: float) -> str | None:

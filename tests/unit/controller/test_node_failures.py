@@ -237,15 +237,20 @@ async def test_node_failures_off_leaves_a_dark_node_to_kubernetes() -> None:
     assert w.sched.nodes()["n1"].unschedulable  # still offers nothing new
 
 
-async def test_the_drain_budget_holds_for_dark_nodes_too() -> None:
+async def test_the_drain_budget_holds_for_dark_nodes_too_but_not_for_their_dead_pods() -> None:
     w, _ = await admitted_world()
     h = Failures(w, nodes=4, share=0.25)
     h.go_dark("n1", since=w.now - 400)
     h.go_dark("n2", since=w.now - 400)
+    # The job on n2 is being stopped anyway (say, preempted): its pod there never goes.
+    h.bind_pod(w.job(), "n2")
+    h.terminate_pods(deadline=w.now - 1)
     await h.drainer.pass_once()
     assert h.node("n1")["spec"]["unschedulable"] is True
     assert not h.node("n2")["spec"].get("unschedulable")
     assert "1 of its 4 nodes already drained" in h.drainer.deferred["n2"]
+    assert h.queued == []  # the deferred node's work is not evicted ...
+    assert ("delete", "pods", "train-n2") in w.kube.writes  # ... but its dead pods are freed
 
 
 # --- a silent agent -----------------------------------------------------------------------
