@@ -171,6 +171,9 @@ def gpu_time_bank_balance(obj: Obj) -> float | None:
     return None if value is None else float(value)
 
 
+_GPU_DOUBT = (names.TAINT_GPU_UNHEALTHY, names.TAINT_GPU_UNKNOWN)
+
+
 def node(obj: Obj) -> core.Node:
     view = ObjectView(obj)
     meta, spec = view.meta, view.spec
@@ -185,8 +188,10 @@ def node(obj: Obj) -> core.Node:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in view.conditions)
     # A node whose agent reports a bad GPU offers nothing new, even to pods that would
     # tolerate the taint: its healthy GPUs may share a board, a switch or a fate with the bad one.
+    # Nor does one whose agent went silent (the controller's `unknown` taint): nobody vouches
+    # for its GPUs.
     gpu_unhealthy = any(
-        t.get("key") == names.TAINT_GPU_UNHEALTHY and t.get("effect") in ("NoSchedule", "NoExecute")
+        t.get("key") in _GPU_DOUBT and t.get("effect") in ("NoSchedule", "NoExecute")
         for t in spec.get("taints") or ()
     )
     return core.Node(

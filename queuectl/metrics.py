@@ -351,7 +351,18 @@ CONTROLLER_NODES_DRAINED = Counter(
 )
 CONTROLLER_DRAINED_NODES = Gauge(
     "queuectl_drained_nodes",
-    "Nodes currently held drained by the controller (cordoned until their GPUs recover).",
+    "Nodes currently held drained by the controller (cordoned until their GPUs recover or "
+    "they are Ready again).",
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_UNKNOWN_GPUS = Gauge(
+    "queuectl_unknown_gpus",
+    "GPUs of nodes whose agent went silent (the controller's gpu.queuectl.io/unknown taint).",
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_PODS_FORCE_DELETED = Counter(
+    "queuectl_pods_force_deleted_total",
+    "Pods force-deleted on a failed node after their deletion deadline (no kubelet confirms).",
     registry=CONTROLLER_REGISTRY,
 )
 # --- the enforcement loop (docs/design/controller.md "What runs is the truth") ---

@@ -76,6 +76,9 @@ RESOURCE_MIG_PREFIX: Final = "nvidia.com/mig-"
 ANNOTATION_GPU_RESOURCE: Final = "gpu.queuectl.io/gpu-resource"
 ANNOTATION_MIG_LAYOUT: Final = "gpu.queuectl.io/mig-layout"
 TAINT_GPU_UNHEALTHY: Final = "gpu.queuectl.io/unhealthy"
+# Set by the controller (NoSchedule) on a node whose agent stopped refreshing its GPUHealthy
+# heartbeat: nobody vouches for its GPUs, so nothing new is placed there; removed once it beats.
+TAINT_GPU_UNKNOWN: Final = "gpu.queuectl.io/unknown"
 NODE_CONDITION_GPU_HEALTHY: Final = "GPUHealthy"
 
 # Topology levels used by the samples and the fake nodes of testenv.
@@ -242,6 +245,9 @@ LABEL_TESTENV_FAKE_NODE: Final = "testenv.queuectl.io/fake-node"
 # duration ("0s", "30s") or at this RFC3339 time. Without either, the pod runs until deleted.
 ANNOTATION_TESTENV_SUCCEED_AFTER: Final = "testenv.queuectl.io/succeed-after"
 ANNOTATION_TESTENV_FAIL_AFTER: Final = "testenv.queuectl.io/fail-after"
+# On a fake node or a pod (any value): its "kubelet" stopped. kwok leaves the node's status as a
+# test writes it and never completes the pod's deletion (it stays Terminating, as on a dead node).
+ANNOTATION_TESTENV_KUBELET_STOPPED: Final = "testenv.queuectl.io/kubelet-stopped"
 
 # --- Controller (docs/design/controller.md) ----------------------------------------------
 # Pending reason for a Workload whose LocalQueue points at a ClusterQueue that does not select
@@ -278,3 +284,13 @@ ANNOTATION_NODE_DRAINED: Final = "gpu.queuectl.io/drained"
 EVENT_NODE_DRAINED: Final = "NodeDrained"
 EVENT_NODE_DRAIN_DEFERRED: Final = "NodeDrainDeferred"
 EVENT_NODE_RESTORED: Final = "NodeRestored"
+EVENT_NODE_GPUS_UNKNOWN: Final = "NodeGPUsUnknown"
+EVENT_NODE_GPUS_KNOWN: Final = "NodeGPUsKnown"
+# Drain reasons of a node that failed otherwise than by a GPU (the drained record's reason).
+REASON_NODE_NOT_READY: Final = "NodeNotReady"
+REASON_NODE_UNREACHABLE: Final = "NodeUnreachable"
+# The reason of the gpu.queuectl.io/unknown taint.
+REASON_AGENT_SILENT: Final = "AgentSilent"
+# Taints the node lifecycle controller puts on a node that is not Ready or stopped reporting.
+TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
+TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"

@@ -69,6 +69,7 @@ NODE_KEYS: Final = frozenset(
         names.ANNOTATION_MIG_LAYOUT,
         names.ANNOTATION_NODE_DRAINED,
         names.TAINT_GPU_UNHEALTHY,
+        names.TAINT_GPU_UNKNOWN,
     }
 )
 """Only node agents and cluster admins write Nodes (RBAC); no webhook guards them."""

@@ -312,7 +312,12 @@ def config_from_args(args: argparse.Namespace) -> Config:
         namespace=args.namespace or _pod_namespace(args.kubeconfig) or names.SYSTEM_NAMESPACE,
         controller_user=args.controller_user,
         options=Options(
-            drain=DrainOptions(enabled=args.auto_drain, max_share=args.drain_max_share),
+            drain=DrainOptions(
+                enabled=args.auto_drain,
+                max_share=args.drain_max_share,
+                node_failure_s=args.node_failure_seconds,
+                agent_silence_s=args.agent_silence_seconds,
+            ),
             preemption_patience_s=args.preemption_patience_seconds,
             fair_preemption=args.fair_sharing_preemption,
             kind_recheck_s=args.job_kind_recheck_seconds,

@@ -7,6 +7,7 @@ import os
 
 from queuectl.api import names
 from queuectl.cli._numbers import FAIR_RULES, PORT, fair_rules, real, seconds, whole
+from queuectl.controller.nodes import drain
 from queuectl.controller.watch.kinds import RECHECK_S
 from queuectl.controller.workloads import pods_ready
 from queuectl.core import DEFAULT_PATIENCE_SECONDS
@@ -90,6 +91,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=real(0.0, 1.0, above_low=True, says="a fraction, more than 0, at most 1"),
         default=0.25,
         help="most of a flavor's nodes drained at once, as a fraction (at least one node)",
+    )
+    p.add_argument(
+        "--node-failure-seconds",
+        type=seconds(zero="never drain a node for not being Ready"),
+        default=drain.NODE_FAILURE_S,
+        help="with --auto-drain, a node not Ready or unreachable this long is drained like a "
+        "node with a bad GPU (its pods stuck terminating there are force-deleted); 0: off "
+        f"(default: {drain.NODE_FAILURE_S:g}, as long as Kubernetes leaves pods on such a node)",
+    )
+    p.add_argument(
+        "--agent-silence-seconds",
+        type=seconds(zero="never mark GPUs unknown"),
+        default=drain.AGENT_SILENCE_S,
+        help="a node whose GPU agent has not refreshed its GPUHealthy heartbeat this long is "
+        "tainted gpu.queuectl.io/unknown (nothing new lands there; nothing is evicted); 0: off "
+        f"(default: {drain.AGENT_SILENCE_S:g}, two missed heartbeats)",
     )
     p.add_argument(
         "--job-kind",

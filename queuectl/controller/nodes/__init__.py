@@ -1,3 +1,4 @@
-"""Nodes: auto-drain of nodes with an unhealthy GPU, evicting their Workloads through the
-reconciler (so it sits above workloads/).
+"""Nodes: auto-drain of nodes with an unhealthy GPU or not Ready too long, evicting their
+Workloads through the reconciler (so it sits above workloads/); the unknown taint of nodes whose
+agent went silent.
 """

@@ -1,4 +1,5 @@
-"""Auto-drain: a node with an unhealthy GPU is cordoned and the workloads on it are evicted.
+"""Auto-drain: a node with an unhealthy GPU, or one not Ready for too long, is cordoned and the
+workloads on it are evicted.
 
 The node agent marks a bad GPU on its Node (taint `gpu.queuectl.io/unhealthy`, condition
 `GPUHealthy=False`); the core already stops offering such a node (convert.node). This module
@@ -9,6 +10,12 @@ its cordon. A budget keeps one bad event (a firmware push, a flaky switch) from 
 than `max_share` of any flavor's nodes at once: the rest stay tainted (nothing new lands on
 them) but keep their running work until a drained node recovers.
 
+A node that is not Ready (or unreachable) for longer than `node_failure_s` is drained the same
+way (`failure.py`); the pods left terminating there past their deadline are force-deleted, since
+no kubelet will confirm them, so their job's controller counts them gone and the quota is
+released. A node whose agent went silent gets the `gpu.queuectl.io/unknown` taint (nothing new
+lands there) and nothing more.
+
 The pure decisions are module functions; `Drainer` is the async shell around them.
 """
 
@@ -18,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,6 +33,9 @@ from typing import Any
 from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import ObjectView, WorkloadView
+from queuectl.controller.nodes import failure
+from queuectl.controller.nodes.budget import budget_limit as budget_limit
+from queuectl.controller.nodes.budget import flavor_members, over_budget
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch import podowners
 from queuectl.controller.watch.cache import Cache
@@ -34,10 +43,13 @@ from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.workload_writes import WorkloadWrites, split_key
 from queuectl.core import fleet
+from queuectl.core.types import GPU
 
 log = logging.getLogger(__name__)
 
 _HARD = ("NoSchedule", "NoExecute")
+NODE_FAILURE_S = 300.0
+AGENT_SILENCE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,13 @@ class DrainOptions:
     """Most of a flavor's nodes drained at once (at least one node is always allowed)."""
     resync_s: float = 5.0
     """How often drained nodes are checked again for pods that are still there."""
+    node_failure_s: float = NODE_FAILURE_S
+    """A node not Ready for longer than this is drained (0: never). As long as Kubernetes
+    itself leaves pods on such a node (its default NoExecute toleration), so a kubelet restart
+    or a network blip moves nothing."""
+    agent_silence_s: float = AGENT_SILENCE_S
+    """A node agent silent this long (its GPUHealthy heartbeat, refreshed every 300 s) makes the
+    node's GPUs unknown (0: never): two missed heartbeats."""
 
 
 # --- pure decisions -------------------------------------------------------------------------
@@ -61,6 +80,13 @@ def unhealthy_reason(node: Obj) -> str | None:
     return None
 
 
+def describe(reason: str) -> str:
+    """What is wrong with a node drained for `reason`, after its name."""
+    if reason in failure.NODE_FAILURE_REASONS:
+        return f"is not Ready ({reason})"
+    return f"has an unhealthy GPU ({reason})"
+
+
 def drain_record(node: Obj) -> dict[str, Any] | None:
     """Our annotation on a node we drained, or None."""
     raw = ObjectView(node).annotations.get(names.ANNOTATION_NODE_DRAINED)
@@ -71,42 +97,6 @@ def drain_record(node: Obj) -> dict[str, Any] | None:
     except ValueError:
         rec = None
     return rec if isinstance(rec, dict) else {"reason": str(raw), "cordoned": False}
-
-
-def flavor_members(flavors: Iterable[Obj], nodes: Iterable[Obj]) -> dict[str, set[str]]:
-    """Flavor name -> names of the nodes carrying all its nodeLabels (healthy or not)."""
-    node_list = list(nodes)
-    out: dict[str, set[str]] = {}
-    for fl in flavors:
-        want = (ObjectView(fl).spec.get("nodeLabels") or {}).items()
-        out[fl["metadata"]["name"]] = {
-            n["metadata"]["name"]
-            for n in node_list
-            if all(ObjectView(n).labels.get(k) == v for k, v in want)
-        }
-    return out
-
-
-def budget_limit(members: int, share: float) -> int:
-    """Nodes of a flavor of `members` nodes that may be drained at once."""
-    return max(1, math.floor(share * members + 1e-9))
-
-
-def over_budget(
-    node_name: str, members: Mapping[str, set[str]], drained: set[str], share: float
-) -> str | None:
-    """Why draining `node_name` now would exceed a flavor's budget; None when it may go."""
-    for flavor, nodes in sorted(members.items()):
-        if node_name not in nodes:
-            continue
-        busy = len((nodes & drained) - {node_name})
-        limit = budget_limit(len(nodes), share)
-        if busy + 1 > limit:
-            return (
-                f"flavor {flavor}: {busy} of its {len(nodes)} nodes already drained "
-                f"(at most {limit} at once)"
-            )
-    return None
 
 
 def assigned_nodes(wl: Obj) -> set[str]:
@@ -162,16 +152,20 @@ class Drainer:
         self.wake = asyncio.Event()
         self.deferred: dict[str, str] = {}
         """Node name -> why its drain waits (reported once per reason)."""
+        self.not_ready_seen: dict[str, float] = {}
+        """Node name -> when a pass first saw it not Ready (for a node whose API gives no time)."""
         cache.store(k.NODES).listeners.append(self._on_node)
 
     def _on_node(self, kind: str, obj: Obj, old: Obj | None) -> None:
         def view(n: Obj | None) -> tuple[Any, ...]:
             if n is None:
                 return (None, None, None)
+            state = failure.not_ready(n)
             return (
                 unhealthy_reason(n),
                 drain_record(n),
                 ObjectView(n).spec.get("unschedulable"),
+                state.reason if state is not None else None,
             )
 
         if kind == "DELETED" or view(obj) != view(old):
@@ -191,15 +185,28 @@ class Drainer:
                 log.warning("drain pass: %s: %s", type(err).__name__, err)
 
     async def pass_once(self) -> None:
-        """One look at every node: drain the newly bad (within budget), evict what is still on
-        drained ones, restore the recovered."""
+        """One look at every node: mark the GPUs of silent agents unknown, drain the newly bad
+        (within budget), evict what is still on drained ones, restore the recovered."""
+        now = self.clock()
         nodes = sorted(self.cache.store(k.NODES).values(), key=lambda n: n["metadata"]["name"])
-        metrics.CONTROLLER_UNHEALTHY_GPUS.set(fleet.unhealthy_gpus(_core_nodes(nodes)))
+        nodes = [await self._mark_unknown(n, now) for n in nodes]
+        core_nodes = _core_nodes(nodes)
+        metrics.CONTROLLER_UNHEALTHY_GPUS.set(fleet.unhealthy_gpus(core_nodes))
+        metrics.CONTROLLER_UNKNOWN_GPUS.set(
+            sum(
+                n.allocatable.get(GPU, 0)
+                for n in core_nodes
+                if any(t.key == names.TAINT_GPU_UNKNOWN for t in n.taints)
+            )
+        )
         drained = {n["metadata"]["name"] for n in nodes if drain_record(n) is not None}
         members = flavor_members(self.cache.store(k.RESOURCE_FLAVORS).values(), nodes)
         for node in nodes:
             name = node["metadata"]["name"]
-            reason = unhealthy_reason(node)
+            dead = self._failed(node, now)
+            if dead is not None and self.options.enabled:
+                await self._release_stuck(name, now)  # drained or deferred: they are dead
+            reason = unhealthy_reason(node) or dead
             record = drain_record(node)
             if reason is None:
                 self.deferred.pop(name, None)
@@ -219,12 +226,65 @@ class Drainer:
             await self._evict_on(name, reason)
         metrics.CONTROLLER_DRAINED_NODES.set(len(drained))
 
+    def _failed(self, node: Obj, now: float) -> str | None:
+        """The node-failure reason once the node has been not Ready past `node_failure_s`."""
+        name = node["metadata"]["name"]
+        state = failure.not_ready(node)
+        if state is None:
+            self.not_ready_seen.pop(name, None)
+            return None
+        first = self.not_ready_seen.setdefault(name, now)
+        limit = self.options.node_failure_s
+        return state.reason if limit > 0 and failure.failed(state, now, first, limit) else None
+
+    async def _release_stuck(self, node_name: str, now: float) -> None:
+        """Force-delete pods past their deletion deadline on a failed node: their kubelet will
+        never confirm them, and until they are gone their job holds its quota."""
+        for pod in failure.stuck_pods(self.cache.store(k.PODS).values(), node_name, now):
+            meta = pod["metadata"]
+            try:
+                await self.kube.delete(k.PODS, meta["name"], meta["namespace"], grace_period_s=0)
+            except KubeError as err:
+                if not err.not_found:
+                    raise
+                continue
+            log.info(
+                "pod %s/%s force-deleted: node %s failed",
+                meta["namespace"],
+                meta["name"],
+                node_name,
+            )
+            metrics.CONTROLLER_PODS_FORCE_DELETED.inc()
+
+    async def _mark_unknown(self, node: Obj, now: float) -> Obj:
+        """Taint a node whose agent went silent, untaint it once the agent beats again; the
+        node as it is after that."""
+        limit = self.options.agent_silence_s
+        silent = limit > 0 and failure.agent_silent(node, now, limit)
+        if silent == (failure.unknown_taint(node) is not None):
+            return node
+        patch = {"spec": {"taints": failure.with_unknown_taint(node, silent)}}
+        if not await self._patch_node(node, patch):
+            return node
+        name = node["metadata"]["name"]
+        if silent:
+            log.warning("node %s: its agent is silent; its GPUs are unknown", name)
+            note = (
+                f"The GPU agent's heartbeat is older than {limit:.0f}s: nothing new is placed "
+                "here until it reports again"
+            )
+            self.events.emit(node, "Warning", names.EVENT_NODE_GPUS_UNKNOWN, "Mark", note)
+        else:
+            note = "The GPU agent reports again"
+            self.events.emit(node, "Normal", names.EVENT_NODE_GPUS_KNOWN, "Mark", note)
+        return self.cache.get(k.NODES, name) or node
+
     def _defer(self, node: Obj, why: str) -> None:
         name = node["metadata"]["name"]
         if self.deferred.get(name) == why:
             return
         self.deferred[name] = why
-        log.warning("node %s has an unhealthy GPU; drain deferred: %s", name, why)
+        log.warning("node %s needs a drain; deferred: %s", name, why)
         self.events.emit(
             node, "Warning", names.EVENT_NODE_DRAIN_DEFERRED, "Drain", f"Drain deferred: {why}"
         )
@@ -265,13 +325,13 @@ class Drainer:
             return False
         self.deferred.pop(name, None)
         metrics.CONTROLLER_NODES_DRAINED.labels(reason).inc()
-        log.info("node %s drained: unhealthy GPU (%s)", name, reason)
+        log.info("node %s drained: it %s", name, describe(reason))
         self.events.emit(
             node,
             "Warning",
             names.EVENT_NODE_DRAINED,
             "Drain",
-            f"Unhealthy GPU ({reason}): cordoned; its workloads are evicted and requeued",
+            f"The node {describe(reason)}: cordoned; its workloads are evicted and requeued",
         )
         return True
 
@@ -281,8 +341,10 @@ class Drainer:
             patch["spec"] = {"unschedulable": None}
         if not await self._patch_node(node, patch):
             return False
-        log.info("node %s restored: its GPUs are healthy again", node["metadata"]["name"])
-        note = "GPUs healthy again" + ("; uncordoned" if record.get("cordoned") else "")
+        was = str(record.get("reason") or "")
+        again = "Ready" if was in failure.NODE_FAILURE_REASONS else "GPUs healthy"
+        log.info("node %s restored: %s again", node["metadata"]["name"], again)
+        note = f"{again} again" + ("; uncordoned" if record.get("cordoned") else "")
         self.events.emit(node, "Normal", names.EVENT_NODE_RESTORED, "Restore", note)
         return True
 
@@ -315,7 +377,7 @@ class Drainer:
                 return
             assert wl is not None
             message = (
-                f"Node {node_name} has an unhealthy GPU ({reason}); the workload is stopped and "
+                f"Node {node_name} {describe(reason)}; the workload is stopped and "
                 "requeued ahead of its peers"
             )
             await self.writes.evict(wl, names.REASON_EVICTED_NODE_FAILURES, message)

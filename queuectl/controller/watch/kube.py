@@ -233,9 +233,10 @@ class Kube:
         namespace: str | None = None,
         *,
         propagation: str = "Background",
+        grace_period_s: int | None = None,
     ) -> Obj:
-        return await self.request(
-            "DELETE",
-            res.path(namespace, name),
-            body={"propagationPolicy": propagation},
-        )
+        """`grace_period_s=0` force-deletes a pod (what `kubectl delete --force` asks)."""
+        body: dict[str, Any] = {"propagationPolicy": propagation}
+        if grace_period_s is not None:
+            body["gracePeriodSeconds"] = grace_period_s
+        return await self.request("DELETE", res.path(namespace, name), body=body)
