@@ -58,7 +58,8 @@ def lacking(pods: Iterable[Obj], stamp: str) -> list[Obj]:
 
 
 class PodNotices:
-    """Writes the notice on pods (`serve`); shared by the job and the pod-group steps."""
+    """Writes the notice on a job (`on_job`) and on pods (`serve`); shared by the job and the
+    pod-group steps."""
 
     def __init__(self, writes: WorkloadWrites, at: Callable[[float, str], None]) -> None:
         self.writes = writes
