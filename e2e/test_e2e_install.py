@@ -3,6 +3,9 @@ controller Deployment running in the real node's containerd, Jobs admitted throu
 
 - Jobs created through the API server are queued by the in-cluster webhooks and admitted by
   the in-cluster leader;
+- on the real node: a Job whose image cannot be pulled frees its quota (pods-ready timeout);
+  the trainer sample checkpoints on its preemption notice (the annotation, in its downward-API
+  file) before the deadline and is stopped no earlier than it;
 - the leader pod is deleted: the other replica takes the Lease and admits within 20 s, and no
   Workload is admitted twice (the invariant sampler watches throughout); the failover time is
   printed as `failover: ...` (run with -s to see it);
@@ -15,15 +18,20 @@ controller Deployment running in the real node's containerd, Jobs admitted throu
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from e2e.harness import apply, cluster_queue, flavor, gpu_job, local_queue
+from e2e.harness import apply, cluster_queue, flavor, gpu_job, local_queue, priority_class
 from e2e.jobflow import JobFlow
 from queuectl.api import names
+from queuectl.convert import parse_time
 from queuectl.testenv import eventually
 from queuectl.testenv.invariants import Sampler
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
@@ -33,6 +41,7 @@ from queuectl.testenv.realinstall import BASE, NAMESPACE, RealInstall, real_inst
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 TEAM = "team-install"
+SAMPLES = Path(__file__).resolve().parents[1] / "config" / "samples"
 FAILOVER_BOUND_S = 20.0
 
 
@@ -94,32 +103,8 @@ def test_a_job_whose_image_cannot_be_pulled_frees_its_quota_and_the_next_job_run
     cpu = "100m"
     apply(
         install.plane,
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": "real-node"},
-            "spec": {"nodeLabels": {REAL_NODE_LABEL: "true"}},
-        },
-        {
-            "apiVersion": names.API_VERSION,
-            "kind": "ClusterQueue",
-            "metadata": {"name": "cq-image"},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu"],
-                        "flavors": [
-                            {
-                                "name": "real-node",
-                                "resources": [{"name": "cpu", "nominalQuota": cpu}],
-                            }
-                        ],
-                    }
-                ],
-                "waitForPodsReady": {"timeoutSeconds": 15},
-            },
-        },
+        real_node_flavor(),
+        cpu_queue("cq-image", team, cpu, waitForPodsReady={"timeoutSeconds": 15}),
         local_queue("lq", team, "cq-image"),
     )
     image = install.controller_pods()[0]["spec"]["containers"][0]["image"]  # on the node
@@ -203,6 +188,149 @@ def workload_condition(
                 if cond.get("type") == type_:
                     return dict(cond)
     return {}
+
+
+def test_a_preempted_trainer_checkpoints_on_its_notice_and_runs_until_the_deadline(
+    install: RealInstall,
+) -> None:
+    """On the real node, the trainer sample (config/samples/32-preemption-notice.yaml) in the
+    local image, its checkpoints on a host directory: a higher-priority Job preempts it with a
+    30-second grace period. The notice reaches its running pod (the annotation, then the
+    downward-API file): the container writes its checkpoint before the deadline and is stopped
+    no earlier than the deadline. Once the preemptor is done the trainer is admitted again; its
+    new pod carries no notice and resumes from the checkpoint."""
+    team, cpu = "team-notice", "100m"
+    install.plane.kubectl("create", "namespace", team)
+    apply(
+        install.plane,
+        real_node_flavor(),
+        cpu_queue("cq-notice", team, cpu, preemption={"withinClusterQueue": "LowerPriority"}),
+        local_queue("lq", team, "cq-notice"),
+        priority_class("low-notice", 10, grace=NOTICE_GRACE_S),
+        priority_class("high-notice", 1000),
+    )
+    image = install.controller_pods()[0]["spec"]["containers"][0]["image"]  # on the node
+    ckpt = Path(tempfile.mkdtemp(prefix="queuectl-notice-"))
+    ckpt.chmod(0o777)  # the image runs as a non-root user
+    log = ckpt / "log"
+    try:
+        apply(install.plane, trainer_sample(team, image, cpu, ckpt, "low-notice"))
+        eventually(lambda: lines(log), bool, timeout=120, what="the trainer running")
+        preemptor: dict[str, Any] = cpu_job("preemptor", team, image, cpu, pull="Never")
+        preemptor["metadata"]["labels"][names.LABEL_PRIORITY_CLASS] = "high-notice"
+        preemptor["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "5"]
+        apply(install.plane, preemptor)
+        stamp = eventually(
+            lambda: job_annotations(install, team, "checkpointing-train").get(
+                names.ANNOTATION_PREEMPTION_DEADLINE
+            ),
+            bool,
+            timeout=60,
+            what="the trainer preempted",
+        )
+        deadline = parse_time(stamp)
+        assert deadline is not None
+        eventually(  # on the running pod itself
+            lambda: [
+                (p["metadata"].get("annotations") or {}).get(names.ANNOTATION_PREEMPTION_DEADLINE)
+                for p in pods(install, team, "checkpointing-train")
+            ],
+            lambda notes: notes == [stamp],
+            timeout=30,
+            what="the notice on the trainer's pod",
+        )
+        told = eventually(
+            lambda: [ln for ln in lines(log) if f"notice until {stamp}" in ln],
+            bool,
+            timeout=NOTICE_GRACE_S + 30,
+            what="the trainer seeing its notice in /etc/queuectl/annotations",
+        )
+        assert int(told[0].split()[0]) < deadline  # checkpointed before the deadline
+        step = (ckpt / "step").read_text().strip()
+        assert told[0].endswith(f"checkpoint at step {step}")
+        stopped = eventually(
+            lambda: [ln for ln in lines(log) if "stopped at step" in ln],
+            bool,
+            timeout=NOTICE_GRACE_S + 60,
+            what="the trainer stopped (SIGTERM)",
+        )
+        assert int(stopped[0].split()[0]) >= deadline - 1  # its grace period honoured
+        resumed = eventually(
+            lambda: [ln for ln in lines(log) if "resuming at step" in ln][1:],
+            bool,
+            timeout=180,
+            what="the trainer admitted again after the preemptor, resuming",
+        )
+        assert resumed[0].endswith(f"resuming at step {step}")
+        running = [
+            p for p in pods(install, team, "checkpointing-train") if p["spec"].get("nodeName")
+        ]
+        assert running and all(
+            names.ANNOTATION_PREEMPTION_DEADLINE not in (p["metadata"].get("annotations") or {})
+            for p in running
+        )
+    finally:
+        install.plane.kubectl("delete", "namespace", team, "--wait=false", check=False)
+        shutil.rmtree(ckpt, ignore_errors=True)
+
+
+NOTICE_GRACE_S = 30
+"""The trainer's notice: time for the kubelet to refresh the downward-API file, and more."""
+
+
+def trainer_sample(
+    namespace: str, image: str, cpu: str, checkpoints: Path, priority: str
+) -> dict[str, Any]:
+    """The sample trainer as shipped, but for its namespace, queue, priority, image, size and
+    checkpoint volume (a host directory of the real node, read back by the test)."""
+    (job,) = yaml.safe_load_all((SAMPLES / "32-preemption-notice.yaml").read_text())
+    job["metadata"]["namespace"] = namespace
+    job["metadata"]["labels"] = {
+        names.LABEL_QUEUE_NAME: "lq",
+        names.LABEL_PRIORITY_CLASS: priority,
+    }
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    container |= {"image": image, "imagePullPolicy": "Never"}
+    container["resources"] = {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "checkpoints"]
+    del volume["emptyDir"]
+    volume["hostPath"] = {"path": str(checkpoints), "type": "Directory"}
+    return dict(job)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def job_annotations(install: RealInstall, namespace: str, job: str) -> dict[str, str]:
+    out = install.plane.kubectl("get", "job", job, "-n", namespace, "-o", "json").stdout
+    found: dict[str, str] = json.loads(out)["metadata"].get("annotations") or {}
+    return found
+
+
+def real_node_flavor() -> dict[str, Any]:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "real-node"},
+        "spec": {"nodeLabels": {REAL_NODE_LABEL: "true"}},
+    }
+
+
+def cpu_queue(name: str, namespace: str, cpu: str, **spec: Any) -> dict[str, Any]:
+    """A ClusterQueue of `cpu` on the real node for `namespace`."""
+    flavors = [{"name": "real-node", "resources": [{"name": "cpu", "nominalQuota": cpu}]}]
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}],
+            **spec,
+        },
+    }
 
 
 def test_deleting_the_leader_pod_the_other_replica_admits_within_20s_and_nothing_twice(

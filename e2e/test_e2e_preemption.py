@@ -1,8 +1,9 @@
 """Issue 4 e2e, scenarios 3 and 4: preemption with a notice and a grace period.
 
-A victim gets condition Preempted, the Job annotation queuectl.io/preemption-deadline and an
-Event; its pods keep running until the deadline; then its Job is suspended, its pods go, its
-quota is released, it waits again (requeued) and the preemptor runs.
+A victim gets condition Preempted, the annotation queuectl.io/preemption-deadline on its Job
+and on its running pods, and an Event; its pods keep running until the deadline; then its Job
+is suspended, its pods go, its quota is released, it waits again (requeued) and the preemptor
+runs.
 """
 
 from __future__ import annotations
@@ -51,8 +52,19 @@ def check_graceful_stop(cluster: Cluster, namespace: str, victim: str) -> None:
     assert wl is not None and wl["status"]["preemption"]["deadline"] == deadline_text
     events = items(cluster, "events.events.k8s.io", namespace)
     assert any(e.get("reason") == names.EVENT_PREEMPTED for e in events)
-    # still running during the grace period
-    assert running_pods(cluster, namespace, victim)
+    # still running during the grace period, each pod told the deadline (its containers read
+    # it through a downwardAPI volume)
+    told = wait_for(
+        f"the notice on {victim}'s running pods",
+        lambda: [
+            p
+            for p in running_pods(cluster, namespace, victim)
+            if (p["metadata"].get("annotations") or {}).get(names.ANNOTATION_PREEMPTION_DEADLINE)
+            == deadline_text
+        ],
+        timeout=GRACE / 2,
+    )
+    assert len(told) == len(running_pods(cluster, namespace, victim))
     assert not get(cluster, "job", victim, namespace)["spec"].get("suspend")
     wait_for(
         f"{victim} suspended after its deadline",

@@ -1,5 +1,8 @@
 """Each Workload's running pods and which of them are Ready, from the pod watch.
 
+Read by the pods-ready timeouts (how many are Ready) and by the preemption notice (which pods
+to tell, `workloads/notice.py`).
+
 The pods-ready timeouts (`workloads/pods_ready.py`) ask how many of an admitted Workload's
 pods are Ready, and want to hear when that changes, for every kind alike: so the answer is
 read from the pods (bound, unfinished, through `podowners.claim`), not from each kind's status.
@@ -47,6 +50,13 @@ class WorkloadPods:
 
     def ready(self, wl_key: str) -> int:
         return sum(1 for r in (self._ready.get(wl_key) or {}).values() if r)
+
+    def pods(self, wl_key: str) -> list[Obj]:
+        """`wl_key`'s bound, unfinished pods as the cache holds them now (the preemption
+        notice is written on each)."""
+        store = self.cache.store(k.PODS)
+        found = (store.objects.get(key) for key in self._ready.get(wl_key) or ())
+        return [pod for pod in found if pod is not None]
 
     def recount(self, wl_key: str) -> int:
         """Ready pods of `wl_key`, walking its namespace's pods again (for a pod whose owner

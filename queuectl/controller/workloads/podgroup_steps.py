@@ -3,12 +3,12 @@ the gates on admission, stop a preempted group by deleting its pods.
 
 A bare pod cannot be suspended, so what a Job does with `spec.suspend` a group does with pods:
 - admitted: every gated pod of the group gets its placement and loses the gate;
-- preempted: the pods get the deadline annotation (the notice); after the grace period the
-  Workload is evicted and the group's pods are deleted; once they are gone the quota is
-  released and the Workload is requeued at its original position, where it is withheld from
-  admission (feed.py, `podgroups.incomplete`) until replacement pods of the same group exist,
-  as Kueue does for pod groups. A single pod's Workload is owned by the pod, so deleting the
-  pod deletes it: a preempted single pod is gone, and so is its Workload;
+- preempted: the running pods get the deadline annotation (the notice, `notice.py`); after
+  the grace period the Workload is evicted and the group's pods are deleted; once they are
+  gone the quota is released and the Workload is requeued at its original position, where it
+  is withheld from admission (feed.py, `podgroups.incomplete`) until replacement pods of the
+  same group exist, as Kueue does for pod groups. A single pod's Workload is owned by the
+  pod, so deleting the pod deletes it: a preempted single pod is gone, and so is its Workload;
 - finished: every pod of the group Succeeded (a Failed pod may be replaced) or a single pod
   ended.
 A group whose pods were all deleted by hand (while admitted, or waiting before it ever ran) has
@@ -23,13 +23,14 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.api.views import ObjectView, WorkloadView, owner_reference
+from queuectl.api.views import WorkloadView, owner_reference
 from queuectl.controller.admission import placement, status
 from queuectl.controller.feed.feed import local_queue_stop
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import KubeError, Obj
 from queuectl.controller.watch.podgroups import group_pods
 from queuectl.controller.workloads import settle
+from queuectl.controller.workloads.notice import PodNotices
 from queuectl.controller.workloads.pending import PendingReasons
 from queuectl.controller.workloads.priority import resolve_priority
 from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites
@@ -47,6 +48,7 @@ class PodGroupSteps:
         at: Callable[[float, str], None],
         evict: Callable[[Obj, str, str], Awaitable[None]],
         check_pods_ready: Callable[[str, Obj, float], Awaitable[None]],
+        notices: PodNotices,
     ) -> None:
         self.writes = writes
         self.kube = writes.kube
@@ -60,6 +62,7 @@ class PodGroupSteps:
         """evict(wl, reason, message): evict, then take the next step (`Reconciler.evict`)."""
         self.check_pods_ready = check_pods_ready
         """check_pods_ready(key, wl, now): the startup and recovery timeouts (`pods_ready`)."""
+        self.notices = notices
 
     # --- the group side: pods -> Workload ---------------------------------------------------
     async def reconcile_group(self, key: pg.GroupKey) -> str | None:
@@ -147,22 +150,9 @@ class PodGroupSteps:
             (WorkloadView(wl).status.get("preemption") or {}).get("deadline")
         )
         if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
-            stamp = convert.format_time(deadline)
-            for pod in pods:
-                if (
-                    pg.active(pod)
-                    and ObjectView(pod).annotation(names.ANNOTATION_PREEMPTION_DEADLINE) != stamp
-                ):
-                    await self._patch_pod(
-                        pod,
-                        {
-                            "metadata": {
-                                "annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: stamp}
-                            }
-                        },
-                    )
             if now < deadline:
                 self.at(deadline, key)
+                await self.notices.serve(key, pods, deadline, now)
                 return True
             cond = WorkloadView(wl).condition(names.COND_PREEMPTED) or {}
             await self.evict(

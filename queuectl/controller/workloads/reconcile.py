@@ -31,6 +31,7 @@ from queuectl.controller.workloads.adoption import JobWorkloads
 from queuectl.controller.workloads.children import place_children
 from queuectl.controller.workloads.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.workloads.events import EventRecorder
+from queuectl.controller.workloads.notice import PodNotices
 from queuectl.controller.workloads.pacing import PendingRefresh
 from queuectl.controller.workloads.pending import PendingReasons
 from queuectl.controller.workloads.podgroup_steps import PodGroupSteps
@@ -92,8 +93,10 @@ class Reconciler:
         self.jobs = JobWorkloads(self.writes, adapters)
         self.pending = PendingReasons(self.writes, feed, sched, pending_refresh or PendingRefresh())
         self.ready_steps = PodsReadySteps(self.writes, self.pods_ready, ready_pods, at, self.evict)
+        self.ready_pods = ready_pods
+        self.notices = PodNotices(self.writes, at)
         self.groups = PodGroupSteps(
-            self.writes, sched, self.pending, at, self.evict, self.ready_steps.check
+            self.writes, sched, self.pending, at, self.evict, self.ready_steps.check, self.notices
         )
         self.builtin_checks = BuiltinChecks(kube, cache, clock, at)
 
@@ -178,7 +181,8 @@ class Reconciler:
         """The steps of a Workload holding quota, the first that applies:
 
         1. Evicted: drain it (`_drain`);
-        2. preempted: write the notice on the job; evict once the grace period is over;
+        2. preempted: write the notice on the job and its running pods (`notice`); evict once
+           the grace period is over;
         3. its LocalQueue stopped with HoldAndDrain: evict;
         4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
         5. the job changed under its quota: evict, to requeue it as it is now;
@@ -192,21 +196,11 @@ class Reconciler:
             return
         deadline = convert.parse_time((st.get("preemption") or {}).get("deadline"))
         if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
-            if adapter is not None and job is not None:
-                annotations = job["metadata"].get("annotations") or {}
-                stamp = convert.format_time(deadline)
-                if annotations.get(names.ANNOTATION_PREEMPTION_DEADLINE) != stamp:
-                    await self.writes.patch_job(
-                        adapter,
-                        job,
-                        {
-                            "metadata": {
-                                "annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: stamp}
-                            }
-                        },
-                    )
+            await self.notices.on_job(adapter, job, deadline)
             if now < deadline:
                 self.at(deadline, key)
+                pods = self.ready_pods.pods(key) if self.ready_pods is not None else []
+                await self.notices.serve(key, pods, deadline, now)
                 return
             cond = WorkloadView(wl).condition(names.COND_PREEMPTED) or {}
             await self.evict(

@@ -135,3 +135,21 @@ def test_the_gang_sample_requires_one_rack(objects: dict[str, list[Any]]) -> Non
     gangs = [j for j in objects["Job"] if j["spec"].get("parallelism", 1) > 1]
     annotations = [j["spec"]["template"].get("metadata", {}).get("annotations") for j in gangs]
     assert {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK} in annotations
+
+
+def test_the_checkpointing_sample_reads_the_notice_where_the_contract_puts_it() -> None:
+    """The trainer sample mounts its pod's annotations at /etc/queuectl/annotations (the
+    documented path) and its script looks for queuectl's deadline key there."""
+    (job,) = [
+        d for d in docs() if d["kind"] == "Job" and d["metadata"]["name"] == "checkpointing-train"
+    ]
+    pod = job["spec"]["template"]["spec"]
+    (downward,) = [v for v in pod["volumes"] if "downwardAPI" in v]
+    (item,) = downward["downwardAPI"]["items"]
+    assert item["fieldRef"]["fieldPath"] == "metadata.annotations"
+    (container,) = pod["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == downward["name"]]
+    assert f"{mount['mountPath']}/{item['path']}" == "/etc/queuectl/annotations"
+    script = container["args"][0]
+    assert "/etc/queuectl/annotations" in script
+    assert names.ANNOTATION_PREEMPTION_DEADLINE.replace(".", "\\.").replace("/", "\\/") in script

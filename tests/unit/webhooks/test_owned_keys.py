@@ -1,6 +1,7 @@
 """Our keys are ours: every label, annotation and gate queuectl writes is refused to anyone but
 the controller, on a queued job, in its pod templates, on a child of a queued job and on a pod;
-an operator copying its verified parent's template is not refused.
+an operator copying its verified parent's template is not refused. (So nobody but the
+controller can forge or remove a pod's preemption notice, which its trainer acts on.)
 
 Alice, a plain user of team-a, tries each of queuectl's keys on each object (add, change,
 remove); the controller does the same and is let through; the JobSet and Job operators copy
@@ -76,6 +77,29 @@ def bare_pod() -> Obj:
     }
 
 
+def job_pod() -> Obj:
+    """A running pod of a queued Job: no queue label of its own (the owned-keys webhook sees
+    it because it carries, or is given, one of our keys), e.g. the preemption notice."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-0",
+            "namespace": NS,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "train",
+                    "uid": "train-u",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [container()], "nodeName": "n1"},
+    }
+
+
 def metadata(obj: Obj) -> Obj:
     return obj["metadata"]
 
@@ -91,6 +115,7 @@ TARGETS: dict[str, tuple[Callable[[], Obj], dict[str, str], Callable[[Obj], Obj]
     "child job": (child_job, JOB_KIND, metadata, validate_job),
     "pod template in a child job": (child_job, JOB_KIND, template_metadata, validate_job),
     "pod": (bare_pod, POD_KIND, metadata, validate_pod),
+    "pod of a job": (job_pod, POD_KIND, metadata, validate_pod),
 }
 KEYS = [("labels", k) for k in sorted(owned.OWNED_LABELS)] + [
     ("annotations", k) for k in sorted(owned.OWNED_ANNOTATIONS)
