@@ -50,13 +50,17 @@ def check_socket_path(path: Path) -> Path:
 
 
 class DeviceTable:
-    """The devices to advertise, and a signal for each change (ListAndWatch streams follow it)."""
+    """The devices to advertise, and a signal for each change (ListAndWatch streams follow it).
+    `filled` is set by the first update: until the agent has read the GPUs there is nothing to
+    say, and registering with an empty list would make the kubelet advertise 0 GPUs."""
 
     def __init__(self) -> None:
         self.devices: tuple[PluginDevice, ...] = ()
+        self.filled = asyncio.Event()
         self._changed = asyncio.Event()
 
     def update(self, rows: tuple[PluginDevice, ...]) -> None:
+        self.filled.set()
         if rows == self.devices:
             return
         self.devices = rows
@@ -198,7 +202,13 @@ class DevicePluginServer:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve and register; again whenever the kubelet restarts; until `stop` is set."""
+        """Once the table is filled, serve and register; again whenever the kubelet restarts;
+        until `stop` is set. (Without NVML the table is never filled: nothing is advertised.)"""
+        stopping = asyncio.create_task(stop.wait())
+        filled = asyncio.create_task(self.table.filled.wait())
+        await asyncio.wait({stopping, filled}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        filled.cancel()
         try:
             while not stop.is_set():
                 if self.needs_registering():

@@ -28,6 +28,7 @@ from queuectl.agent.deviceplugin.plugin import (
 )
 from queuectl.agent.deviceplugin.v1beta1 import api_pb2 as pb
 from queuectl.agent.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from queuectl.agent.discovery import Inventory, read_inventory
 from queuectl.agent.health import HealthPolicy
 from queuectl.agent.scripted import ManualClock, ScriptedReader
 from queuectl.agent.shell import Agent, AgentConfig
@@ -99,6 +100,9 @@ class Node:
         for _ in range(n):
             self.clock.advance(every)
             await self.agent.run_pass(wait_s=0)
+
+    def reader_inventory(self) -> Inventory:
+        return read_inventory(self.reader)
 
     def uuids(self) -> list[str]:
         return [g.uuid for g in self.agent.inventory.gpus]
@@ -251,6 +255,20 @@ async def test_a_gpu_that_stops_answering_is_withdrawn_and_one_nvml_lost_stays_l
     fewer = replace(node.agent.inventory, gpus=node.agent.inventory.gpus[:5])
     rows = {d.uuid: d.health for d in plugin_devices(fewer, node.agent.state)}
     assert rows[node.uuids()[5]] == "Unhealthy" and len(rows) == 6
+
+
+async def test_the_plugin_registers_only_once_the_agent_has_read_the_gpus(
+    socket_dir: Path, kubelet: FakeKubelet
+) -> None:
+    """Registering first would have the kubelet set nvidia.com/gpu to 0 until the first pass."""
+    table, stop = DeviceTable(), asyncio.Event()
+    task = asyncio.create_task(DevicePluginServer(table, socket_dir, check_s=0.01).run(stop))
+    await asyncio.sleep(0.3)
+    assert kubelet.requests == []
+    table.update(plugin_devices(Node(socket_dir).reader_inventory(), {}))
+    await asyncio.wait_for(kubelet.registered.wait(), 10)
+    stop.set()
+    await task
 
 
 def test_a_socket_path_the_kernel_cannot_bind_is_refused_with_what_to_shorten() -> None:
