@@ -14,9 +14,7 @@ on one host at once would take the directory from each other.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from queuectl.agent.nvmlemu import build_library, environment, write_description
 from queuectl.agent.scripted import ScriptedReader
+from queuectl.cli._devgpus import SCENARIOS, start_gpu_agent
 from queuectl.testenv import ControlPlane, eventually
 from queuectl.testenv.build import ensure_binaries
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
@@ -34,8 +32,7 @@ from queuectl.testenv.realnode import load_image, recorded
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
-ROOT = Path(__file__).resolve().parents[2]
-HGX_H100 = ROOT / "queuectl" / "agent" / "scenarios" / "hgx-h100.yaml"
+HGX_H100 = SCENARIOS / "hgx-h100.yaml"
 ENV_IMAGE = "localhost/queuectl/printenv:v1"
 # The container's whole job: print the variable the device plugin set, then exit.
 PRINTENV_C = """\
@@ -75,20 +72,12 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def clock_file(plane: ControlPlane) -> Path:
-    """The emulated clock (seconds since nvmlInit), started at t=10; GPU 3's XID 79 is at 120."""
+    """The emulated clock (seconds since nvmlInit), started at t=10; GPU 3's XID 79 is at 120.
+    The agent starts as `queuectl dev up --emulated-gpus` starts it."""
     (node,) = recorded(plane.work_dir)
     clock = plane.work_dir / "emu-clock"
     clock.write_text("10")
-    env = environment(
-        write_description(HGX_H100, plane.work_dir / "node.emu"),
-        build_library(),
-        clock_file=clock,
-    )
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    argv = [sys.executable, "-m", "queuectl.cli.main", "agent", "--device-plugin"]
-    argv += ["--node-name", node.name, "--kubeconfig", plane.kubeconfig]
-    argv += ["--metrics-port", "0", "--poll-seconds", "1"]
-    plane.start_process(f"agent-{node.name}", argv, env=env)  # stopped with the environment
+    start_gpu_agent(plane, node.name, HGX_H100, clock_file=clock)
     return clock
 
 
