@@ -25,11 +25,12 @@ from kubernetes_asyncio import config as k8s_config
 
 from queuectl.agent import report
 from queuectl.agent.deviceplugin.devices import plugin_devices
-from queuectl.agent.deviceplugin.plugin import (
+from queuectl.agent.deviceplugin.paths import (
     DEFAULT_DIR,
-    DevicePluginServer,
-    DeviceTable,
+    ENDPOINT,
+    KUBELET_SOCKET,
     PluginSocketError,
+    check_socket_path,
 )
 from queuectl.agent.health import APPLICATION_XIDS, HealthPolicy
 from queuectl.agent.kube import KubeNodeClient
@@ -228,6 +229,9 @@ async def daemon(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # gRPC only where the plugin runs: `queuectl agent` without it starts without grpcio.
+    from queuectl.agent.deviceplugin.plugin import DevicePluginServer, DeviceTable
+
     table = DeviceTable()
     plugin = DevicePluginServer(table, args.device_plugin_dir) if args.device_plugin else None
     async with kube_client(args.kubeconfig) as api:
@@ -279,7 +283,8 @@ def device_plugin_problem(args: argparse.Namespace) -> str | None:
             "--time-slicing-replicas at 1, or use NVIDIA's device plugin for MIG and sharing"
         )
     try:
-        DevicePluginServer(DeviceTable(), args.device_plugin_dir)
+        for name in (ENDPOINT, KUBELET_SOCKET):
+            check_socket_path(args.device_plugin_dir / name)
     except PluginSocketError as exc:
         return str(exc)
     return None

@@ -22,6 +22,12 @@ import grpc
 
 from queuectl.agent.deviceplugin import devices
 from queuectl.agent.deviceplugin.devices import PluginDevice, UnknownDevices
+from queuectl.agent.deviceplugin.paths import (
+    DEFAULT_DIR,
+    ENDPOINT,
+    KUBELET_SOCKET,
+    check_socket_path,
+)
 from queuectl.agent.deviceplugin.v1beta1 import api_pb2 as pb
 from queuectl.agent.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from queuectl.api import names
@@ -29,24 +35,6 @@ from queuectl.api import names
 log = logging.getLogger(__name__)
 
 API_VERSION = "v1beta1"
-DEFAULT_DIR = Path("/var/lib/kubelet/device-plugins")
-KUBELET_SOCKET = "kubelet.sock"
-ENDPOINT = "queuectl-gpu.sock"
-# sockaddr_un.sun_path is 108 bytes with its terminating NUL.
-MAX_SOCKET_PATH = 107
-
-
-class PluginSocketError(ValueError):
-    """A socket path the kernel cannot bind; the message says what to shorten."""
-
-
-def check_socket_path(path: Path) -> Path:
-    if len(str(path).encode()) > MAX_SOCKET_PATH:
-        raise PluginSocketError(
-            f"socket path {path} is {len(str(path).encode())} bytes; a unix socket path may "
-            f"have at most {MAX_SOCKET_PATH}: use a shorter --device-plugin-dir"
-        )
-    return path
 
 
 class DeviceTable:
@@ -152,7 +140,7 @@ class DevicePluginServer:
         check_s: float = 2.0,
     ) -> None:
         self.table = table
-        self.socket = check_socket_path(socket_dir / endpoint)
+        self.socket = check_socket_path(socket_dir / endpoint)  # PluginSocketError if too long
         self.kubelet_socket = check_socket_path(socket_dir / KUBELET_SOCKET)
         self.resource = resource
         self.check_s = check_s

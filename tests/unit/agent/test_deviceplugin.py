@@ -21,11 +21,8 @@ import pytest
 
 from queuectl import metrics
 from queuectl.agent.deviceplugin.devices import plugin_devices
-from queuectl.agent.deviceplugin.plugin import (
-    DevicePluginServer,
-    DeviceTable,
-    PluginSocketError,
-)
+from queuectl.agent.deviceplugin.paths import PluginSocketError
+from queuectl.agent.deviceplugin.plugin import DevicePluginServer, DeviceTable
 from queuectl.agent.deviceplugin.v1beta1 import api_pb2 as pb
 from queuectl.agent.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from queuectl.agent.discovery import Inventory, read_inventory
