@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from queuectl.api import names
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+StateListener = Callable[[Inventory, Mapping[str, GpuState]], None]
 
 STATUS_STARTING = "starting"
 STATUS_OK = "ok"
@@ -105,13 +106,17 @@ class Agent:
         write: bool = True,
         clock: Callable[[], float] = time.time,
         collector: metrics.GpuCollector = metrics.GPU_COLLECTOR,
+        on_state: StateListener | None = None,
     ) -> None:
+        """`on_state` hears the inventory and health after start and after every pass (the
+        device plugin advertises from it)."""
         self.reader = reader
         self.config = config
         self.node_client = node_client
         self.write = write
         self.clock = clock
         self.collector = collector
+        self.on_state = on_state
         self.status = STATUS_STARTING
         self.unavailable: NvmlUnavailable | None = None
         self.inventory = Inventory(())
@@ -144,6 +149,7 @@ class Agent:
                 self.state = {u: s for u, s in restored.items() if u in known}
                 if self.state:
                     log.info("restored %d unhealthy GPU(s) from the Node", len(self.state))
+        self._tell()
         self.status = STATUS_OK
         return None
 
@@ -235,6 +241,7 @@ class Agent:
         )
         node_health = health.summarize(self.state)
         self._publish(samples)
+        self._tell()
         desired = nodestate.desired_node(
             self.inventory,
             node_health,
@@ -262,6 +269,10 @@ class Agent:
             patch,
             written,
         )
+
+    def _tell(self) -> None:
+        if self.on_state is not None:
+            self.on_state(self.inventory, self.state)
 
     def _publish(self, samples: dict[int, GpuSample | str]) -> None:
         rows = []

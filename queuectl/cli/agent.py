@@ -24,6 +24,14 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from queuectl.agent import report
+from queuectl.agent.deviceplugin.devices import plugin_devices
+from queuectl.agent.deviceplugin.paths import (
+    DEFAULT_DIR,
+    ENDPOINT,
+    KUBELET_SOCKET,
+    PluginSocketError,
+    check_socket_path,
+)
 from queuectl.agent.health import APPLICATION_XIDS, HealthPolicy
 from queuectl.agent.kube import KubeNodeClient
 from queuectl.agent.nvml import NvmlReader
@@ -108,6 +116,18 @@ def add_parser(subparsers: Subparsers) -> None:
         type=whole(1, 1_024),
         default=1,
         help="time-slicing replicas the device plugin makes of each GPU (1: not shared)",
+    )
+    p.add_argument(
+        "--device-plugin",
+        action="store_true",
+        help="also serve the kubelet device plugin API for nvidia.com/gpu (whole GPUs by UUID, "
+        "unhealthy GPUs withdrawn); not beside NVIDIA's device plugin",
+    )
+    p.add_argument(
+        "--device-plugin-dir",
+        type=Path,
+        default=DEFAULT_DIR,
+        help=f"the kubelet's device plugin socket directory (default: {DEFAULT_DIR})",
     )
     p.add_argument(
         "--scripted",
@@ -209,11 +229,24 @@ async def daemon(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # gRPC only where the plugin runs: `queuectl agent` without it starts without grpcio.
+    from queuectl.agent.deviceplugin.plugin import DevicePluginServer, DeviceTable
+
+    table = DeviceTable()
+    plugin = DevicePluginServer(table, args.device_plugin_dir) if args.device_plugin else None
     async with kube_client(args.kubeconfig) as api:
-        agent = Agent(reader_from(args), config, KubeNodeClient(api))
+        agent = Agent(
+            reader_from(args),
+            config,
+            KubeNodeClient(api),
+            on_state=lambda inventory, state: table.update(plugin_devices(inventory, state)),
+        )
         runner = await serve(lambda: agent.status, args.metrics_port) if args.metrics_port else None
         try:
-            await agent.run(stop)
+            if plugin is None:
+                await agent.run(stop)
+            else:
+                await asyncio.gather(agent.run(stop), plugin.run(stop))
         finally:
             if runner is not None:
                 await runner.cleanup()
@@ -232,4 +265,26 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.device_plugin:
+        problem = device_plugin_problem(args)
+        if problem:
+            print(f"queuectl agent: {problem}", file=sys.stderr)
+            return 2
     return asyncio.run(once(args) if args.once else daemon(args))
+
+
+def device_plugin_problem(args: argparse.Namespace) -> str | None:
+    """Why --device-plugin cannot run with these flags, or None."""
+    if args.once:
+        return "--device-plugin serves the kubelet; it does not apply with --once"
+    if args.mig_strategy != "none" or args.time_slicing_replicas != 1:
+        return (
+            "--device-plugin advertises whole GPUs only: leave --mig-strategy at none and "
+            "--time-slicing-replicas at 1, or use NVIDIA's device plugin for MIG and sharing"
+        )
+    try:
+        for name in (ENDPOINT, KUBELET_SOCKET):
+            check_socket_path(args.device_plugin_dir / name)
+    except PluginSocketError as exc:
+        return str(exc)
+    return None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from queuectl.api import gpushare
+from queuectl.cli._devgpus import scenario_path, start_gpu_agent
 from queuectl.cli._numbers import whole
 from queuectl.cli.main import Subparsers
 from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, operators, realnode
@@ -32,6 +33,13 @@ from queuectl.testenv.nodes import H100
 EXTRA_PROCESSES: list[Callable[[ControlPlane], object]] = []
 
 _KEEP_ON_RESTART = frozenset({"logs"})
+
+
+def _scenario(text: str) -> Path:
+    try:
+        return scenario_path(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def state_dir(name: str) -> Path:
@@ -84,6 +92,12 @@ def up(args: argparse.Namespace) -> int:
     if existing.supervisor.records:
         _err(f"Cleaning up a partly stopped environment in {directory}")
         existing.stop()
+    if args.emulated_gpus is not None and args.real_nodes != 1:
+        _err(
+            "queuectl dev up: --emulated-gpus needs --real-nodes 1 (the kubelet's device plugin "
+            "directory is fixed at /var/lib/kubelet/device-plugins: one real kubelet per host)"
+        )
+        return 2
     _wipe(directory)
     plane = ControlPlane(
         directory,
@@ -133,6 +147,10 @@ def up(args: argparse.Namespace) -> int:
             operators.start(plane, operator, _err)
         for start in EXTRA_PROCESSES:
             start(plane)
+        if args.emulated_gpus is not None:
+            (node,) = realnode.recorded(directory)
+            _err(f"Starting the agent's device plugin on {node.name} ({args.emulated_gpus.name})")
+            start_gpu_agent(plane, node.name, args.emulated_gpus)
         for archive in args.load_image:
             for node in realnode.recorded(directory):
                 _err(f"Loading {archive} into {node.name}")
@@ -327,6 +345,15 @@ def add_parser(subparsers: Subparsers) -> None:
         default=0,
         help="real nodes (kubelet + containerd, root only) beside the fake ones; pods pick them "
         f"with nodeSelector {REAL_NODE_LABEL}=true (default 0)",
+    )
+    p.add_argument(
+        "--emulated-gpus",
+        type=_scenario,
+        default=None,
+        metavar="DESCRIPTION",
+        help="give the real node GPUs: the agent's device plugin over the NVML emulator, "
+        "nvidia.com/gpu allocated by the real kubelet; a node description file or hgx-h100, "
+        "a100-mig (needs --real-nodes 1)",
     )
     p.add_argument(
         "--load-image",

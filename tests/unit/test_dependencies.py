@@ -11,6 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # Distribution name -> the module it is imported as, where the two differ.
 IMPORT_NAME = {
+    "grpcio": "grpc",
+    "protobuf": "google",  # google.protobuf, imported by the generated device plugin stubs
     "kubernetes-asyncio": "kubernetes_asyncio",
     "nvidia-ml-py": "pynvml",
     "prometheus-client": "prometheus_client",

@@ -60,3 +60,19 @@ def test_a_bad_xid_list_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
         main(["agent", "--once", "--ignore-xids", "13,x"])
     assert exit_.value.code == 2
     assert "not a comma-separated list of XIDs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--once"], "does not apply with --once"),
+        (["--mig-strategy", "mixed"], "whole GPUs only"),
+        (["--time-slicing-replicas", "4"], "whole GPUs only"),
+        (["--device-plugin-dir", "/tmp/" + "d" * 100], "use a shorter --device-plugin-dir"),
+    ],
+)
+def test_a_device_plugin_it_cannot_serve_is_refused_before_it_starts(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["agent", "--device-plugin", *flags]) == 2
+    assert says in capsys.readouterr().err

@@ -66,3 +66,23 @@ def test_dev_up_reports_a_taken_port_as_one_clear_line(
         port = taken.getsockname()[1]
         assert cli.main(["dev", "up", "--apiserver-port", str(port)]) == 1
     assert f"port {port} on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_emulated_gpus_need_exactly_one_real_node_and_start_nothing_without(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["dev", "up", "--emulated-gpus", "hgx-h100"]) == 2
+    assert "--emulated-gpus needs --real-nodes 1" in capsys.readouterr().err
+
+
+def test_emulated_gpus_name_a_description_file_or_a_shipped_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser, _ = cli.build_parser()
+    args = parser.parse_args(["dev", "up", "--real-nodes", "1", "--emulated-gpus", "a100-mig"])
+    assert args.emulated_gpus.name == "a100-mig.yaml"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["dev", "up", "--emulated-gpus", "h1OO"])
+    assert "'h1OO' is neither a node description file nor one of: a100-mig" in (
+        capsys.readouterr().err
+    )
