@@ -120,8 +120,7 @@ def _gpu_line(qs: QueueStatus) -> str:
     nominal = sum(qs.nominal[fr] for fr in frs)
     used = sum(qs.usage.get(fr, 0) for fr in frs)
     borrowable = sum(
-        max(0, qs.available.get(fr, 0) - max(0, qs.nominal[fr] - qs.usage.get(fr, 0)))
-        for fr in frs
+        max(0, qs.available.get(fr, 0) - max(0, qs.nominal[fr] - qs.usage.get(fr, 0))) for fr in frs
     )
     pending = qs.pending_requests.get(gpu, 0)
     return f"{used}/{nominal} used, +{borrowable} borrowable, {pending} pending"
