@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from queuectl.api import names
@@ -124,12 +124,5 @@ def pin_for(placement: PodSetPlacement, index: int) -> dict[str, str] | None:
 
 def pinned(placement: PodSetPlacement, labels: Mapping[str, str]) -> PodSetPlacement:
     """`placement` narrowed to one pod's pin: the pin's labels replace the domain's values."""
-    domain = dict(placement.domain)
-    domain.update({k: (v,) for k, v in labels.items()})
-    return PodSetPlacement(
-        name=placement.name,
-        node_labels=placement.node_labels,
-        tolerations=placement.tolerations,
-        domain=domain,
-        gpu_resource=placement.gpu_resource,
-    )
+    domain = {**placement.domain, **{k: (v,) for k, v in labels.items()}}
+    return replace(placement, domain=domain, pins=())
