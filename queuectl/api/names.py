@@ -36,10 +36,11 @@ ANNOTATION_POD_SET: Final = "queuectl.io/pod-set"  # the pod set an ungated pod 
 # turns it into the pod's own node affinity when the pod is created.
 ANNOTATION_POD_PINS: Final = "queuectl.io/pod-pins"
 # Where a pod's index sits: an Indexed Job's completion index, a JobSet child Job's index, an
-# LWS pod's place in its group (the leader is 0).
+# LWS pod's place in its group (the leader is 0), a Kubeflow replica's index within its type.
 LABEL_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
 LABEL_LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+LABEL_KUBEFLOW_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
 ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topology"
 ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
 # Pod sets of one job naming the same group share one domain of their level (Kueue's PodSetGroup).

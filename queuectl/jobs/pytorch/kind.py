@@ -10,6 +10,7 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
 from queuectl.api.views import ObjectView
+from queuectl.jobs import pinning
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
@@ -17,6 +18,9 @@ from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
 PYTORCH_JOBS: Final = Resource("kubeflow.org", "v1", "pytorchjobs", True, "PyTorchJob")
 REPLICAS: Final = ("spec", "pytorchReplicaSpecs")
 ROLES: Final = {"master": "Master", "worker": "Worker"}
+REPLICA_INDEX: Final = pinning.IndexSource(names.LABEL_KUBEFLOW_REPLICA_INDEX)
+"""The operator labels each pod with its index among its replica type's: a worker's rank
+order, so a sliced worker pod set is pinned pod by pod (docs/design/jobs.md, "Per-pod pins")."""
 """Pod set name -> replica type, in the order the pod sets are listed."""
 
 
@@ -95,9 +99,8 @@ class PyTorchJob:
         for role, rtype in self._roles(job):
             path = _template_path(rtype)
             fragments.append(pt.merge_at([*path, "metadata", "labels", names.LABEL_WORKLOAD], name))
-            fragments.append(
-                pt.run_fragment(path, pod_sets, by_name.get(role, PodSetPlacement(role)))
-            )
+            placement = by_name.get(role, PodSetPlacement(role))
+            fragments.append(pt.run_fragment(path, pod_sets, placement, REPLICA_INDEX))
         return pt.deep_merge({"spec": {"runPolicy": {"suspend": False}}}, *fragments)
 
     def suspend_patch(self, job: Obj) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from queuectl.core.topology import node_capacity, place
 from queuectl.jobs import PodSetPlacement, pinning
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
+from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.webhooks.pinned import mutate_pinned_pod, pin_ops
 from tests.unit.jobs.jobs_helpers import apply_merge, required
 
@@ -317,3 +318,33 @@ def test_every_pod_is_pinned_to_the_node_at_its_place_in_the_core_s_order(
     clique = {n.name: n.labels[NVL] for n in nodes}
     for j in range(slices):
         assert len({clique[h] for h in hosts[j * slice_size : (j + 1) * slice_size]}) == 1
+
+
+def test_a_pytorchjobs_workers_are_pinned_by_their_replica_index() -> None:
+    job = {
+        "metadata": {"name": "train", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "runPolicy": {"suspend": True},
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": 4,
+                    "template": {"spec": {"containers": [{"name": "pytorch"}]}},
+                }
+            },
+        },
+    }
+    workers = PodSetPlacement(
+        "worker", pins=pinning.pins_of([(2, {HOST: "n0"}), (2, {HOST: "n1"})])
+    )
+    placed = apply_merge(job, PyTorchJob().run_patch(job, [], [workers]))
+    template = placed["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    hosts = []
+    for i in range(4):
+        pod = copy.deepcopy(template)
+        pod["metadata"]["labels"] = {names.LABEL_KUBEFLOW_REPLICA_INDEX: str(i)}
+        hosts.append(pinned_host(apply_json_patch(pod, pin_ops(pod))))
+    assert hosts == ["n0", "n0", "n1", "n1"]
+    restored = PyTorchJob().restore_patch(placed, [])
+    assert restored is not None
+    after = apply_merge(placed, restored)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    assert names.ANNOTATION_POD_PINS not in (after.get("metadata") or {}).get("annotations", {})
