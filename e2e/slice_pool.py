@@ -29,9 +29,10 @@ BLOCK = names.LABEL_TOPOLOGY_BLOCK
 Obj = dict[str, Any]
 
 
-def sliced_pool(cluster: Cluster, namespace: str, prefix: str) -> None:
+def sliced_pool(cluster: Cluster, namespace: str, prefix: str) -> list[str]:
     """12 tainted nodes of the test's own (3 racks of 4), NVLink domains of 2 nodes, a
-    block/rack/clique/host Topology over them, a ClusterQueue of 96 GPUs and LocalQueue `lq`."""
+    block/rack/clique/host Topology over them, a ClusterQueue of 96 GPUs and LocalQueue `lq`.
+    Returns the nodes' names, rack by rack."""
     nodes = cluster.add_gpu_nodes(
         12,
         racks_per_block=3,
@@ -49,6 +50,38 @@ def sliced_pool(cluster: Cluster, namespace: str, prefix: str) -> None:
         in_pool(flavor(prefix, H100, topology=topo), prefix),
         cluster_queue(cq, namespace, {prefix: 96}),
         local_queue("lq", namespace, cq),
+    )
+    return [n.name for n in nodes]
+
+
+def occupy(cluster: Cluster, namespace: str, node: str, prefix: str) -> None:
+    """A pod of nobody's queue taking all 8 GPUs of `node` (bound there by name): the core counts
+    it, kube-scheduler sees the rest of its rack free."""
+    gpus = {names.GPU_RESOURCE: "8"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"occupant-{node}", "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{**pool_taint(prefix), "operator": "Equal"}],
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": gpus, "limits": gpus},
+                }
+            ],
+        },
+    }
+    apply(cluster, pod)
+    wait_for(
+        f"the occupant of {node} running",
+        lambda: (
+            (get(cluster, "pod", f"occupant-{node}", namespace).get("status") or {}).get("phase")
+            == "Running"
+        ),
     )
 
 
