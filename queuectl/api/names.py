@@ -32,6 +32,15 @@ LABEL_POD_GROUP_NAME: Final = "queuectl.io/pod-group-name"
 ANNOTATION_POD_GROUP_TOTAL_COUNT: Final = "queuectl.io/pod-group-total-count"
 SCHEDULING_GATE_ADMISSION: Final = "queuectl.io/admission"
 ANNOTATION_POD_SET: Final = "queuectl.io/pod-set"  # the pod set an ungated pod was admitted in
+# On an admitted job's pod template: where each pod index goes (jobs/pinning.py); the pod webhook
+# turns it into the pod's own node affinity when the pod is created.
+ANNOTATION_POD_PINS: Final = "queuectl.io/pod-pins"
+# Where a pod's index sits: an Indexed Job's completion index, a JobSet child Job's index, an
+# LWS pod's place in its group (the leader is 0), a Kubeflow replica's index within its type.
+LABEL_JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+LABEL_JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
+LABEL_LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+LABEL_KUBEFLOW_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
 ANNOTATION_PODSET_REQUIRED_TOPOLOGY: Final = "queuectl.io/podset-required-topology"
 ANNOTATION_PODSET_PREFERRED_TOPOLOGY: Final = "queuectl.io/podset-preferred-topology"
 # Pod sets of one job naming the same group share one domain of their level (Kueue's PodSetGroup).
@@ -232,6 +241,7 @@ WEBHOOK_PATH_VALIDATE_OWNED_JOB: Final = "/validate-owned-job"
 # not the job, so it has a route of its own that reads the job.
 WEBHOOK_PATH_VALIDATE_SCALE: Final = "/validate-scale"
 WEBHOOK_PATH_MUTATE_POD: Final = "/mutate-pod"
+WEBHOOK_PATH_MUTATE_PINNED_POD: Final = "/mutate-pinned-pod"
 WEBHOOK_PATH_VALIDATE_POD: Final = "/validate-pod"
 WEBHOOK_PATH_MUTATE_LWS: Final = "/mutate-leaderworkerset"
 WEBHOOK_PATH_VALIDATE_QUEUECTL: Final = "/validate-queuectl"

@@ -27,6 +27,7 @@ OWNED_ANNOTATIONS: Final = frozenset(
         names.ANNOTATION_PREEMPTION_DEADLINE,  # a job or pod being preempted
         names.ANNOTATION_POD_SET,  # the pod set an ungated pod was admitted in
         names.ANNOTATION_GPU_RESOURCE,  # the device standing in for nvidia.com/gpu
+        names.ANNOTATION_POD_PINS,  # where each pod index of an admitted job goes
         names.ANNOTATION_TRAINJOB_RUNTIME,  # a TrainJob's runtime when it was queued
     }
 )

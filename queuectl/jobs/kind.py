@@ -41,6 +41,16 @@ class PodSet:
 
 
 @dataclass(frozen=True)
+class PodPin:
+    """Consecutive pods of a pod set pinned to one place: `count` pods, each on a node whose
+    labels carry these values (every topology level the core placed them by, down to the node
+    where the Topology names hosts)."""
+
+    count: int
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class PodSetPlacement:
     """What admission decided for one pod set, in the shape a pod template needs."""
 
@@ -54,6 +64,10 @@ class PodSetPlacement:
     gpu_resource: str | None = None
     """The device that serves nvidia.com/gpu in the chosen flavor (a MIG slice): the containers
     ask for it instead (docs/design/gpu-sharing.md)."""
+    pins: tuple[PodPin, ...] = ()
+    """Per pod, in pod order (pod index i is the pin covering position i): where the core put
+    each pod of a pod set placed in slices or balanced. Empty for any other pod set. A kind
+    whose pods have stable indexes carries them to its pods (jobs/pinning.py)."""
 
 
 @dataclass(frozen=True)

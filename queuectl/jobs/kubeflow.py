@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.api.views import ObjectView
+from queuectl.jobs import pinning
 from queuectl.jobs import podtemplate as pt
 from queuectl.jobs import workload as wl
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
@@ -33,6 +34,9 @@ class ReplicaSpecsKind:
     WORKLOAD_PREFIX: ClassVar[str]
     KIND_WORDS: ClassVar[str]
     """How messages name the kind ("PyTorchJob")."""
+    INDEX: ClassVar[pinning.IndexSource | None] = None
+    """Where a pod finds its index among its replica type's, for per-pod pins; None: the
+    kind's pods are not pinned (docs/design/jobs.md, "Per-pod pins")."""
 
     def template_path(self, replica_type: str) -> tuple[str, ...]:
         return (*self.REPLICAS, replica_type, "template")
@@ -107,9 +111,8 @@ class ReplicaSpecsKind:
         for role, rtype in self._roles(job):
             path = self.template_path(rtype)
             fragments.append(pt.merge_at([*path, "metadata", "labels", names.LABEL_WORKLOAD], name))
-            fragments.append(
-                pt.run_fragment(path, pod_sets, by_name.get(role, PodSetPlacement(role)))
-            )
+            placement = by_name.get(role, PodSetPlacement(role))
+            fragments.append(pt.run_fragment(path, pod_sets, placement, self.INDEX))
         return pt.deep_merge({"spec": {"runPolicy": {"suspend": False}}}, *fragments)
 
     def suspend_patch(self, job: Obj) -> dict[str, Any]:

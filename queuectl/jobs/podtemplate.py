@@ -17,6 +17,7 @@ from typing import Any, Final
 from queuectl.api import gpushare, names, slicing
 from queuectl.api.resource import Obj
 from queuectl.api.views import ObjectView
+from queuectl.jobs import pinning
 from queuectl.jobs.kind import PodSetPlacement
 
 AFFINITY_KEY: Final = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -106,14 +107,23 @@ def original_pod_spec(pod_sets: Sequence[Mapping[str, Any]], name: str) -> Obj:
 
 
 def run_fragment(
-    template_path: Path, pod_sets: Sequence[Mapping[str, Any]], placement: PodSetPlacement
+    template_path: Path,
+    pod_sets: Sequence[Mapping[str, Any]],
+    placement: PodSetPlacement,
+    pins: pinning.IndexSource | None = None,
 ) -> dict[str, Any]:
     """A merge patch injecting `placement` into the template at `template_path`, computed over
-    the Workload's original pod spec of that pod set; {} when there is nothing to inject."""
+    the Workload's original pod spec of that pod set; {} when there is nothing to inject.
+    `pins`: the kind's pods have stable indexes read so, and the placement's per-pod pins go on
+    the template (`queuectl.io/pod-pins`) for the pod webhook to apply."""
     injected = inject(original_pod_spec(pod_sets, placement.name), placement)
     out = merge_at([*template_path, "spec"], injected) if injected else {}
+    annotations: dict[str, Any] = {}
     if placement.gpu_resource:  # say which device stands in, so `original` can undo it
-        annotations = {names.ANNOTATION_GPU_RESOURCE: placement.gpu_resource}
+        annotations[names.ANNOTATION_GPU_RESOURCE] = placement.gpu_resource
+    if pins is not None and (value := pinning.annotation(placement, pins)):
+        annotations[names.ANNOTATION_POD_PINS] = value
+    if annotations:
         out = deep_merge(out, merge_at([*template_path, "metadata"], {"annotations": annotations}))
     return out
 
@@ -129,16 +139,21 @@ def restore_fragment(
     now_aff = ((current.get("affinity") or {}).get("nodeAffinity") or {}).get(AFFINITY_KEY)
     want_aff = wanted["affinity"]["nodeAffinity"][AFFINITY_KEY]
     renamed = gpushare.served_by(at_path(job, template_path) or {})
+    pinned = names.ANNOTATION_POD_PINS in ObjectView(at_path(job, template_path) or {}).annotations
     if (
         now_aff == want_aff
         and current.get("tolerations") == wanted["tolerations"]
         and renamed is None
+        and not pinned
     ):
         return None
     out = merge_at([*template_path, "spec"], wanted)
     if renamed is not None:  # the containers ask for nvidia.com/gpu again
         wanted["containers"] = copy.deepcopy(original.get("containers"))
         annotations = {names.ANNOTATION_GPU_RESOURCE: None}
+        out = deep_merge(out, merge_at([*template_path, "metadata"], {"annotations": annotations}))
+    if pinned:
+        annotations = {names.ANNOTATION_POD_PINS: None}
         out = deep_merge(out, merge_at([*template_path, "metadata"], {"annotations": annotations}))
     return out
 

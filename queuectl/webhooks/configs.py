@@ -40,6 +40,13 @@ VALIDATE_WORKLOADS = "workloads.validate.queuectl.io"
 MUTATE_QUEUED_POD = "queued-pod.mutate.queuectl.io"
 MUTATE_QUEUED_LWS = "queued-leaderworkerset.mutate.queuectl.io"
 VALIDATE_QUEUED_POD = "queued-pod.validate.queuectl.io"
+# Pods created carrying the pod-pins annotation (an admitted sliced job's): pinned to their
+# index's nodes (webhooks/pinned.py).
+MUTATE_PINNED_POD = "pinned-pod.mutate.queuectl.io"
+CARRIES_PINS = (
+    "has(object.metadata.annotations) && "
+    f"'{names.ANNOTATION_POD_PINS}' in object.metadata.annotations"
+)
 # Objects without the queue label that carry one of queuectl's own keys (webhooks/owned.py).
 VALIDATE_OWNED_KEYS_JOB = "owned-keys-job.validate.queuectl.io"
 VALIDATE_OWNED_KEYS_POD = "owned-keys-pod.validate.queuectl.io"
@@ -319,6 +326,20 @@ def render_webhook_configurations(
             "objectSelector": _queue_label("Exists"),
         }
         pod_hooks.append(hook)
+    # A pod of an admitted sliced job: only pods carrying the pin annotation are sent, so the
+    # rest of the cluster's pods never wait on queuectl; fails closed, so such a pod is never
+    # created unpinned (its Job controller retries the create).
+    pinned = _webhook(
+        MUTATE_PINNED_POD,
+        client.client_config(names.WEBHOOK_PATH_MUTATE_PINNED_POD, ca_bundle),
+        [{**POD_RULES[0], "operations": ["CREATE"]}],
+        fail=True,
+    )
+    pinned |= {
+        "namespaceSelector": _namespace_selector(namespace),
+        "matchConditions": [{"name": "carries-pins", "expression": CARRIES_PINS}],
+        "reinvocationPolicy": "IfNeeded",
+    }
     # LWS's own pod webhook adds the group index to a leader pod: ours runs again after it.
     pod_hooks[0]["reinvocationPolicy"] = "IfNeeded"
     lws = _webhook(
@@ -387,7 +408,7 @@ def render_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": mutating_name, "labels": {"app.kubernetes.io/name": "queuectl"}},
-        "webhooks": [queued, default, *kueue_hooks, pod_hooks[0], lws],
+        "webhooks": [queued, default, *kueue_hooks, pod_hooks[0], pinned, lws],
     }
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -27,6 +27,7 @@ from queuectl.webhooks import wellformed
 from queuectl.webhooks.jobs import mutate_job, read_inputs, validate_job
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.owned import read_owner
+from queuectl.webhooks.pinned import mutate_pinned_pod
 from queuectl.webhooks.pods import mutate_lws, mutate_pod, validate_pod
 from queuectl.webhooks.resources import validate_queuectl
 from queuectl.webhooks.review import (
@@ -182,6 +183,7 @@ def decisions(
         (names.WEBHOOK_PATH_VALIDATE_WORKLOAD, lambda r: validate_workload(r, users), OnError.DENY),
         (names.WEBHOOK_PATH_MUTATE_POD, lambda r: mutate_pod(r, lookup, kinds), OnError.DENY),
         (names.WEBHOOK_PATH_MUTATE_LWS, mutate_lws, OnError.DENY),
+        (names.WEBHOOK_PATH_MUTATE_PINNED_POD, mutate_pinned_pod, OnError.DENY),
         (
             names.WEBHOOK_PATH_VALIDATE_POD,
             lambda r: validate_pod(r, lookup, users, kinds),

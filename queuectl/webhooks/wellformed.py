@@ -336,6 +336,7 @@ ROUTES: Final[Mapping[str, Callable[[Mapping[str, Any], Registry], Schema | None
     names.WEBHOOK_PATH_VALIDATE_JOB: _job_schema,
     names.WEBHOOK_PATH_VALIDATE_OWNED_JOB: _job_schema,
     names.WEBHOOK_PATH_MUTATE_POD: _pod_schema,
+    names.WEBHOOK_PATH_MUTATE_PINNED_POD: _pod_schema,
     names.WEBHOOK_PATH_VALIDATE_POD: _pod_schema,
     names.WEBHOOK_PATH_MUTATE_LWS: lambda kind, kinds: LWS,
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL: _queuectl_schema,

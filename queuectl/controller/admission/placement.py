@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from queuectl.api.views import ObjectView
 from queuectl.core import types as core
-from queuectl.jobs import PodSetPlacement
+from queuectl.jobs import PodPin, PodSetPlacement, pinning
 
 Obj = Mapping[str, Any]
 
@@ -31,15 +31,43 @@ def domain_constraint(
     return {finest: in_use} if finest is not None and in_use else {}
 
 
-def placements(admission: core.Admission, flavors: Mapping[str, Obj]) -> list[PodSetPlacement]:
+def sliced(pod_sets: Sequence[Obj]) -> frozenset[str]:
+    """The pod sets that ask for slices or balance: read from the Workload's spec (frozen
+    while admitted), as the status keeps only the domains, in pod order."""
+    out = set()
+    for ps in pod_sets:
+        request = ps.get("topologyRequest") or {}
+        if request.get("podSetSliceRequiredTopologyConstraints") or request.get(
+            "balancedPlacement"
+        ):
+            out.add(str(ps.get("name")))
+    return frozenset(out)
+
+
+def pod_pins(topo: core.TopologyAssignment) -> tuple[PodPin, ...]:
+    """Where each pod goes, in pod order: the domains are listed slice by slice, so the pods
+    covered by an entry are pinned to its values at every level (down to its node where the
+    Topology names hosts)."""
+    return pinning.pins_of(
+        [(d.count, dict(zip(topo.levels, d.values, strict=False))) for d in topo.domains]
+    )
+
+
+def placements(
+    admission: core.Admission, flavors: Mapping[str, Obj], pod_sets: Sequence[Obj] = ()
+) -> list[PodSetPlacement]:
     """One placement per pod set: the union of its chosen flavors' node labels and
-    tolerations, and its topology domain. `flavors` maps name -> ResourceFlavor object.
+    tolerations, and its topology domain. `flavors` maps name -> ResourceFlavor object;
+    `pod_sets` are the Workload's spec.podSets: a pod set placed in slices or balanced also
+    gets its per-pod pins (a kind whose pods have stable indexes pins each pod to them, so
+    kube-scheduler cannot split the slices differently).
 
     When several pod sets of one gang are placed by topology (a PyTorchJob's master and
     workers in one block), each is pinned to the nodes the core counted for it: naming only the
     shared domain lets kube-scheduler put one pod set's pods on another's nodes, and a pod set
     pinned to one host (the master) then fits nowhere."""
     several = sum(1 for psa in admission.podsets if psa.topology) > 1
+    pin = sliced(pod_sets)
     out = []
     for psa in admission.podsets:
         labels: dict[str, str] = {}
@@ -59,6 +87,7 @@ def placements(admission: core.Admission, flavors: Mapping[str, Obj]) -> list[Po
                 node_labels=labels,
                 tolerations=tuple(tolerations),
                 domain=domain_constraint(psa.topology, several) if psa.topology else {},
+                pins=pod_pins(psa.topology) if psa.topology and psa.name in pin else (),
             )
         )
     return out

@@ -89,6 +89,14 @@ def admit(
         for ps in admission.podsets
     )
     msg = f"Quota reserved in ClusterQueue {admission.cluster_queue} ({flavors})"
+    # A balanced placement that could not be even says why, where `describe` shows it.
+    notes = [
+        f"{ps.name}: {ps.topology.note}"
+        for ps in admission.podsets
+        if ps.topology and ps.topology.note
+    ]
+    if notes:
+        msg += "; " + "; ".join(notes)
     set_condition(
         conds, names.COND_QUOTA_RESERVED, True, names.REASON_QUOTA_RESERVED, msg, now, _gen(wl)
     )

@@ -229,7 +229,7 @@ class Enforcer:
             admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
             index = pg.PodSetIndex(
                 WorkloadView(wl).pod_sets,
-                placement.placements(admission, flavors),
+                placement.placements(admission, flavors, WorkloadView(wl).pod_sets),
             )
             pod_set_of = index.of
         found = excess(wl, pods, self._nodes(pods), flavors, pod_set_of)

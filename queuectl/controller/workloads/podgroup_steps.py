@@ -173,7 +173,7 @@ class PodGroupSteps:
     async def _start_group(self, wl: Obj, pods: list[Obj]) -> None:
         admission = convert.admission_from_status(WorkloadView(wl).status["admission"])
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
-        placements = placement.placements(admission, flavors)
+        placements = placement.placements(admission, flavors, WorkloadView(wl).pod_sets)
         gated = pg.to_ungate(pods, WorkloadView(wl).pod_sets, placements)
         for pod in gated:
             patch = pg.ungate_patch(pod, pg.placement_for(pod, placements), wl["metadata"]["name"])

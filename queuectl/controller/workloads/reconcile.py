@@ -254,10 +254,10 @@ class Reconciler:
 
     def _placements(self, wl: Obj) -> list[PodSetPlacement]:
         """What the Workload's admission places each pod set on (its flavors' node labels and
-        tolerations, its topology domain)."""
+        tolerations, its topology domain, per-pod pins of a sliced pod set)."""
         admission = convert.admission_from_status(wl["status"]["admission"])
         flavors = {f["metadata"]["name"]: f for f in self.cache.store(k.RESOURCE_FLAVORS).values()}
-        return placement.placements(admission, flavors)
+        return placement.placements(admission, flavors, WorkloadView(wl).pod_sets)
 
     def _placed(self, adapter: JobKind, job: Obj, wl: Obj) -> list[Obj] | None:
         """The job's pod sets as the controller places them for this admission: a job that

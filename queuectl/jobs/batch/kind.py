@@ -8,7 +8,7 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
 from queuectl.api.views import ObjectView
-from queuectl.jobs import podtemplate, workload
+from queuectl.jobs import pinning, podtemplate, workload
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
 
 JOBS: Final = Resource("batch", "v1", "jobs", True, "Job")
@@ -25,6 +25,17 @@ def pod_count(job: Obj | None) -> int:
     if completions is not None:
         count = min(count, int(completions))
     return count
+
+
+def pin_source(job: Obj) -> pinning.IndexSource | None:
+    """Where a pod finds its index when each index is one pod of the gang: an Indexed Job
+    running all its completions at once. Otherwise (NonIndexed, or more completions than run
+    at once) no index names a place, and the pods get only the pod set's domain."""
+    spec = ObjectView(job).spec
+    completions = spec.get("completions")
+    if spec.get("completionMode") != "Indexed" or completions is None:
+        return None
+    return pinning.INDEXED_JOB if int(completions) == pod_count(job) else None
 
 
 class BatchJob:
@@ -88,9 +99,8 @@ class BatchJob:
     ) -> dict[str, Any]:
         by_name = {p.name: p for p in placements}
         placement = by_name.get(POD_SET, PodSetPlacement(POD_SET))
-        return podtemplate.deep_merge(
-            {"spec": {"suspend": False}}, podtemplate.run_fragment(TEMPLATE, pod_sets, placement)
-        )
+        fragment = podtemplate.run_fragment(TEMPLATE, pod_sets, placement, pin_source(job))
+        return podtemplate.deep_merge({"spec": {"suspend": False}}, fragment)
 
     def suspend_patch(self, job: Obj) -> dict[str, Any]:
         return {"spec": {"suspend": True}}

@@ -27,7 +27,7 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj, Resource
 from queuectl.api.views import ObjectView
-from queuectl.jobs import podtemplate, workload
+from queuectl.jobs import pinning, podtemplate, workload
 from queuectl.jobs.batch import JOBS, BatchJob
 from queuectl.jobs.kind import Finished, JsonPatch, PodSet, PodSetPlacement
 
@@ -80,6 +80,41 @@ def _with_labels(metadata: Obj, labels: Mapping[str, str] | None) -> dict[str, A
     else:
         out.pop("labels", None)
     return out
+
+
+def _with_annotation(metadata: Obj, pins: str | None) -> dict[str, Any]:
+    """`metadata` with the pod-pins annotation set to `pins` (absent when None)."""
+    out = copy.deepcopy(dict(metadata))
+    annotations = dict(out.get("annotations") or {})
+    if pins:
+        annotations[names.ANNOTATION_POD_PINS] = pins
+    else:
+        annotations.pop(names.ANNOTATION_POD_PINS, None)
+    if annotations:
+        out["annotations"] = annotations
+    else:
+        out.pop("annotations", None)
+    return out
+
+
+def pin_source(job: Obj, pod_set: str) -> pinning.IndexSource | None:
+    """Where a pod of replicated job `pod_set` finds its index: its child Job's index
+    (`jobset.sigs.k8s.io/job-index`) times the pods per Job, plus its completion index, when
+    each child Job is Indexed (JobSet's default) and runs all its completions at once."""
+    for rjob in replicated_jobs(job):
+        if rjob.get("name") != pod_set:
+            continue
+        job_spec = podtemplate.at_path(rjob, ("template", "spec")) or {}
+        per_job = replicated_job_pods({**rjob, "replicas": 1})
+        completions = job_spec.get("completions")
+        if job_spec.get("completionMode", "Indexed") != "Indexed" or (
+            completions is not None and int(completions) != per_job
+        ):
+            return None
+        return pinning.IndexSource(
+            names.LABEL_JOB_COMPLETION_INDEX, names.LABEL_JOBSET_JOB_INDEX, per_job
+        )
+    return None
 
 
 def _replace_templates(job: Obj, templates: Mapping[str, Obj]) -> list[Obj]:
@@ -179,10 +214,16 @@ class JobSet:
             selector = {**(original.get("nodeSelector") or {}), **node_selector(placement)}
             tolerations = list(original.get("tolerations") or [])
             tolerations += [dict(t) for t in placement.tolerations if dict(t) not in tolerations]
-            meta = ps.template.get("metadata") or {}
+            meta = _with_labels(
+                ps.template.get("metadata") or {},
+                {**(ps.template.get("metadata") or {}).get("labels", {}), **workload_label},
+            )
+            source = pin_source(job, ps.name)
+            pins = pinning.annotation(placement, source) if source is not None else None
+            meta = _with_annotation(meta, pins)
             templates[ps.name] = {
                 **ps.template,
-                "metadata": _with_labels(meta, {**(meta.get("labels") or {}), **workload_label}),
+                "metadata": meta,
                 "spec": _with_scheduling(ps.template.get("spec") or {}, selector, tolerations),
             }
         patch: dict[str, Any] = {"spec": {"suspend": False}}
@@ -204,7 +245,9 @@ class JobSet:
             current = ps.template
             wanted = {
                 **current,
-                "metadata": _with_labels(current.get("metadata") or {}, original_labels),
+                "metadata": _with_annotation(
+                    _with_labels(current.get("metadata") or {}, original_labels), None
+                ),
                 "spec": _with_scheduling(
                     current.get("spec") or {},
                     original.get("nodeSelector"),

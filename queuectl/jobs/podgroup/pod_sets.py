@@ -19,7 +19,7 @@ from typing import Any, Final
 from queuectl.api import names
 from queuectl.api.resource import Obj
 from queuectl.api.views import ObjectView
-from queuectl.jobs import podtemplate
+from queuectl.jobs import pinning, podtemplate
 from queuectl.jobs.kind import PodSet, PodSetPlacement
 from queuectl.jobs.podgroup.membership import (
     GATE,
@@ -27,6 +27,7 @@ from queuectl.jobs.podgroup.membership import (
     active,
     holds_node,
     is_gated,
+    lws_group,
     total_count,
 )
 from queuectl.jobs.workload import workload_spec
@@ -157,15 +158,31 @@ def placement_for(pod: Obj, placements: Sequence[PodSetPlacement]) -> PodSetPlac
     return next((p for p in placements if p.name == name), PodSetPlacement(name))
 
 
+def own_pin(pod: Obj, placement: PodSetPlacement) -> PodSetPlacement:
+    """`placement` narrowed to this pod's own pin when the pod set has pins and the pod a
+    stable index: an LWS pod's worker index (the leader is 0; in a pod set of workers alone,
+    worker k is its pod k - 1). Any other pod gets the pod set's domain alone."""
+    group = lws_group(pod)
+    index = ObjectView(pod).labels.get(names.LABEL_LWS_WORKER_INDEX, "")
+    if not placement.pins or group is None or not index.isdigit():
+        return placement
+    at = int(index)
+    if sum(p.count for p in placement.pins) != group[1]:  # the leader is a pod set of its own
+        at = max(at - 1, 0)
+    pin = pinning.pin_for(placement, at)
+    return pinning.pinned(placement, pin) if pin else placement
+
+
 def ungate_patch(pod: Obj, placement: PodSetPlacement, workload: str) -> dict[str, Any]:
     """A merge patch that lets an admitted group's pod schedule: its gate lifted, the placement
-    added as required node affinity (appended to each existing term) and tolerations, and the
-    workload label. The API server allows exactly these on a gated pod: affinity set where there
-    was none or requirements added to existing terms, tolerations added, gates removed."""
+    (narrowed to the pod's own pin, `own_pin`) added as required node affinity (appended to each
+    existing term) and tolerations, and the workload label. The API server allows exactly these
+    on a gated pod: affinity set where there was none or requirements added to existing terms,
+    tolerations added, gates removed."""
     spec = pod.get("spec") or {}
     gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
     out_spec: dict[str, Any] = {"schedulingGates": gates or None}
-    out_spec.update(podtemplate.inject(spec, placement))
+    out_spec.update(podtemplate.inject(spec, own_pin(pod, placement)))
     meta = {
         "labels": {names.LABEL_WORKLOAD: workload},
         "annotations": {names.ANNOTATION_POD_SET: placement.name},
@@ -206,6 +223,13 @@ class PodSetIndex:
         self, pod_sets: Sequence[Mapping[str, Any]], placements: Sequence[PodSetPlacement] = ()
     ) -> None:
         by_name = {p.name: p for p in placements}
+        self.pinned = [  # pod sets whose pods may carry a pin of their own
+            (str(ps.get("name")), ps["template"], by_name[str(ps.get("name"))])
+            for ps in pod_sets
+            if ps.get("template")
+            and str(ps.get("name")) in by_name
+            and by_name[str(ps.get("name"))].pins
+        ]
         self.exact: dict[str, str] = {}
         blind: dict[str, set[str]] = {}
         for ps in pod_sets:
@@ -222,7 +246,16 @@ class PodSetIndex:
     def of(self, pod: Obj) -> str | None:
         """The pod set of a started pod; None when its shape matches none (or several)."""
         template = shape(pod)
-        return self.exact.get(pod_set_name(template)) or self.blind.get(_resize_blind(template))
+        found = self.exact.get(pod_set_name(template)) or self.blind.get(_resize_blind(template))
+        if found is not None:
+            return found
+        for name, admitted, placement in self.pinned:  # placed with its own pin
+            narrowed = own_pin(pod, placement)
+            if narrowed is not placement:
+                placed = placed_shape(admitted, narrowed)
+                if pod_set_name(template) == pod_set_name(placed):
+                    return name
+        return None
 
 
 def to_ungate(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
+from queuectl.api import names
 from queuectl.api.resource import Resource
+from queuectl.jobs import pinning
 from queuectl.jobs.kubeflow import ReplicaSpecsKind
 
 PYTORCH_JOBS: Final = Resource("kubeflow.org", "v1", "pytorchjobs", True, "PyTorchJob")
@@ -21,3 +23,9 @@ class PyTorchJob(ReplicaSpecsKind):
     ROLES: ClassVar[dict[str, str]] = {"master": "Master", "worker": "Worker"}
     WORKLOAD_PREFIX: ClassVar[str] = "pytorchjob"
     KIND_WORDS: ClassVar[str] = "PyTorchJob"
+    INDEX: ClassVar[pinning.IndexSource | None] = pinning.IndexSource(
+        names.LABEL_KUBEFLOW_REPLICA_INDEX
+    )
+    """The operator labels each pod with its index among its replica type's: a worker's rank
+    order, so a sliced worker pod set is pinned pod by pod (docs/design/jobs.md, "Per-pod
+    pins")."""

@@ -48,6 +48,23 @@ def test_admission_sets_quota_reserved_and_admitted() -> None:
     assert "h100" in cond(patch, names.COND_QUOTA_RESERVED)["message"]
 
 
+def test_an_uneven_balanced_placement_says_why_in_the_quota_reserved_message() -> None:
+    note = "balanced placement is uneven: pods 4/1 over 2 domains, as r2 holds only 1"
+    topo = core.TopologyAssignment(("rack",), "rack", (), (), note=note)
+    uneven = core.Admission(
+        "cq",
+        (
+            core.PodSetAssignment(
+                "main", 5, {"nvidia.com/gpu": "h100"}, {"nvidia.com/gpu": 40}, topo
+            ),
+        ),
+    )
+    message = cond(status.admit(wl(), uneven, T0), names.COND_QUOTA_RESERVED)["message"]
+    assert f"main: {note}" in message
+    even = cond(status.admit(wl(), ADMISSION, T0), names.COND_QUOTA_RESERVED)["message"]
+    assert "balanced" not in even
+
+
 def test_pending_is_written_only_when_reason_or_message_changed() -> None:
     first = status.pending(wl(), "WaitingForQuota", "needs 8 nvidia.com/gpu", T0)
     assert first is not None

@@ -35,6 +35,7 @@ ROUTES = {
     names.WEBHOOK_PATH_VALIDATE_QUEUECTL,
     names.WEBHOOK_PATH_VALIDATE_WORKLOAD,
     names.WEBHOOK_PATH_MUTATE_POD,
+    names.WEBHOOK_PATH_MUTATE_PINNED_POD,
     names.WEBHOOK_PATH_VALIDATE_POD,
     names.WEBHOOK_PATH_MUTATE_LWS,
     names.WEBHOOK_PATH_VALIDATE_SCALE,
@@ -67,12 +68,14 @@ def called(
     owned: bool = False,
     ours: bool = False,
     claims: bool = False,
+    pins: bool = False,
 ) -> set[Hit]:
     """Which webhooks the API server calls for this request, with their failure policies.
     `owned`: the object has a controller ownerReference (the `controlled` matchCondition);
     `ours`: it carries one of queuectl's keys (the `carries-our-keys` matchCondition);
     `claims`: a pod created naming a Job as controller without that Job's uid label (the
-    `claims-a-job-unselected` matchCondition: a forged claim, or a manual selector's pod)."""
+    `claims-a-job-unselected` matchCondition: a forged claim, or a manual selector's pod);
+    `pins`: a pod carrying the pod-pins annotation (the `carries-pins` matchCondition)."""
     hits = set()
     for kind, hook in webhooks(objects):
         if not any(_rule_matches(rule, resource, op) for rule in hook["rules"]):
@@ -83,6 +86,8 @@ def called(
         if "carries-our-keys" in conditions and not ours:
             continue
         if "claims-a-job-unselected" in conditions and not claims:
+            continue
+        if "carries-pins" in conditions and not pins:
             continue
         # namespaceSelector never skips cluster-scoped objects (namespace None).
         ns_labels = {"kubernetes.io/metadata.name": namespace} if namespace else None
@@ -112,6 +117,7 @@ VALIDATE_OWNED = (
 VALIDATE_OURS = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_QUEUECTL, "Fail")
 VALIDATE_WORKLOAD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_WORKLOAD, "Fail")
 MUTATE_POD = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_POD, "Fail")
+MUTATE_PINNED = ("MutatingWebhookConfiguration", names.WEBHOOK_PATH_MUTATE_PINNED_POD, "Fail")
 VALIDATE_POD = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_POD, "Fail")
 VALIDATE_SCALE = ("ValidatingWebhookConfiguration", names.WEBHOOK_PATH_VALIDATE_SCALE, "Fail")
 PYTORCH_SCALE = ("kubeflow.org", "v1", "pytorchjobs/scale")
@@ -128,6 +134,7 @@ class Req(NamedTuple):
     owned: bool = False
     ours: bool = False
     claims: bool = False
+    pins: bool = False
 
 
 def job(op: str, namespace: str, new: dict[str, str], old: dict[str, str] | None = None) -> Req:
@@ -187,6 +194,13 @@ SCENARIOS = [
                  id="a pod claiming a Job whose uid label it lacks is checked, failing closed"),
     pytest.param(Req(POD, "CREATE", "team-a", {"app": "web"}, owned=True), set(),
                  id="the pods the Job controller makes never wait on queuectl"),
+    pytest.param(Req(POD, "CREATE", "team-a", {"app": "web"}, owned=True, pins=True),
+                 {MUTATE_PINNED},
+                 id="a pod of an admitted sliced job is pinned to its place, failing closed"),
+    pytest.param(Req(POD, "UPDATE", "team-a", {"app": "web"}, {}, owned=True, pins=True), set(),
+                 id="and only when it is created"),
+    pytest.param(Req(POD, "CREATE", "kube-system", {}, owned=True, pins=True), set(),
+                 id="never in kube-system"),
     pytest.param(Req(POD, "CREATE", "kube-system", LABELLED), set(),
                  id="nor does any pod in kube-system"),
     pytest.param(Req(POD, "UPDATE", "team-a", {}, {}, ours=True), {VALIDATE_KEYS_POD},

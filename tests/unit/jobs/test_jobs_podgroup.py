@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from queuectl.api import names
 from queuectl.api.resource import Obj
+from queuectl.jobs import pinning
 from queuectl.jobs import podgroup as pg
-from queuectl.jobs.kind import PodSetPlacement
+from queuectl.jobs.kind import PodPin, PodSetPlacement
 
 SAMPLE = Path(__file__).parents[3] / "config" / "samples" / "31-pod-group.yaml"
 
@@ -405,3 +406,68 @@ def test_whatever_started_pods_say_no_pod_set_ever_runs_more_than_admitted(
     assert all(running[name] <= admitted[name] for name in newly), (running, newly)
     if newly:
         assert sum(running.values()) <= sum(admitted.values()), running
+
+
+# --- an LWS replica placed in slices: each pod on the node the core chose for its index -----
+def lws_pod(worker: int, gpus: int = 8) -> Obj:
+    """Pod `worker` of replica 0 of LWS `trainer` (size 4; the leader is worker 0)."""
+    return {
+        "metadata": {
+            "name": f"trainer-0-{worker}" if worker else "trainer-0",
+            "namespace": "ns",
+            "labels": {
+                names.LABEL_QUEUE_NAME: "lq",
+                pg.LWS_NAME: "trainer",
+                pg.LWS_GROUP_INDEX: "0",
+                names.LABEL_LWS_WORKER_INDEX: str(worker),
+            },
+            "annotations": {pg.LWS_SIZE: "4"},
+        },
+        "spec": {
+            "schedulingGates": [{"name": pg.GATE}],
+            "containers": [
+                {"name": "c", "resources": {"requests": {names.GPU_RESOURCE: str(gpus)}}}
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def pinned_host(patch: dict[str, Any]) -> str:
+    [term] = patch["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    [host] = [e["values"] for e in term["matchExpressions"] if e["key"] == names.LABEL_HOSTNAME]
+    return str(host[0])
+
+
+def host_pins(*counts: tuple[int, str]) -> tuple[PodPin, ...]:
+    return pinning.pins_of([(n, {names.LABEL_HOSTNAME: host}) for n, host in counts])
+
+
+@pytest.mark.parametrize(
+    ("leader_gpus", "pins"),
+    [
+        pytest.param(8, {4: host_pins((2, "n0"), (2, "n1"))}, id="leader and workers one pod set"),
+        pytest.param(
+            4,
+            {1: host_pins((1, "n0")), 3: host_pins((1, "n0"), (2, "n1"))},
+            id="the leader a pod set of its own: worker k is pod k - 1 of the workers",
+        ),
+    ],
+)
+def test_an_lws_replicas_pods_are_ungated_each_onto_its_own_pin(
+    leader_gpus: int, pins: dict[int, tuple[PodPin, ...]]
+) -> None:
+    pods = [lws_pod(0, leader_gpus), *(lws_pod(w) for w in (1, 2, 3))]
+    sets = admitted_sets(pods)
+    placed = [PodSetPlacement(str(ps["name"]), PLACED, pins=pins[int(ps["count"])]) for ps in sets]
+    patches = [pg.ungate_patch(p, pg.placement_for(p, placed), "w") for p in pods]
+    assert [pinned_host(p) for p in patches] == ["n0", "n0", "n1", "n1"]
+    # Once started so, each pod is still known as its pod set's (not an unknown shape).
+    index = pg.PodSetIndex(sets, placed)
+    for pod, patch in zip(pods, patches, strict=True):
+        run = copy.deepcopy(pod)
+        run["spec"].update({k: v for k, v in patch["spec"].items() if v is not None})
+        run["spec"].pop("schedulingGates")
+        assert index.of(run) == pg.pod_set_name(pg.shape(pod))
