@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -31,11 +32,46 @@ LEVELS_UNIQUE: Final = Rule(
     "self.levels.all(l, self.levels.filter(x, x.nodeLabel == l.nodeLabel).size() == 1)",
     "a topology level is listed more than once; list each node label once",
 )
+PRICE_PATTERN: Final = r"^[0-9]{1,9}([.][0-9]{1,6})?$"
+PRICE_IS_DECIMAL: Final = Rule(
+    f"self.gpuHourPrice.matches('{PRICE_PATTERN}')",
+    'gpuHourPrice is the non-negative price of one GPU-hour as a decimal string, such as "2.50"',
+)
+CURRENCY_PATTERN: Final = r"^[A-Z]{3}$"
+CURRENCY_IS_CODE: Final = Rule(
+    f"self.currency.matches('{CURRENCY_PATTERN}')",
+    "currency is a three-letter ISO 4217 code in capitals, such as USD or EUR",
+)
 HOSTNAME_LAST: Final = Rule(
     f"self.levels.all(l, l.nodeLabel != '{names.LABEL_HOSTNAME}' || "
     f"self.levels[self.levels.size() - 1].nodeLabel == '{names.LABEL_HOSTNAME}')",
     f"{names.LABEL_HOSTNAME} can only be the last (finest) topology level",
 )
+
+
+class FlavorCost(KubeModel):
+    """What one GPU-hour on this flavor costs, for chargeback (`queuectl report`, the cost
+    counters). Reports price all past use at the current price: change it and history is
+    re-priced."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(PRICE_IS_DECIMAL, CURRENCY_IS_CODE))
+
+    gpu_hour_price: str = Field(max_length=16)
+    """Price of one GPU-hour (one nvidia.com/gpu of quota held for an hour), e.g. "2.50"."""
+    currency: str = Field(default="USD", max_length=3)
+    """ISO 4217 code of the price."""
+
+    @model_validator(mode="after")
+    def _check(self) -> FlavorCost:
+        if not re.fullmatch(PRICE_PATTERN, self.gpu_hour_price):
+            raise ValueError(f"{PRICE_IS_DECIMAL.message} (got {self.gpu_hour_price!r})")
+        if not re.fullmatch(CURRENCY_PATTERN, self.currency):
+            raise ValueError(f"{CURRENCY_IS_CODE.message} (got {self.currency!r})")
+        return self
+
+    @property
+    def price(self) -> float:
+        return float(self.gpu_hour_price)
 
 
 class ResourceFlavorSpec(KubeModel):
@@ -55,6 +91,8 @@ class ResourceFlavorSpec(KubeModel):
     """The Topology that groups this flavor's nodes (enables topology-aware placement)."""
     gpu_resource: ResourceName | None = None
     """The device serving nvidia.com/gpu on this flavor's nodes (nvidia.com/mig-3g.40gb): pods admitted here ask for it instead; quota stays in nvidia.com/gpu."""  # noqa: E501
+    cost: FlavorCost | None = None
+    """Price per GPU-hour for chargeback; without it the flavor's GPU-hours cost nothing."""
 
     @model_validator(mode="after")
     def _check(self) -> ResourceFlavorSpec:

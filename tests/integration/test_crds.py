@@ -386,6 +386,16 @@ BAD: list[BadCase] = [
         flavor.LEVELS_UNIQUE.message,
     ),
     (
+        "a negative price per GPU-hour",
+        lambda: {
+            "apiVersion": names.API_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": unique("priced")},
+            "spec": {"cost": {"gpuHourPrice": "-2.50", "currency": "USD"}},
+        },
+        flavor.PRICE_IS_DECIMAL.message,
+    ),
+    (
         "two pod sets with one name",
         lambda: workload_obj(podSets=[{"name": "w", "count": 1, "template": {}}] * 2),
         workload.POD_SET_NAMES_UNIQUE.message,

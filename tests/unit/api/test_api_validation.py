@@ -20,7 +20,13 @@ from queuectl.api import (
     queues,
     quota,
 )
-from queuectl.api.flavor import HOSTNAME_LAST, LEVELS_UNIQUE, TOPOLOGY_NEEDS_NODE_LABELS
+from queuectl.api.flavor import (
+    CURRENCY_IS_CODE,
+    HOSTNAME_LAST,
+    LEVELS_UNIQUE,
+    PRICE_IS_DECIMAL,
+    TOPOLOGY_NEEDS_NODE_LABELS,
+)
 from queuectl.api.workload import (
     HOSTNAME_SLICE_INNERMOST,
     ONE_TOPOLOGY_MODE,
@@ -248,6 +254,26 @@ BAD: list[tuple[str, type[Resource], dict[str, Any], str, str]] = [
         "spec",
         TOPOLOGY_NEEDS_NODE_LABELS.message,
     ),
+    *[
+        (
+            f"flavor price {case}",
+            ResourceFlavor,
+            {"kind": "ResourceFlavor", "metadata": {"name": "f"}, "spec": {"cost": cost}},
+            "spec.cost",
+            says,
+        )
+        for case, cost, says in [
+            ("negative", {"gpuHourPrice": "-2.50"}, PRICE_IS_DECIMAL.message),
+            ("not a number", {"gpuHourPrice": "cheap"}, PRICE_IS_DECIMAL.message),
+            ("in exponent form", {"gpuHourPrice": "1e3"}, PRICE_IS_DECIMAL.message),
+            (
+                "in a lower-case currency",
+                {"gpuHourPrice": "2", "currency": "usd"},
+                CURRENCY_IS_CODE.message,
+            ),
+            ("missing", {"currency": "USD"}, "Field required"),
+        ]
+    ],
     (
         "topology level twice",
         Topology,
