@@ -317,6 +317,14 @@ CONTROLLER_GPU_SECONDS = Counter(
     ["namespace", "cluster_queue", "flavor"],
     registry=CONTROLLER_REGISTRY,
 )
+CONTROLLER_GPU_COST = Counter(
+    "queuectl_gpu_cost",
+    "Cost of the GPU-seconds of queuectl_gpu_seconds_total on flavors with a price "
+    "(spec.cost), at the price in force when each second was charged, by namespace, "
+    "ClusterQueue, flavor and currency.",
+    ["namespace", "cluster_queue", "flavor", "currency"],
+    registry=CONTROLLER_REGISTRY,
+)
 CONTROLLER_FLAVOR_GPUS = Gauge(
     "queuectl_flavor_gpus",
     "GPUs per flavor; kind is capacity (healthy GPUs of schedulable nodes with the flavor's "

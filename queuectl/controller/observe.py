@@ -2,7 +2,8 @@
 
 Two inputs, both read-only:
 - after a scheduling cycle (and on a timer, for quiet spells) the core's state gives GPU
-  allocation per flavor, fragmentation and GPU-seconds. The fleet computations walk every
+  allocation per flavor, fragmentation and GPU-seconds (and their cost at each flavor's price
+  in force when they are charged). The fleet computations walk every
   charge, node and pending workload, so they run at most once per `interval_s` however often
   the cycle runs (every 50 ms under load).
 - the Workload cache's events give the Finished, Evicted and Preempted transitions, counted
@@ -24,11 +25,12 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from queuectl import metrics
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.flavor import FlavorCost
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Obj
-from queuectl.core import Scheduler, fleet
+from queuectl.core import Scheduler, cost, fleet
 from queuectl.core.types import GPU
 
 log = logging.getLogger(__name__)
@@ -106,8 +108,28 @@ class Observer:
 
     def _charge(self, used: Mapping[fleet.GpuSecondsKey, float]) -> None:
         for (namespace, cq, flavor), seconds in used.items():
-            if seconds > 0:
-                metrics.CONTROLLER_GPU_SECONDS.labels(namespace, cq, flavor).inc(seconds)
+            self._add(namespace, cq, flavor, seconds)
+
+    def _add(self, namespace: str, cq: str, flavor: str, seconds: float) -> None:
+        """GPU-seconds, and their cost where the flavor has a price now."""
+        if seconds <= 0:
+            return
+        metrics.CONTROLLER_GPU_SECONDS.labels(namespace, cq, flavor).inc(seconds)
+        price = self._price(flavor)
+        if price is not None:
+            metrics.CONTROLLER_GPU_COST.labels(namespace, cq, flavor, price.currency).inc(
+                cost.cost_of(seconds, price)
+            )
+
+    def _price(self, flavor: str) -> cost.Price | None:
+        raw = ObjectView(self.cache.get(k.RESOURCE_FLAVORS, flavor) or {}).spec.get("cost")
+        if not raw:
+            return None
+        try:
+            said = FlavorCost.model_validate(raw)
+        except ValueError:  # the API server refuses it; an older object is charged nothing
+            return None
+        return cost.Price(said.price, said.currency)
 
     def _allocation(self) -> None:
         seen = set()
@@ -172,9 +194,7 @@ class Observer:
         namespace = key.split("/", 1)[0]
         for (flavor, res), amount in charge.usage.items():
             if res == GPU and amount > 0:
-                metrics.CONTROLLER_GPU_SECONDS.labels(namespace, charge.cluster_queue, flavor).inc(
-                    amount * (now - start)
-                )
+                self._add(namespace, charge.cluster_queue, flavor, amount * (now - start))
 
     def _cluster_queue(self, wl: Obj) -> str:
         view = WorkloadView(wl)

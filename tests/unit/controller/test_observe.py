@@ -80,6 +80,54 @@ async def test_an_8_gpu_job_is_charged_from_the_first_reading_to_its_finish() ->
     assert gpu_seconds() == before + 112
 
 
+def gpu_cost(currency: str = "USD") -> float:
+    return value(
+        "queuectl_gpu_cost_total",
+        namespace="ns",
+        cluster_queue="cq",
+        flavor="h100",
+        currency=currency,
+    )
+
+
+def price_h100(w: World, cost: dict[str, str] | None) -> None:
+    flavor = copy.deepcopy(w.cache.get(k.RESOURCE_FLAVORS, "h100") or {})
+    flavor.setdefault("spec", {}).pop("cost", None)
+    if cost is not None:
+        flavor["spec"]["cost"] = cost
+    w.add(k.RESOURCE_FLAVORS, flavor)
+
+
+async def test_cost_follows_the_gpu_seconds_at_the_price_in_force_when_charged() -> None:
+    """8 GPUs on h100: free at first, then 2.50 USD an hour, then 5.00 from the next reading
+    on (the counter never re-prices what it already added), then an unparseable price."""
+    w, key = await admitted_world()
+    o = observe(w)
+    o.refresh(w.now)
+    before = gpu_cost()
+
+    w.now += 900
+    o.refresh(w.now)  # no price: GPU-seconds only
+    assert gpu_cost() == before
+
+    price_h100(w, {"gpuHourPrice": "2.50", "currency": "USD"})
+    w.now += 1800  # 8 GPUs x 0.5 h x 2.50
+    o.refresh(w.now)
+    assert gpu_cost() == pytest.approx(before + 10.0)
+
+    price_h100(w, {"gpuHourPrice": "5", "currency": "USD"})
+    w.now += 900  # 8 x 0.25 h x 5 at the next reading ...
+    o.refresh(w.now)
+    assert gpu_cost() == pytest.approx(before + 20.0)
+    w.now += 900  # ... and again for its last 900 s, charged as it finishes
+    complete(w)
+    await w.rec.reconcile(key)
+    assert gpu_cost() == pytest.approx(before + 30.0)
+
+    price_h100(w, {"gpuHourPrice": "-1"})  # refused by the API server; never a negative cost
+    assert o._price("h100") is None
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     readings=st.lists(st.floats(min_value=0.0, max_value=100.0), min_size=1, max_size=8),
