@@ -19,7 +19,7 @@ from queuectl import convert
 from queuectl.api import names
 from queuectl.api.flavor import FlavorCost
 from queuectl.api.views import ObjectView, WorkloadView
-from queuectl.core.cost import Held, Price
+from queuectl.core.cost import SECONDS_PER_HOUR, Held, Price
 
 Obj = Mapping[str, Any]
 
@@ -99,3 +99,28 @@ def prices(flavors: Iterable[Obj]) -> dict[str, Price]:
             continue
         out[ObjectView(f).name] = Price(cost.price, cost.currency)
     return out
+
+
+def gpu_time(wl: Obj, flavors: Iterable[Obj], now: float) -> str | None:
+    """`describe`'s line: GPU-hours held so far (all admissions) and their cost at the flavors'
+    prices now; None for a workload that never held GPUs."""
+    intervals = held(wl, now)
+    if not intervals:
+        return None
+    table = prices(flavors)
+    hours: dict[str, float] = {}
+    for h in intervals:
+        hours[h.flavor] = hours.get(h.flavor, 0.0) + h.gpus * (h.end - h.start) / SECONDS_PER_HOUR
+    money: dict[str, float] = {}
+    for flavor, n in hours.items():
+        if (price := table.get(flavor)) is not None:
+            money[price.currency] = money.get(price.currency, 0.0) + n * price.per_gpu_hour
+    said = f"{sum(hours.values()):.2f} GPU-hours so far (" + ", ".join(
+        f"{n:.2f} on {flavor}" for flavor, n in sorted(hours.items())
+    )
+    unpriced = sorted(f for f in hours if f not in table)
+    cost = ", ".join(f"{v:.2f} {cur}" for cur, v in sorted(money.items()))
+    if cost:
+        said += f"); cost {cost} at the current price"
+        return said + (f" ({', '.join(unpriced)} unpriced)" if unpriced else "")
+    return said + "); no price set (ResourceFlavor spec.cost)"

@@ -25,6 +25,7 @@ from queuectl.cli._jobkinds import JOB_ALIASES, by_name, workload_of_job
 from queuectl.cli._kube import CliError
 from queuectl.cli._render import Cell, Term, duration, quantity, table
 from queuectl.cli._snapshot import Snapshot
+from queuectl.cli._usage import gpu_time as gpu_time_of
 from queuectl.cli.main import Subparsers
 from queuectl.core import GpuTimeBank, fleet, waits_for_completions
 
@@ -332,6 +333,9 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         pairs.append(
             ("Position", f"{pos} of {total} in ClusterQueue {cq}" if pos else "not in line")
         )
+    flavors = snap.objects.get(rest.RESOURCE_FLAVORS.plural, [])
+    if (gpu_time := gpu_time_of(obj, flavors, snap.now)) is not None:
+        pairs.append(("GPU time", gpu_time))
     maxexec = ObjectView(obj).spec.get("maximumExecutionTimeSeconds")
     if maxexec:
         pairs.append(("Max runtime", duration(float(maxexec))))

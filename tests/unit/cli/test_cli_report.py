@@ -13,8 +13,9 @@ import cli_objects as o
 import pytest
 
 from queuectl.api import names
-from queuectl.cli import _usage, report
+from queuectl.cli import _usage, describe, report
 from queuectl.cli._render import Term
+from queuectl.cli._snapshot import Snapshot
 from queuectl.cli.main import main
 from queuectl.core.cost import Held, Price
 
@@ -196,3 +197,20 @@ def test_held_is_a_plain_interval() -> None:
     """The report's input type carries everything a row key needs."""
     h = _usage.held(o.workload("a", "w", "lq", 1, admitted_to="cq"), NOW)[0]
     assert h == Held("a", "w", "cq", "h100", 1.0, NOW - 300, NOW)
+
+
+# --- describe ----------------------------------------------------------------------------------
+def test_describe_shows_a_workloads_gpu_hours_and_cost_so_far() -> None:
+    """l-run holds 2 x 8 H100 since 5 minutes ago: 1.33 GPU-hours, at 3.00 an hour 4.00 USD;
+    without a price the line says where to set one; a pending workload has no such line."""
+    objs = o.research_tree()
+    objs["resourceflavors"] = [priced("h100", "3.00")]
+    objs["workloads"].append(o.workload("team-llm", "waiting", "training", 8))
+    snap = Snapshot.from_objects(objs, now=NOW)
+    text = describe.describe(snap, "workload", "l-run", "team-llm", PLAIN)
+    assert "GPU time" in text
+    assert "1.33 GPU-hours so far (1.33 on h100); cost 4.00 USD at the current price" in text
+    free = describe.describe(Snapshot.from_objects(o.research_tree(), now=NOW), "workload",
+                             "l-run", "team-llm", PLAIN)  # fmt: skip
+    assert "1.33 GPU-hours so far (1.33 on h100); no price set (ResourceFlavor spec.cost)" in free
+    assert "GPU time" not in describe.describe(snap, "workload", "waiting", "team-llm", PLAIN)
