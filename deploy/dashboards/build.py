@@ -278,6 +278,61 @@ def panels() -> list[dict[str, Any]]:
             ],
             (12, 50, 12, 8),
         ),
+        row("Use and cost", 58),
+        panel(
+            "GPUs allocated vs used",
+            "timeseries",
+            [
+                target('sum(queuectl_flavor_gpus{kind="capacity"})', "capacity"),
+                target('sum(queuectl_flavor_gpus{kind="allocated"})', "allocated"),
+                target("sum(queuectl_gpu_utilization_ratio)", "used (busy GPU-equivalents)"),
+            ],
+            (0, 59, 12, 8),
+            description="Allocated: GPUs held by admitted workloads. Used: the sum of each "
+            "GPU's utilization as node agents read it from NVML, where they report it. Until "
+            "nodes report utilization the used line is absent and use means allocation: "
+            "allocated is then the only measure of use this dashboard has.",
+        ),
+        panel(
+            "Cost by team (over the range)",
+            "bargauge",
+            [
+                target(
+                    "sum by (namespace, currency) (increase(queuectl_gpu_cost_total[$__range]))",
+                    "{{namespace}} ({{currency}})",
+                )
+            ],
+            (12, 59, 12, 8),
+            description="GPU-seconds held on flavors with a price (ResourceFlavor spec.cost), "
+            "at the price in force when each second was charged. Flavors without a price are "
+            "not shown; queuectl report gives the same per team from the Workloads.",
+        ),
+        panel(
+            "Spend per hour by team",
+            "timeseries",
+            [
+                target(
+                    "sum by (namespace, currency) "
+                    "(rate(queuectl_gpu_cost_total[$__rate_interval])) * 3600",
+                    "{{namespace}} ({{currency}})",
+                )
+            ],
+            (0, 67, 12, 8),
+            stack=True,
+            description="What each team's held GPUs cost per hour at their flavors' prices.",
+        ),
+        panel(
+            "Cost by ClusterQueue and flavor (over the range)",
+            "bargauge",
+            [
+                target(
+                    f"sum by (cluster_queue, flavor, currency) "
+                    f"(increase(queuectl_gpu_cost_total{{{CQ}}}[$__range]))",
+                    "{{cluster_queue}} on {{flavor}} ({{currency}})",
+                )
+            ],
+            (12, 67, 12, 8),
+        ),
     ]
 
 
@@ -286,7 +341,8 @@ def dashboard() -> dict[str, Any]:
         "title": "queuectl",
         "uid": "queuectl-overview",
         "description": "GPU queueing: allocation, queue depth, wait times, borrowing, "
-        "fragmentation and GPU health.",
+        "fragmentation, GPU health, use and cost. No idle GPU-hours by team yet: no metric "
+        "joins a GPU's utilization to the workload holding it.",
         "tags": ["queuectl", "gpu", "batch"],
         "timezone": "browser",
         "schemaVersion": 39,

@@ -183,6 +183,13 @@ def test_dashboard_covers_what_issue_5_asks_for(dashboard: dict[str, Any]) -> No
         assert needed in read
 
 
+def test_dashboard_shows_cost_and_allocation_against_use(dashboard: dict[str, Any]) -> None:
+    read = set().union(*(metric_names(e) for e in expressions(dashboard)))
+    assert {"queuectl_gpu_cost_total", "queuectl_gpu_utilization_ratio"} <= read
+    by_team = [e for e in expressions(dashboard) if "queuectl_gpu_cost_total" in e]
+    assert any(labels_used(e).get("*", set()) >= {"namespace", "currency"} for e in by_team)
+
+
 def test_json_is_what_build_py_generates() -> None:
     spec = importlib.util.spec_from_file_location("dashboard_build", BUILDER)
     assert spec is not None and spec.loader is not None
