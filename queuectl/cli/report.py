@@ -29,6 +29,7 @@ from queuectl.core import cost
 from queuectl.core.cost import GROUP_BYS, GroupBy, Row
 
 UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_WINDOW: Final = 3650 * 86400.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 BY_ALIASES: Final[Mapping[str, GroupBy]] = {
     **{b: b for b in GROUP_BYS},
@@ -72,6 +73,10 @@ def duration(text: str) -> float:
     seconds = sum(float(n) * UNITS[u] for n, u in parts)
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is an empty window: give a positive duration")
+    if seconds > MAX_WINDOW:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than 10 years: give a shorter window, such as 365d"
+        )
     return seconds
 
 
@@ -95,7 +100,7 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument(
         "--since",
         type=duration,
-        default=duration("7d"),
+        default="7d",  # argparse runs `duration` on it
         metavar="DURATION",
         help="window ending now: 7d, 12h, 1d12h, 90m, 1w (default 7d)",
     )

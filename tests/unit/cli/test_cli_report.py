@@ -16,7 +16,7 @@ from queuectl.api import names
 from queuectl.cli import _usage, describe, report
 from queuectl.cli._render import Term
 from queuectl.cli._snapshot import Snapshot
-from queuectl.cli.main import main
+from queuectl.cli.main import build_parser, main
 from queuectl.core.cost import Held, Price
 
 H = 3600.0
@@ -168,6 +168,7 @@ def test_durations(text: str, seconds: float) -> None:
         (["--since", "7days"], "'7days' is not a duration"),
         (["--since=-1d"], "'-1d' is not a duration"),
         (["--since", "0d"], "'0d' is an empty window"),
+        (["--since", "99999w"], "'99999w' is longer than 10 years"),
         (["--by", "team-lead"], "unknown grouping 'team-lead': use one of namespace, clusterqueue"),
         (["-o", "xml"], "invalid choice: 'xml'"),
     ],
@@ -179,6 +180,11 @@ def test_bad_input_is_refused_before_the_cluster_is_asked(
         main(["report", *argv])
     assert exit_.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_the_default_window_is_a_week() -> None:
+    parser, _ = build_parser()
+    assert parser.parse_args(["report"]).since == 7 * 86400
 
 
 def test_by_aliases() -> None:
