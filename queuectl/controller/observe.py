@@ -72,6 +72,8 @@ class Observer:
         self.meter = fleet.GpuSecondsMeter()
         self.refreshed_at: float | None = None
         self._flavors: set[str] = set()
+        self._prices: dict[str, tuple[dict[str, object], cost.Price | None]] = {}
+        """flavor -> (its spec.cost as last parsed, the price it gave)"""
         self._unsettled: list[tuple[str, float]] = []
         """(workload key, when it left) heard while a cycle ran."""
         # First in line: a finished Workload's charge is still in the core when we see the
@@ -122,14 +124,21 @@ class Observer:
             )
 
     def _price(self, flavor: str) -> cost.Price | None:
+        """The flavor's price now, parsed once per change of its spec.cost (this runs for every
+        namespace, queue and flavor on every refresh)."""
         raw = ObjectView(self.cache.get(k.RESOURCE_FLAVORS, flavor) or {}).spec.get("cost")
         if not raw:
             return None
+        known = self._prices.get(flavor)
+        if known is not None and known[0] == raw:
+            return known[1]
         try:
             said = FlavorCost.model_validate(raw)
+            price: cost.Price | None = cost.Price(said.price, said.currency)
         except ValueError:  # the API server refuses it; an older object is charged nothing
-            return None
-        return cost.Price(said.price, said.currency)
+            price = None
+        self._prices[flavor] = (dict(raw), price)
+        return price
 
     def _allocation(self) -> None:
         seen = set()
