@@ -166,7 +166,6 @@ class Snapshot:
                 out[key] = i
         return out
 
-
     def runtimes(self) -> RuntimeHistory:
         """Finished workloads still in the cluster, oldest first: how long work of each
         ClusterQueue and priority runs (the bounded history keeps the latest)."""
