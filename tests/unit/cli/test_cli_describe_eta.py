@@ -9,7 +9,7 @@ from __future__ import annotations
 import cli_objects as o
 
 from queuectl.api import names
-from queuectl.cli import describe
+from queuectl.cli import describe, listing
 from queuectl.cli._render import Term
 from queuectl.cli._snapshot import Snapshot
 
@@ -66,3 +66,14 @@ def test_finished_workloads_teach_the_typical_runtime() -> None:
     assert snap.runtimes().remaining("llm", 0, 300) == 3300
     text = describe.describe(snap, "workload", "gang", "team-llm", PLAIN)
     assert "ETA:          in 55m (about " in text
+
+
+def test_list_workloads_gives_the_eta_in_wide_and_json_output() -> None:
+    snap = snapshot(limit=3600)
+    records = listing.collect(snap, "workload", "team-llm")
+    by_name = {r["name"]: r for r in records}
+    assert by_name["gang"]["etaSeconds"] == 3300
+    assert by_name["l-run"]["etaSeconds"] is None  # running: no ETA
+    wide = listing.render("workload", records, "wide", PLAIN, False)
+    assert wide.splitlines()[0].split()[-2:] == ["ETA", "REASON"]
+    assert "in 55m" in wide
