@@ -111,6 +111,14 @@ def test_the_horizon_bounds_the_replay() -> None:
     assert eta.start is None and "horizon of 24 h" in eta.why
 
 
+def test_the_cycle_budget_bounds_the_replay() -> None:
+    s = scheduler(gpu_queue("a", quota("h100", 4), cohort=None))
+    running(s, limited(job("a/run", "a", 4), HOUR))
+    s.upsert_workload(job("a/next", "a", 4, created=10))
+    eta = estimate_starts(s, now=0.0, limits=EtaLimits(max_cycles=1))["a/next"]
+    assert eta.start is None and "beyond what the estimate replays (1 cycles)" in eta.why
+
+
 def test_only_the_keys_asked_about_are_answered() -> None:
     s = scheduler(gpu_queue("a", quota("h100", 4), cohort=None))
     running(s, limited(job("a/run", "a", 4), HOUR))
