@@ -17,6 +17,7 @@ not started by then is unknown, with the reason.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -38,6 +39,10 @@ class EtaLimits:
     """Virtual time replayed at most: a start further away is unknown."""
     max_cycles: int = 2000
     """Scheduling cycles replayed at most (each at one instant where something ends)."""
+    resolution_seconds: float = 60.0
+    """Expected ends are rounded to the nearest multiple of this: ends that close together are
+    one instant, one cycle (a guess of typical runtimes is not finer than a minute anyway;
+    to the nearest, not up, so that a chain of jobs does not drift late)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +133,9 @@ class _Replay:
         if end is None:
             self.ends.pop(w.key, None)
             return
+        step = self.limits.resolution_seconds
+        if step > 0:
+            end = math.floor(end / step + 0.5) * step
         self.ends[w.key] = end = max(now, end)
         self._push(end, 0, w.key, token)
 
