@@ -4,7 +4,7 @@ A bounded sample of admitted durations per (ClusterQueue, priority), the priorit
 the priority class (the value is what the core sees of it). A question about a kind with too
 few samples falls back to the queue's samples of every priority, then to the whole fleet's; no
 sample at all is an honest "unknown". Work that has already run `elapsed` seconds is judged
-by the samples that ran longer (the median of those, less what it has run): with heavy-tailed
+by the samples that ran longer (their median, less what it has run; `STATISTIC`): with heavy-tailed
 runtimes a job that has run an hour is unlikely to finish in the median job's ten minutes. A
 job that has outrun every sample is given as long again as it has run (half of the work that
 outlives a heavy tail's sample does about that).
@@ -20,6 +20,11 @@ SAMPLES_PER_KIND = 256
 MIN_SAMPLES = 3
 """Fewer samples than this for a kind: ask the coarser kind instead."""
 
+STATISTIC = "median"
+"""Of the samples that ran longer than the work has so far: "median" or "mean". The median
+gave the smaller errors on a generated week (docs/design/bench.md, "ETA"): the mean of a
+heavy tail is dragged up by the few jobs that run days."""
+
 Kind = tuple[str, int] | str | None
 """(queue, priority) | queue | None (the fleet)."""
 
@@ -27,8 +32,10 @@ Kind = tuple[str, int] | str | None
 class RuntimeHistory:
     """Finished workloads' admitted durations, bounded; pure and deterministic."""
 
-    def __init__(self, per_kind: int = SAMPLES_PER_KIND) -> None:
-        self.per_kind = per_kind
+    def __init__(self, per_kind: int = SAMPLES_PER_KIND, statistic: str = STATISTIC) -> None:
+        if statistic not in ("mean", "median"):
+            raise ValueError(f"statistic {statistic!r}: give mean or median")
+        self.per_kind, self.statistic = per_kind, statistic
         self._recent: dict[Kind, deque[float]] = {}
         self._sorted: dict[Kind, list[float]] = {}
 
@@ -64,4 +71,6 @@ class RuntimeHistory:
         longer = samples[bisect_right(samples, elapsed) :]
         if not longer:
             return max(elapsed, 1.0)
-        return longer[(len(longer) - 1) // 2] - elapsed
+        if self.statistic == "median":
+            return longer[(len(longer) - 1) // 2] - elapsed
+        return sum(longer) / len(longer) - elapsed

@@ -139,6 +139,16 @@ def test_runtime_history_is_bounded_and_falls_back_to_coarser_kinds() -> None:
     assert RuntimeHistory().remaining("a", 0) is None
 
 
+def test_the_mean_may_stand_for_the_median() -> None:
+    h = RuntimeHistory(statistic="mean")
+    for x in (100.0, 200.0, 900.0):
+        h.add("a", 0, x)
+    assert h.remaining("a", 0) == 400.0
+    assert h.remaining("a", 0, elapsed=150.0) == 400.0  # (200 + 900) / 2 - 150
+    with pytest.raises(ValueError, match="give mean or median"):
+        RuntimeHistory(statistic="p90")
+
+
 @FAST
 @given(any_world())
 def test_an_estimate_is_never_before_now_deterministic_and_leaves_the_core_alone(world) -> None:  # type: ignore[no-untyped-def]

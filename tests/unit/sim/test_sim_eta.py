@@ -44,6 +44,26 @@ def test_runtimes_are_learned_only_from_jobs_finished_before_the_submission() ->
     assert e["classes"]["low"]["waited"]["abs_error_p50"] == 1800.0
 
 
+def test_judging_the_eta_does_not_change_the_simulation() -> None:
+    config = world(queue("a", 4, cohort="org"), queue("b", 4, cohort="org"))
+    jobs = tuple(
+        job(
+            f"j{i}",
+            i * 300,
+            1 + i % 4,
+            900 + 600 * (i % 5),
+            team="ab"[i % 2],
+            pc=("low", "high")[i % 3 == 0],
+        )
+        for i in range(40)
+    )
+    nodes = parse_nodes("1x8:gpu", config)
+    plain = simulate(config, nodes, jobs).summary
+    judged = simulate(config, nodes, jobs, SimOptions(eta_every=2)).summary
+    assert judged.pop("eta_error")["samples"] == 20
+    assert judged == plain
+
+
 def test_only_every_nth_submission_is_sampled() -> None:
     e = eta_error(*(job(f"j{i}", i * 10, 1, 60) for i in range(10)), every=3)
     assert (e["sampled_every"], e["samples"]) == (3, 4)  # the 1st, 4th, 7th and 10th
