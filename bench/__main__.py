@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "bench.fairshare_bench",
         "queuectl simulate with fair-sharing preemption off and on: one team always borrows",
     ),
+    "eta": ("bench.eta_bench", "describe's ETA: its cost on thousands of Workloads, no cluster"),
     "chaos": ("bench.chaos.cli", "the fault suite: faults and hostile input under a Job stream"),
     "bypass": ("bench.bypass.cli", "the bypass fuzzer: every generated mutation, as a plain user"),
     "memory": (

@@ -13,6 +13,7 @@ from queuectl.cli import _workloads as wlv
 from queuectl.cli._explain import one_line
 from queuectl.cli._render import Cell, Term, duration, quantity, table
 from queuectl.cli._snapshot import Snapshot
+from queuectl.core import ETA_ASSUMES, Eta
 from queuectl.core.fleet import QuotaRow
 
 Obj = wlv.Obj
@@ -88,6 +89,27 @@ def _more(shown: int, total: int) -> str:
     return f"\n  ... and {total - shown} more (see `queuectl list workloads --cluster-queue ...`)"
 
 
+def eta_cell(eta: Eta | None, now: float) -> str:
+    """`in 1h20m`, `now`, or `unknown` (the reason is in `describe workload`)."""
+    if eta is None or eta.start is None:
+        return "unknown"
+    wait = eta.start - now
+    return "now" if wait < 1 else f"in {duration(wait)}"
+
+
+def eta_line(eta: Eta | None, now: float) -> str:
+    """The ETA with its clock time or its reason: what `describe workload` shows."""
+    if eta is None:
+        return "unknown: the scheduler does not hold it in line (see why below)"
+    if eta.start is None:
+        return f"unknown: {eta.why}"
+    at = convert.format_time(eta.start)
+    return f"{eta_cell(eta, now)} (about {at})"
+
+
+ETA_NOTE = f"  ETA: {ETA_ASSUMES}"
+
+
 def pending_table(
     snap: Snapshot, workloads: Sequence[Obj], term: Term, *, local_positions: bool = False
 ) -> str:
@@ -100,11 +122,12 @@ def pending_table(
         (w for w in pending if wlv.key(w) in positions), key=lambda w: positions[wlv.key(w)]
     )
     rest = sorted((w for w in pending if wlv.key(w) not in positions), key=wlv.key)
-    headers = ["POSITION", "WORKLOAD", "LOCALQUEUE", "PRIORITY", "GPUS", "WAITING", "WHY"]
+    headers = ["POSITION", "WORKLOAD", "LOCALQUEUE", "PRIORITY", "GPUS", "WAITING", "ETA", "WHY"]
     if local_positions:
         headers.insert(1, "IN QUEUE")
     rows: list[list[Cell]] = []
     ordered = [*in_line, *rest]
+    etas = snap.etas(wlv.key(w) for w in ordered[:LIMIT])
     for i, w in enumerate(ordered[:LIMIT], 1):
         k = wlv.key(w)
         pos = str(positions[k]) if k in positions else "-"
@@ -116,12 +139,13 @@ def pending_table(
             str(wlv.priority(w)),
             str(wlv.gpus(w)),
             duration(snap.now - (wlv.created(w) or snap.now)),
+            eta_cell(etas.get(k), snap.now),
             one_line(expl, snap.withheld(k)),
         ]
         if local_positions:
             row.insert(1, str(i) if k in positions else "-")
         rows.append(row)
-    return table(headers, rows, term) + _more(len(rows), len(ordered))
+    return table(headers, rows, term) + _more(len(rows), len(ordered)) + "\n" + ETA_NOTE
 
 
 def admitted_table(snap: Snapshot, workloads: Sequence[Obj], term: Term) -> str:

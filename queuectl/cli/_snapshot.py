@@ -21,8 +21,9 @@ from queuectl.api import resource as rest
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli import _kube as kube
+from queuectl.cli import _workloads as wlv
 from queuectl.cli._kube import CliError, Obj
-from queuectl.core import Explanation, Scheduler, fleet
+from queuectl.core import Eta, Explanation, RuntimeHistory, Scheduler, estimate_starts, fleet
 
 if TYPE_CHECKING:
     from queuectl.controller.feed.feed import Feed
@@ -72,6 +73,7 @@ class Snapshot:
     now: float
     objects: dict[str, list[Obj]]
     notes: list[str] = field(default_factory=list)
+    _etas: dict[str, Eta] = field(default_factory=dict)
 
     @classmethod
     def from_objects(
@@ -163,6 +165,29 @@ class Snapshot:
             for i, key in enumerate(self.order(cq), 1):
                 out[key] = i
         return out
+
+    def runtimes(self) -> RuntimeHistory:
+        """Finished workloads still in the cluster, oldest first: how long work of each
+        ClusterQueue and priority runs (the bounded history keeps the latest)."""
+        runs = []
+        for wl in self.objects.get("workloads", ()):
+            ran = wlv.finished_run(wl)
+            cq = str((WorkloadView(wl).status.get("admission") or {}).get("clusterQueue") or "")
+            if ran is not None and cq:
+                runs.append((ran[0], wlv.key(wl), cq, wlv.priority(wl), ran[1]))
+        history = RuntimeHistory()
+        for _, _, cq, priority, seconds in sorted(runs):
+            history.add(cq, priority, seconds)
+        return history
+
+    def etas(self, keys: Iterable[str]) -> dict[str, Eta]:
+        """Estimated starts of these pending workloads (one bounded replay for those not yet
+        asked about; keys the core does not hold are left out)."""
+        keys = list(keys)
+        wanted = [k for k in keys if k not in self._etas]
+        if wanted:
+            self._etas.update(estimate_starts(self.sched, self.now, self.runtimes(), wanted))
+        return {k: self._etas[k] for k in keys if k in self._etas}
 
 
 _WITHOUT = {

@@ -27,7 +27,7 @@ from queuectl.cli._render import Cell, Term, duration, quantity, table
 from queuectl.cli._snapshot import Snapshot
 from queuectl.cli._usage import gpu_time as gpu_time_of
 from queuectl.cli.main import Subparsers
-from queuectl.core import GpuTimeBank, fleet, waits_for_completions
+from queuectl.core import ETA_ASSUMES, GpuTimeBank, fleet, waits_for_completions
 
 KINDS = ("clusterqueue", "localqueue", "cohort", "workload", *JOB_ALIASES)
 __all__ = ["add_parser", "describe", "run", "workload_of_job"]
@@ -333,6 +333,8 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
         pairs.append(
             ("Position", f"{pos} of {total} in ClusterQueue {cq}" if pos else "not in line")
         )
+        pairs.append(("ETA", sec.eta_line(snap.etas([key]).get(key), snap.now)))
+        pairs.append(("ETA assumes", ETA_ASSUMES.removeprefix("assuming ")))
     flavors = snap.objects.get(rest.RESOURCE_FLAVORS.plural, [])
     if (gpu_time := gpu_time_of(obj, flavors, snap.now)) is not None:
         pairs.append(("GPU time", gpu_time))

@@ -97,6 +97,7 @@ def workloads(
 ) -> list[Record]:
     positions = snap.positions()
     out = []
+    pending: list[str] = []
     for wl in snap.objects.get("workloads", ()):
         if ns is not None and wlv.namespace(wl) != ns:
             continue
@@ -113,6 +114,7 @@ def workloads(
         if st == "pending":
             expl = snap.explain(key) if snap.sched.workload(key) is not None else None
             reason = one_line(expl, snap.withheld(key))
+            pending.append(key)
         created = wlv.created(wl)
         out.append(
             {
@@ -130,6 +132,11 @@ def workloads(
                 "reason": reason,
             }
         )
+    etas = snap.etas(pending)  # one bounded replay for all of them
+    for r in out:
+        eta = etas.get(f"{r['namespace']}/{r['name']}")
+        start = eta.start if eta is not None else None
+        r["etaSeconds"] = None if start is None else round(max(0.0, start - snap.now))
     out.sort(
         key=lambda r: (
             r["clusterQueue"],
@@ -281,6 +288,13 @@ def _status_cell(r: Record) -> Cell:
     return (s, style) if style else s
 
 
+def _eta_cell(r: Record) -> str:
+    if r["status"] != "Pending":
+        return "-"
+    v = r.get("etaSeconds")
+    return "unknown" if v is None else ("now" if v < 1 else f"in {duration(v)}")
+
+
 COLUMNS: dict[str, list[Column]] = {
     "workload": [
         ("NAMESPACE", lambda r: r["namespace"], False),
@@ -294,6 +308,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("AGE", lambda r: duration(r["ageSeconds"]), False),
         ("FLAVORS", lambda r: _opt(r["flavors"]), True),
         ("RUNTIME", lambda r: duration(r["runtimeSeconds"]), True),
+        ("ETA", _eta_cell, True),
         ("REASON", lambda r: _opt(r["reason"]), True),
     ],
     "localqueue": [

@@ -137,6 +137,19 @@ def add_parser(subparsers: Subparsers) -> None:
         default=4.0,
         help="how long a failed node is out",
     )
+    p.add_argument(
+        "--eta-error",
+        action="store_true",
+        help="judge the ETA `describe` shows: at sampled submissions, the estimate against "
+        "the actual start (p50/p90 of the error per priority class; a replay per sample)",
+    )
+    p.add_argument(
+        "--eta-every",
+        type=whole(1, MAX_JOBS),
+        default=10,
+        metavar="N",
+        help="--eta-error: sample every Nth submission (default: 10)",
+    )
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table")
     p.set_defaults(func=run)
@@ -209,6 +222,9 @@ def _table(labels: list[str], results: list[SimResult], color: bool) -> str:
         "fairness.jain_index",
         "borrowing.",
         "wait_seconds.teams.",
+        "eta_error.overall.",
+        "eta_error.classes.",
+        "eta_error.sampled_every",
     )
     lines = [f"{'figure':<44}" + "".join(f"{lab:>18}" for lab in labels)]
     for key, values, differs in rows([r.summary for r in results]):
@@ -254,6 +270,7 @@ def _simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         preemption_patience=args.preemption_patience,
         fair_preemption=args.fair_sharing_preemption,
+        eta_every=args.eta_every if args.eta_error else 0,
     )
     results = []
     for label, config in configs:

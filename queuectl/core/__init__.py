@@ -8,6 +8,8 @@ from queuectl import native
 
 __path__ = native.core_path(__path__)  # a compiled build of these sources, when asked for
 
+from queuectl.core.eta import ASSUMES as ETA_ASSUMES
+from queuectl.core.eta import Eta, EtaLimits, estimate_starts
 from queuectl.core.fair_preempt import DEFAULT as FAIR_PREEMPTION_DEFAULT
 from queuectl.core.fair_preempt import strategies as fair_preemption_rules
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, waits_for_completions
@@ -23,6 +25,7 @@ from queuectl.core.results import (
     QueueStatus,
     QuotaHold,
 )
+from queuectl.core.runtimes import RuntimeHistory
 from queuectl.core.scheduler import Scheduler, backoff_seconds
 from queuectl.core.types import (
     GPU,
@@ -54,6 +57,7 @@ from queuectl.core.types import (
 
 __all__ = [
     "DEFAULT_PATIENCE_SECONDS",
+    "ETA_ASSUMES",
     "FAIR_PREEMPTION_DEFAULT",
     "GPU",
     "Admission",
@@ -65,6 +69,8 @@ __all__ = [
     "Cohort",
     "CycleResult",
     "DomainAssignment",
+    "Eta",
+    "EtaLimits",
     "Eviction",
     "Explanation",
     "Flavor",
@@ -84,6 +90,7 @@ __all__ = [
     "QuotaHold",
     "ResourceGroup",
     "ResourceQuota",
+    "RuntimeHistory",
     "Scheduler",
     "Taint",
     "Toleration",
@@ -92,6 +99,7 @@ __all__ = [
     "TopologyRequest",
     "Workload",
     "backoff_seconds",
+    "estimate_starts",
     "fair_preemption_rules",
     "waits_for_completions",
 ]

@@ -27,6 +27,7 @@ from queuectl.core import (
 )
 from queuectl.core.fleet import fragmentation_ratio
 from queuectl.sim.config import SimConfig
+from queuectl.sim.eta_check import EtaProbe
 from queuectl.sim.stats import JobRecord, Recorder
 from queuectl.sim.trace import Job
 from queuectl.sim.workloads import build_workload
@@ -55,6 +56,8 @@ class SimOptions:
     """As the controller's `--preemption-patience-seconds` (`core.patience`)."""
     fair_preemption: tuple[str, ...] = ()
     """Fair-sharing preemption's rules in order (`core.fair_preempt`); empty: off."""
+    eta_every: int = 0
+    """Judge the ETA at every this-many-th submission (`eta_check`); 0: off."""
 
 
 @dataclass(slots=True)
@@ -155,6 +158,7 @@ class _Engine:
         self.total = len(jobs)
         self.finished = 0
         self.rng = random.Random(options.seed)
+        self.eta = EtaProbe(options.eta_every) if options.eta_every > 0 else None
         if options.node_failures > 0 and nodes:
             self._next_failure(0.0)
 
@@ -187,6 +191,8 @@ class _Engine:
             if at_instant > MAX_CYCLES_AT_ONE_INSTANT:
                 raise RuntimeError(f"the core asked for cycles at t={t} without end")
             last_t = t
+            if self.eta is not None:
+                self.eta.before_cycle(self.sched, t)
             self._cycle(t)
             if self.observe is not None:
                 self.observe(t, self.rec.usage)
@@ -199,13 +205,18 @@ class _Engine:
             if run.start is None and not run.done and self.rec.jobs[key].admitted is None:
                 info = self.sched.pending_info(key)
                 never[key] = f"{info.reason}: {info.message}" if info else "never admitted"
-        return SimResult(self.rec.summary(never), self.rec)
+        summary = self.rec.summary(never)
+        if self.eta is not None:
+            summary["eta_error"] = self.eta.summary(self.rec.jobs)
+        return SimResult(summary, self.rec)
 
     def _apply(self, kind: int, key: str, token: int, t: float) -> None:
         if kind == _SUBMIT:
             run = self.runs[key]
             self.sched.upsert_workload(run.workload)
             self._queued(key, +1)
+            if self.eta is not None:
+                self.eta.submitted(key)
         elif kind == _FINISH:
             run = self.runs[key]
             if run.token == token and run.start is not None and not run.done:
@@ -214,6 +225,8 @@ class _Engine:
                 self.sched.delete_workload(key)
                 self.rec.jobs[key].finished = t
                 self.finished += 1
+                if self.eta is not None:
+                    self.eta.finished(run.cq, run.workload.priority, run.job.runtime)
         elif kind == _SUSPEND:
             run = self.runs[key]
             if run.token == token and run.start is not None and not run.done:

@@ -251,3 +251,19 @@ def test_one_team_always_borrows_and_fair_sharing_preemption_takes_some_back(
             "team-llm",
             "team-vision",
         }
+
+
+def test_eta_error_is_judged_only_when_asked_and_on_the_sampled_submissions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["-f", SAMPLES, "--nodes", NODES, "--generate", "--jobs", "60", "--days", "0.2"]
+    code, plain, err = simulate(capsys, "-q", *base)
+    assert code == 0, err
+    assert "eta_error" not in plain  # a replay per sample: only when asked for
+    code, summary, err = simulate(capsys, *base, "--eta-error", "--eta-every", "7")
+    assert code == 0, err
+    eta = summary["eta_error"]
+    assert (eta["sampled_every"], eta["samples"]) == (7, 9)
+    assert eta["overall"]["count"] == 9
+    assert set(eta["classes"]) <= {"exploration", "research", "production"}
+    assert {"abs_error_p50", "abs_error_p90", "waited"} <= set(eta["overall"])
