@@ -215,6 +215,10 @@ class WaitForPodsReady(KubeModel):
     """A running workload that lost a Ready pod gets it back within this, or is evicted; 0: off."""
     requeue_limit: int | None = Field(default=None, ge=0, le=1000)
     """Requeues for PodsReadyTimeout before the workload is deactivated; 0: no limit."""
+    block_admission: bool | None = None
+    """All-or-nothing start: while a workload of this queue has not all its pods Ready,
+    nothing else is admitted into its flavors, and this queue's workloads wait for any such
+    workload in theirs."""
 
 
 class ClusterQueueSpec(KubeModel):

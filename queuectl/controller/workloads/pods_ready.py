@@ -53,6 +53,10 @@ class PodsReadyOptions:
     """0: requeued for ever."""
     backoff_base_s: float = DEFAULT_BACKOFF_BASE_S
     backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
+    block_admission: bool = False
+    """All-or-nothing start: while a workload's pods are not yet all Ready, nothing else is
+    admitted into its flavors (`core.starting`; the core applies it, a ClusterQueue may
+    override it)."""
 
 
 def policy(options: PodsReadyOptions, cluster_queue: Obj | None) -> PodsReadyOptions:
