@@ -256,3 +256,29 @@ def test_the_index_counts_only_bound_ready_pods_and_wakes_on_changes() -> None:
     assert woken == ["ns/wl"]
     w.cache.store(k.PODS).apply("DELETED", pod(w, "a", ready=True))
     assert index.ready("ns/wl") == 0 and woken == ["ns/wl", "ns/wl"]
+
+
+async def test_the_core_is_told_while_a_gang_starts_and_when_it_is_ready() -> None:
+    """Block admission reads the core's `starting`: fed from the Workload (holding quota, no
+    PodsReady=True), and fed again when PodsReady turns True (a condition-only change)."""
+    w, key = await started()
+    w.feed.feed_workload(w.workload())
+    core_wl = w.sched.workload(key)
+    assert core_wl is not None and core_wl.admission is not None and core_wl.starting
+    w.add(k.PODS, pod(w, "train-0", ready=False))
+    update(w, pod(w, "train-0", ready=True))
+    before = w.workload()
+    await w.rec.reconcile(key)
+    assert cond(w, names.COND_PODS_READY).get("status") == "True"
+    w.feed._workload("MODIFIED", w.workload(), before)  # the Workload's watch event
+    core_wl = w.sched.workload(key)
+    assert core_wl is not None and not core_wl.starting
+
+
+def test_a_cluster_queue_may_turn_block_admission_on_or_off() -> None:
+    def cq(spec: dict[str, Any]) -> Obj:
+        return {"metadata": {"name": "cq"}, "spec": {"waitForPodsReady": spec}}
+
+    assert convert.cluster_queue(cq({})).block_admission is None
+    assert convert.cluster_queue(cq({"blockAdmission": True})).block_admission is True
+    assert convert.cluster_queue(cq({"blockAdmission": False})).block_admission is False
