@@ -217,8 +217,7 @@ class WaitForPodsReady(KubeModel):
     """Requeues for PodsReadyTimeout before the workload is deactivated; 0: no limit."""
     block_admission: bool | None = None
     """All-or-nothing start: while a workload of this queue has not all its pods Ready,
-    nothing else is admitted into its flavors, and this queue's workloads wait for any such
-    workload in theirs."""
+    nothing else (of any queue) is admitted into its flavors; unset: the controller's flag."""
 
 
 class ClusterQueueSpec(KubeModel):

@@ -24,7 +24,7 @@ def blocker(book: Book, w: Workload, d: Decision) -> tuple[str, str] | None:
     if not starts.on or not starts.by_flavor:
         return None
     state = book.state
-    return holder(starts, state.queues, state.workloads, w.key, w.cluster_queue, needs(d))
+    return holder(starts, state.queues, state.workloads, w.key, needs(d))
 
 
 def needs(d: Decision) -> frozenset[str]:
@@ -68,7 +68,7 @@ def wake(book: Book) -> None:
     for (name, shape), (bucket, key, flavors) in list(starts.waiting.items()):
         q = book.pending.get(name)
         if q is not None and q.buckets.get(shape) is bucket:
-            if holder(starts, state.queues, state.workloads, key, name, flavors) is not None:
+            if holder(starts, state.queues, state.workloads, key, flavors) is not None:
                 continue
             q.unpark(bucket)
             q.blocked_at = None

@@ -8,9 +8,11 @@ F: a candidate whose decision (an admission, or a preemption for it) uses F wait
 WaitingForPodsReady naming the starting workload. Other flavors go on. Kueue's blockAdmission
 blocks every admission while any workload starts; per flavor keeps unrelated hardware busy.
 
-It applies where either queue asks for it (the starting workload's or the candidate's: its
-`ClusterQueue.block_admission`, else the scheduler's default). The starting workload's startup
-timeout bounds the wait: a gang that never gets Ready is evicted, which frees its flavors.
+A starting workload holds its flavors when its own queue asks for it (its
+`ClusterQueue.block_admission`, else the scheduler's default), for candidates of every queue:
+the controller writes PodsReady only where a queue's rules track it, so a queue that does not
+ask may never hear that its workloads are Ready. The starting workload's startup timeout
+bounds the wait: a gang that never gets Ready is evicted, which frees its flavors.
 
 This module keeps the index (which flavors each starting workload holds), from the
 scheduler's inputs and from admissions made in a cycle (a workload the core just admitted is
@@ -84,17 +86,15 @@ def holder(
     queues: dict[str, ClusterQueue],
     workloads: dict[str, Workload],
     key: str,
-    cq: str,
     flavors: frozenset[str],
 ) -> tuple[str, str] | None:
-    """(flavor, starting workload) that makes candidate `key` of queue `cq` wait for
-    `flavors`; None: it may go on."""
-    mine = _blocks(starts, queues, cq)
+    """(flavor, starting workload) that makes candidate `key` wait for `flavors`; None: it
+    may go on."""
     for f in sorted(flavors):
         for other in sorted(starts.by_flavor.get(f, ())):
             if other == key:
                 continue
             w = workloads.get(other)
-            if w is not None and (mine or _blocks(starts, queues, w.cluster_queue)):
+            if w is not None and _blocks(starts, queues, w.cluster_queue):
                 return f, other
     return None

@@ -116,6 +116,22 @@ def test_off_means_off() -> None:
     assert pods_ready.step(workload(ready_cond=LOST), 0, no_recovery, T0 + 10**6) == Step()
 
 
+def test_block_admission_without_timeouts_still_says_when_pods_are_ready() -> None:
+    """Its flavors are held until PodsReady=True: it is written (and taken back) with no clock,
+    never an eviction."""
+    rules = PodsReadyOptions(timeout_s=0, block_admission=True)
+    assert pods_ready.step(workload(), 1, rules, T0 + 10**6) == Step()
+    assert pods_ready.step(workload(), 2, rules, T0 + 10**6).condition == (
+        True,
+        names.REASON_PODS_READY,
+        "All 2 pods are Ready",
+    )
+    lost = pods_ready.step(workload(ready_cond=READY), 1, rules, T0 + 10**6)
+    assert lost == Step(condition=(False, names.REASON_PODS_NOT_READY, "1 of 2 pods Ready"))
+    cq = {"spec": {"waitForPodsReady": {"timeoutSeconds": 0, "blockAdmission": True}}}
+    assert pods_ready.policy(PodsReadyOptions(), cq).block_admission is True
+
+
 def test_a_cluster_queue_overrides_each_default_it_sets() -> None:
     cq = {"spec": {"waitForPodsReady": {"timeoutSeconds": 1800, "requeueLimit": 0}}}
     got = pods_ready.policy(RULES, cq)

@@ -74,21 +74,30 @@ def test_off_admits_both_and_ignores_starting() -> None:
     assert admitted(s.run_cycle(10)) == ["ns/a", "ns/b"]
 
 
-def test_a_queue_can_turn_it_on_for_itself() -> None:
-    """The scheduler's default is off; queue `careful` turns it on: its candidates wait for
-    any starting gang in their flavor, and its own starting gang holds the flavor for others."""
-    careful = replace(
-        gpu_queue("careful", quota("h100", 8), cohort="org"),
-        block_admission=True,
-    )
-    other = gpu_queue("other", quota("h100", 8), cohort="org")
-    s = fleet(False, careful, other)
+def queues_one_careful() -> tuple[ClusterQueue, ClusterQueue]:
+    careful = replace(gpu_queue("careful", quota("h100", 8), cohort="org"), block_admission=True)
+    return careful, gpu_queue("other", quota("h100", 8), cohort="org")
+
+
+def test_a_queue_that_turns_it_on_holds_its_flavors_while_its_gang_starts() -> None:
+    """The scheduler's default is off; queue `careful` turns it on: while its gang starts,
+    `other`'s gang waits for h100."""
+    s = fleet(False, *queues_one_careful())
     s.upsert_workload(job("ns/a", "careful", 1, pods=8, created=1))
     s.upsert_workload(job("ns/b", "other", 1, pods=8, created=2))
     r = s.run_cycle(10)
-    assert len(admitted(r)) == 1
-    waiting = "ns/b" if admitted(r) == ["ns/a"] else "ns/a"
-    assert reason_of(s, waiting) == REASON
+    assert admitted(r) == ["ns/a"]
+    assert reason_of(s, "ns/b") == REASON
+    feed_admitted(s, r, ready=True)
+    assert admitted(s.run_cycle(11)) == ["ns/b"]
+
+
+def test_a_queue_that_leaves_it_off_holds_nothing() -> None:
+    """`other`'s starting gang does not hold h100 (its queue leaves it off, the default)."""
+    s = fleet(False, *queues_one_careful())
+    s.upsert_workload(job("ns/b", "other", 1, pods=8, created=1))
+    s.upsert_workload(job("ns/a", "careful", 1, pods=8, created=2))
+    assert admitted(s.run_cycle(10)) == ["ns/a", "ns/b"]
 
 
 def test_an_already_starting_workload_fed_on_restart_holds_its_flavor() -> None:
