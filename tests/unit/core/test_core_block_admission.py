@@ -43,6 +43,9 @@ def test_second_gang_waits_until_the_first_is_ready() -> None:
     info = s.pending_info("ns/b")
     assert info is not None and "ns/a" in info.message and "h100" in info.message
     feed_admitted(s, r, ready=False)  # the controller's feed agrees: still starting
+    expl = s.explain("ns/b", 11)  # `queuectl describe` does not say it fits now
+    assert expl.admission is None and expl.pending is not None
+    assert expl.pending.reason == REASON
     assert admitted(s.run_cycle(11)) == []
     feed_admitted(s, r, ready=True)  # its pods are all Ready
     assert admitted(s.run_cycle(12)) == ["ns/b"]
