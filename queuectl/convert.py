@@ -149,7 +149,14 @@ def cluster_queue(obj: Obj) -> core.ClusterQueue:
         stop_policy=spec.get("stopPolicy") or "None",
         admission_checks=tuple(spec.get("admissionChecks") or ()),
         gpu_time_bank=gpu_time_bank(spec.get("gpuTimeBank")),
+        block_admission=_block_admission(spec),
     )
+
+
+def _block_admission(spec: Obj) -> bool | None:
+    """spec.waitForPodsReady.blockAdmission; None: the controller's flag decides."""
+    value = (spec.get("waitForPodsReady") or {}).get("blockAdmission")
+    return value if isinstance(value, bool) else None
 
 
 def gpu_time_bank(bank: Obj | None) -> core.GpuTimeBank | None:
@@ -331,6 +338,7 @@ def workload(
         max_execution_seconds=None if max_exec is None else max(0.0, float(max_exec) - past),
         not_before=requeue_at or 0.0,
         front=admission is None and view.requeued_for_node_failure,
+        starting=admission is not None and not view.is_true(names.COND_PODS_READY),
     )
 
 

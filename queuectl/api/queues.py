@@ -215,6 +215,9 @@ class WaitForPodsReady(KubeModel):
     """A running workload that lost a Ready pod gets it back within this, or is evicted; 0: off."""
     requeue_limit: int | None = Field(default=None, ge=0, le=1000)
     """Requeues for PodsReadyTimeout before the workload is deactivated; 0: no limit."""
+    block_admission: bool | None = None
+    """All-or-nothing start: while a workload of this queue has not all its pods Ready,
+    nothing else (of any queue) is admitted into its flavors; unset: the controller's flag."""
 
 
 class ClusterQueueSpec(KubeModel):

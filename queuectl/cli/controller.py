@@ -327,6 +327,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
                 requeue_limit=args.pods_ready_requeue_limit,
                 backoff_base_s=args.pods_ready_backoff_base_seconds,
                 backoff_max_s=args.pods_ready_backoff_max_seconds,
+                block_admission=args.pods_ready_block_admission,
             ),
         ),
         job_kinds=tuple(args.job_kind or ()),

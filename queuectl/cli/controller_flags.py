@@ -174,6 +174,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"the longest such back-off (default: {pods_ready.DEFAULT_BACKOFF_MAX_S:g})",
     )
     p.add_argument(
+        "--pods-ready-block-admission",
+        action="store_true",
+        help="all-or-nothing start: while an admitted workload's pods are not yet all Ready, "
+        "admit nothing else into its flavors (other flavors go on), so two half-started gangs "
+        "never hold each other's nodes; the startup timeout bounds the wait; a ClusterQueue's "
+        "spec.waitForPodsReady.blockAdmission overrides it (default: off)",
+    )
+    p.add_argument(
         "--kueue-queue-label",
         action="store_true",
         help=f"also queue new jobs labelled {names.LABEL_KUEUE_QUEUE_NAME} (as if labelled "

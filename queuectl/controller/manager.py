@@ -93,6 +93,7 @@ class Controller:
         self.sched = Scheduler(
             preemption_patience=options.preemption_patience_s,
             fair_preemption=options.fair_preemption,
+            block_admission=options.pods_ready.block_admission,
         )
         """Read it only through `self.core` (`await core.idle()`): a cycle may be running."""
         self.core = CoreThread(self.sched)

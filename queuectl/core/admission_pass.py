@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 
-from queuectl.core import parking, patience
+from queuectl.core import parking, patience, start_gate
 from queuectl.core.assign import assign
 from queuectl.core.book import Book, Deferred
 from queuectl.core.decision import Decision
@@ -159,6 +159,10 @@ class AdmissionPass:
                 return False
             q.park(bucket)
             self.deferred.add(name, bucket, rechecked)
+        elif d.kind != "fail" and (held := start_gate.blocker(book, w, d)) is not None:
+            strict = name in self.strict
+            start_gate.wait(book, name, q, sk, bucket, w, d, held, strict, out)
+            return not strict
         elif d.kind == "fit" and d.admission is not None:
             q.remove(w.key)
             admit(book, w, d.admission, self.now, out)

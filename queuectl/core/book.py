@@ -17,6 +17,7 @@ from queuectl.core.freedlog import Flows, Freed
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import QNode
 from queuectl.core.results import PendingInfo, QueueHolding
+from queuectl.core.starting import Starts
 from queuectl.core.state import Charge, State
 from queuectl.core.types import FlavorResource, Workload
 
@@ -134,6 +135,8 @@ class Book:
         """Maximum execution time timers: (deadline, key)."""
         self.fresh: dict[str, PendingInfo] = {}
         """Reasons decided outside a cycle (inactive, back-off), told by the next cycle."""
+        self.starts = Starts()
+        """Flavors held by workloads whose pods are not all Ready yet (block admission)."""
         self.now = float("-inf")
         self.caching = False
         self.holders_cache: dict[tuple[QNode, FlavorResource], tuple[QueueHolding, ...]] = {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import replace
 
-from queuectl.core import parking, patience, reasons
+from queuectl.core import parking, patience, reasons, start_gate
 from queuectl.core.admission_pass import AdmissionPass, wake_waiting_preemptors
 from queuectl.core.assign import assign
 from queuectl.core.book import Book, Deferred
@@ -42,6 +42,7 @@ def run_cycle(book: Book, now: float) -> CycleResult:
     _settle_nominations(book, now, out)
     parking.wake(book)
     wake_waiting_preemptors(book)
+    start_gate.wake(book)
     parking.behind_own_work(book)
     parking.carry_over(book, [a.key for a in out.admitted])
     _idle_queues(book, out)
@@ -142,7 +143,11 @@ def _settle(book: Book, now: float, out: Out, check: set[str]) -> None:
         if book.idle_reason(w.cluster_queue) is None:
             out.evaluated += 1
             d = assign(state, w, now)
-            if d.kind == "fit" and d.admission is not None:
+            if (
+                d.kind == "fit"
+                and d.admission is not None
+                and start_gate.blocker(book, w, d) is None  # else it waits in its queue
+            ):
                 admit(book, w, d.admission, now, out)
                 if waited is not None and patience.lets_go(book, key, was_held):
                     patience.mark_freed(book, was_held)  # admitted in another flavor than it held

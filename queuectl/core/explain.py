@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from queuectl.core import reasons
+from queuectl.core import reasons, start_gate
 from queuectl.core.assign import assign
 from queuectl.core.book import Book
 from queuectl.core.results import Explanation, PendingInfo
@@ -81,6 +81,9 @@ def explain(book: Book, key: str, now: float) -> Explanation:
     ):
         return Explanation(key, "pending", pending=info)
     d = assign(state, w, now)
+    held = start_gate.blocker(book, w, d) if d.kind != "fail" else None
+    if held is not None:  # it fits (or would preempt), but a gang starts in its flavor
+        return Explanation(key, "pending", pending=start_gate.waiting_info(key, *held))
     if d.kind == "fit":
         message = "fits now: the next cycle admits it unless someone ahead takes the quota first"
         waits = book.waiting_preemptors.get(w.cluster_queue)

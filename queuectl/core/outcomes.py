@@ -11,6 +11,7 @@ from queuectl.core.decision import Decision
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import available
 from queuectl.core.results import Admitted, Eviction, PendingInfo, Preemption
+from queuectl.core.starting import flavors_of
 from queuectl.core.state import Charge, charge_for
 from queuectl.core.types import Admission, FlavorResource, Workload
 
@@ -72,7 +73,12 @@ def tell_those_behind(book: Book, name: str, head: Bucket, out: Out) -> None:
 
 def admit(book: Book, w: Workload, admission: Admission, now: float, out: Out) -> None:
     book.state.admit(charge_for(w, admission, now, book.state.flavors))
-    book.state.workloads[w.key] = replace(w, admission=admission, admitted_at=now)
+    starting = book.starts.on  # then starting until the controller feeds its PodsReady
+    if starting:
+        book.starts.note(w.key, flavors_of(admission))
+    book.state.workloads[w.key] = replace(
+        w, admission=admission, admitted_at=now, starting=starting
+    )
     book.track_deadline(w.key)
     out.admitted.append(Admitted(w.key, admission))
 

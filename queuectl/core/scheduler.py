@@ -28,6 +28,7 @@ from queuectl.core.results import (
     QueueStatus,
     QuotaHold,
 )
+from queuectl.core.starting import note_workload
 from queuectl.core.state import charge_for
 from queuectl.core.types import (
     AdmissionCheck,
@@ -54,16 +55,19 @@ class Scheduler:
         self,
         preemption_patience: float = DEFAULT_PATIENCE_SECONDS,
         fair_preemption: Iterable[str] = (),
+        block_admission: bool = False,
     ) -> None:
         """`preemption_patience`: seconds a would-be preemptor may wait for completions that
         return the quota it lacks instead of preempting (`core.patience`; 0 = never).
         `fair_preemption`: fair-sharing preemption's rules in the order tried
         (`LessThanOrEqualToFinalShare`, `LessThanInitialShare`; `core.fair_preempt`); empty:
-        off. A bad list raises ValueError."""
+        off. A bad list raises ValueError. `block_admission`: for queues that do not say, a
+        starting workload holds its flavors (`core.starting`)."""
         self.book = Book()
         self.book.patience = self.book.freed_keep = preemption_patience
         self.state = self.book.state
         self.state.fair_strategies = strategies(fair_preemption)
+        self.book.starts.configure(block_admission, self.state.queues)
         """The core's state: for the core and its tests; callers use the read methods below."""
 
     @property
@@ -133,6 +137,7 @@ class Scheduler:
 
     def _specs_changed(self) -> None:
         self.state.stale_tree = True
+        self.book.starts.configure(self.book.starts.default, self.state.queues)
         self.state.cache.flavor_nodes.clear()
         for q in self.book.pending.values():
             for bucket in q.buckets.values():
@@ -146,6 +151,7 @@ class Scheduler:
             self.book.freed_keep = grace  # a waiter may look back so far
         old = state.workloads.get(w.key)
         state.workloads[w.key] = w
+        note_workload(self.book.starts, w)
         charge = state.charges.get(w.key)
         if charge is not None:
             if w.admission is not None and w.admission != charge.admission:
@@ -192,6 +198,7 @@ class Scheduler:
     def delete_workload(self, key: str) -> None:
         """The workload is gone or finished: release whatever it holds."""
         w = self.state.workloads.pop(key, None)
+        self.book.starts.note(key, frozenset())
         if key in self.state.charges:
             self.book.release(key)
         self.book.cancel_nomination(key)
@@ -207,7 +214,15 @@ class Scheduler:
         if key in self.state.charges:
             self.book.release(key)
         self.book.unqueue(w)
-        w = replace(w, admission=None, admitted_at=None, not_before=not_before, front=front)
+        self.book.starts.note(key, frozenset())
+        w = replace(
+            w,
+            admission=None,
+            admitted_at=None,
+            not_before=not_before,
+            front=front,
+            starting=False,
+        )
         self.state.workloads[key] = w
         self.book.enqueue(w)
 

@@ -153,6 +153,9 @@ class ClusterQueue:
     admission_checks: tuple[str, ...] = ()
     """AdmissionChecks its workloads pass after reserving quota (`queuectl.core.checks`)."""
     gpu_time_bank: GpuTimeBank | None = None
+    block_admission: bool | None = None
+    """A starting workload of this queue holds its flavors (`core.starting`); None: the
+    scheduler's default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +253,9 @@ class Workload:
     """Backoff: not eligible for admission before this time (requeueState.requeueAt)."""
     front: bool = False
     """Requeue ahead of peers of equal priority (evicted for node failure)."""
+    starting: bool = False
+    """Holding quota while its pods are not yet all Ready (no PodsReady=True): with block
+    admission on, its flavors admit nothing else meanwhile (`core.starting`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ def _core_view(wl: Obj) -> tuple[Any, ...]:
         view.holds_quota,
         view.is_true(names.COND_ADMITTED),  # the execution clock starts (checks passed)
         view.is_true(names.COND_FINISHED),
+        view.is_true(names.COND_PODS_READY),  # starting or not (block admission)
     )
 
 

@@ -53,6 +53,10 @@ class PodsReadyOptions:
     """0: requeued for ever."""
     backoff_base_s: float = DEFAULT_BACKOFF_BASE_S
     backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
+    block_admission: bool = False
+    """All-or-nothing start: while a workload's pods are not yet all Ready, nothing else is
+    admitted into its flavors (`core.starting`; the core applies it, a ClusterQueue may
+    override it). PodsReady is written for it even with the timeouts off."""
 
 
 def policy(options: PodsReadyOptions, cluster_queue: Obj | None) -> PodsReadyOptions:
@@ -71,6 +75,11 @@ def policy(options: PodsReadyOptions, cluster_queue: Obj | None) -> PodsReadyOpt
         requeue_limit=int(pick("requeueLimit", options.requeue_limit)),
         backoff_base_s=options.backoff_base_s,
         backoff_max_s=options.backoff_max_s,
+        block_admission=(
+            spec["blockAdmission"]
+            if isinstance(spec.get("blockAdmission"), bool)
+            else options.block_admission
+        ),
     )
 
 
@@ -97,8 +106,9 @@ class Step:
 
 def step(wl: Obj, ready: int, rules: PodsReadyOptions, now: float) -> Step:
     """The pods-ready step of an admitted Workload whose job runs, with `ready` of its pods
-    Ready or done."""
-    if rules.timeout_s <= 0:
+    Ready or done. With the timeouts off but block admission on, PodsReady is still written
+    (its flavors are held until it is True), with no clock."""
+    if rules.timeout_s <= 0 and not rules.block_admission:
         return Step()
     view = WorkloadView(wl)
     admitted = view.condition(names.COND_ADMITTED) or {}
@@ -111,6 +121,12 @@ def step(wl: Obj, ready: int, rules: PodsReadyOptions, now: float) -> Step:
         if cond.get("status") == "True":
             return Step()
         return Step(condition=(True, names.REASON_PODS_READY, f"All {need} pods are Ready"))
+    if rules.timeout_s <= 0:  # tracked for block admission only
+        if cond.get("status") == "True":
+            return Step(
+                condition=(False, names.REASON_PODS_NOT_READY, f"{ready} of {need} pods Ready")
+            )
+        return Step()
     if cond.get("status") == "True":  # it ran, and lost one
         message = f"{ready} of {need} pods Ready"
         if rules.recovery_s <= 0:

@@ -119,6 +119,12 @@ def test_pods_ready_timeouts_and_fair_sharing_preemption_reach_the_controller(
     assert (got.pods_ready.timeout_s, got.pods_ready.requeue_limit) == (0, 2)
 
 
+def test_block_admission_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse(monkeypatch).options.pods_ready.block_admission is False
+    got = parse(monkeypatch, "--pods-ready-block-admission").options
+    assert got.pods_ready.block_admission is True
+
+
 def test_fair_sharing_preemption_rules_in_the_wrong_order_are_refused_saying_which(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

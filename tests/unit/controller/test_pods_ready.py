@@ -116,6 +116,22 @@ def test_off_means_off() -> None:
     assert pods_ready.step(workload(ready_cond=LOST), 0, no_recovery, T0 + 10**6) == Step()
 
 
+def test_block_admission_without_timeouts_still_says_when_pods_are_ready() -> None:
+    """Its flavors are held until PodsReady=True: it is written (and taken back) with no clock,
+    never an eviction."""
+    rules = PodsReadyOptions(timeout_s=0, block_admission=True)
+    assert pods_ready.step(workload(), 1, rules, T0 + 10**6) == Step()
+    assert pods_ready.step(workload(), 2, rules, T0 + 10**6).condition == (
+        True,
+        names.REASON_PODS_READY,
+        "All 2 pods are Ready",
+    )
+    lost = pods_ready.step(workload(ready_cond=READY), 1, rules, T0 + 10**6)
+    assert lost == Step(condition=(False, names.REASON_PODS_NOT_READY, "1 of 2 pods Ready"))
+    cq = {"spec": {"waitForPodsReady": {"timeoutSeconds": 0, "blockAdmission": True}}}
+    assert pods_ready.policy(PodsReadyOptions(), cq).block_admission is True
+
+
 def test_a_cluster_queue_overrides_each_default_it_sets() -> None:
     cq = {"spec": {"waitForPodsReady": {"timeoutSeconds": 1800, "requeueLimit": 0}}}
     got = pods_ready.policy(RULES, cq)
@@ -256,3 +272,29 @@ def test_the_index_counts_only_bound_ready_pods_and_wakes_on_changes() -> None:
     assert woken == ["ns/wl"]
     w.cache.store(k.PODS).apply("DELETED", pod(w, "a", ready=True))
     assert index.ready("ns/wl") == 0 and woken == ["ns/wl", "ns/wl"]
+
+
+async def test_the_core_is_told_while_a_gang_starts_and_when_it_is_ready() -> None:
+    """Block admission reads the core's `starting`: fed from the Workload (holding quota, no
+    PodsReady=True), and fed again when PodsReady turns True (a condition-only change)."""
+    w, key = await started()
+    w.feed.feed_workload(w.workload())
+    core_wl = w.sched.workload(key)
+    assert core_wl is not None and core_wl.admission is not None and core_wl.starting
+    w.add(k.PODS, pod(w, "train-0", ready=False))
+    update(w, pod(w, "train-0", ready=True))
+    before = w.workload()
+    await w.rec.reconcile(key)
+    assert cond(w, names.COND_PODS_READY).get("status") == "True"
+    w.feed._workload("MODIFIED", w.workload(), before)  # the Workload's watch event
+    core_wl = w.sched.workload(key)
+    assert core_wl is not None and not core_wl.starting
+
+
+def test_a_cluster_queue_may_turn_block_admission_on_or_off() -> None:
+    def cq(spec: dict[str, Any]) -> Obj:
+        return {"metadata": {"name": "cq"}, "spec": {"waitForPodsReady": spec}}
+
+    assert convert.cluster_queue(cq({})).block_admission is None
+    assert convert.cluster_queue(cq({"blockAdmission": True})).block_admission is True
+    assert convert.cluster_queue(cq({"blockAdmission": False})).block_admission is False
