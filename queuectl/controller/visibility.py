@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.feed.corethread import CoreThread
@@ -135,10 +136,25 @@ class Source(Protocol):
     @property
     def core(self) -> CoreThread: ...
 
+    def leading(self) -> bool:
+        """Only the leader runs cycles; a standby's core has the same line, not the reasons."""
+        ...
 
-def _item(sched: Scheduler, wl: Mapping[str, Any], key: str, pos_cq: int, pos_lq: int) -> Any:
+
+def _reason(sched: Scheduler, view: WorkloadView, key: str, leading: bool) -> tuple[Any, Any]:
+    """The core's reason on the leader; on a standby, the one the leader wrote on the Workload."""
+    if leading:
+        info = sched.pending_info(key)
+        return (info.reason, info.message) if info is not None else (None, None)
+    cond = view.condition(names.COND_QUOTA_RESERVED) or {}
+    return cond.get("reason"), cond.get("message")
+
+
+def _item(
+    sched: Scheduler, wl: Mapping[str, Any], key: str, pos: tuple[int, int], leading: bool
+) -> Any:
     view = WorkloadView(wl)
-    info = sched.pending_info(key)
+    reason, message = _reason(sched, view, key, leading)
     core_wl = sched.workloads().get(key)
     meta = view.meta
     return {
@@ -150,16 +166,21 @@ def _item(sched: Scheduler, wl: Mapping[str, Any], key: str, pos_cq: int, pos_lq
         },
         "localQueueName": view.queue_name,
         "priority": core_wl.priority if core_wl is not None else 0,
-        "positionInClusterQueue": pos_cq,
-        "positionInLocalQueue": pos_lq,
-        "reason": info.reason if info is not None else None,
-        "message": info.message if info is not None else None,
+        "positionInClusterQueue": pos[0],
+        "positionInLocalQueue": pos[1],
+        "reason": reason,
+        "message": message,
+        # Reserved for the estimated start (RFC 3339): null until the core estimates one.
         "estimatedStartTime": None,
     }
 
 
 def pending_items(
-    sched: Scheduler, cache: Objects, cluster_queue: str, local_queue: tuple[str, str] | None
+    sched: Scheduler,
+    cache: Objects,
+    cluster_queue: str,
+    local_queue: tuple[str, str] | None,
+    leading: bool = True,
 ) -> list[Any]:
     """The ClusterQueue's line (only `local_queue`'s part when given), each with its 0-based
     position in the ClusterQueue and in its LocalQueue. Synchronous: call it with the core idle."""
@@ -174,7 +195,7 @@ def pending_items(
         pos_lq = per_lq.get(lq, 0)
         per_lq[lq] = pos_lq + 1
         if local_queue is None or lq == local_queue:
-            items.append(_item(sched, wl, key, pos_cq, pos_lq))
+            items.append(_item(sched, wl, key, (pos_cq, pos_lq), leading))
     return items
 
 
@@ -266,7 +287,7 @@ def make_app(
             return _status(404, "NotFound", f'localqueues "{name}" not found in namespace {ns}')
         cq = str(ObjectView(lq).spec.get("clusterQueue") or "")
         sched = await source.core.idle()  # read before the next await
-        return _summary(pending_items(sched, source.cache, cq, (ns, name)), *page)
+        return _summary(pending_items(sched, source.cache, cq, (ns, name), source.leading()), *page)
 
     async def cluster_queue(request: web.Request) -> web.Response:
         page = _page(request)
@@ -276,7 +297,7 @@ def make_app(
         if source.cache.get(k.CLUSTER_QUEUES, name) is None:
             return _status(404, "NotFound", f'clusterqueues "{name}" not found')
         sched = await source.core.idle()
-        return _summary(pending_items(sched, source.cache, name, None), *page)
+        return _summary(pending_items(sched, source.cache, name, None, source.leading()), *page)
 
     async def not_found(request: web.Request) -> web.Response:
         return _status(

@@ -46,6 +46,10 @@ class Objects:
 class World:
     cache: Objects
     core: CoreThread
+    leads: bool = True
+
+    def leading(self) -> bool:
+        return self.leads
 
 
 def _workload(key: str, queue: str) -> Obj:
@@ -255,6 +259,30 @@ async def test_only_the_aggregator_is_trusted(
     assert status == 401
     assert says in body["message"]
     assert "items" not in body
+
+
+def test_a_standby_replica_tells_the_leaders_reason_from_the_workload() -> None:
+    """Only the leader runs cycles; a standby answers the same line with the reason the leader
+    wrote on each Workload's QuotaReserved condition."""
+    world = _world()
+    wl = world.cache.get(k.WORKLOADS, "urgent", "team-a")
+    assert wl is not None
+    wl["status"] = {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "Pending",
+                "message": "waits for 2 GPUs",
+            }
+        ]
+    }
+    sched = world.core._sched
+    items = visibility.pending_items(sched, world.cache, "gpus", ("team-a", "lq"), leading=False)
+    assert [(i["metadata"]["name"], i["reason"], i["message"]) for i in items] == [
+        ("urgent", "Pending", "waits for 2 GPUs"),
+        ("early", None, None),
+    ]
 
 
 def test_front_proxy_settings_are_read_from_the_apiservers_configmap() -> None:
