@@ -6,6 +6,8 @@ the core's order, trusting only the aggregator's front-proxy certificate."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -26,6 +28,9 @@ from e2e.harness import (
 )
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.controlplane import ControlPlane
+from queuectl.testenv.kubeconfig import write_kubeconfig
+from queuectl.testenv.pki import CertificateAuthority
 from queuectl.testenv.pytest_plugin import StandardFleet
 
 ROLES = Path(__file__).parent.parent / "deploy" / "kustomize" / "base" / "rbac" / "user_roles.yaml"
@@ -80,11 +85,13 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     controller: ControllerProcess,
     gpu_nodes: StandardFleet,
     namespace: str,
+    tmp_path: Path,
 ) -> None:
     """The queue holds 8 GPUs and `running` takes them; `first`, `second` and then `urgent`
     (a higher priority) wait. Alice, bound to queuectl-batch-user in this namespace, reads the
     line urgent, first, second with the scheduler's reason for each; she is refused another
-    namespace's LocalQueue and the ClusterQueue's list, which a cluster admin reads."""
+    namespace's LocalQueue and the ClusterQueue's list, which a cluster admin reads. With her
+    own kubeconfig, `queuectl list workloads` ranks her jobs through the same API and says so."""
     control_plane.kubectl("apply", "-f", str(ROLES))
     user = f"alice-{namespace}"
     control_plane.kubectl(
@@ -126,3 +133,20 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     admin_view = line(control_plane, f"{API}/clusterqueues/{cq}/pendingworkloads")
     assert admin_view is not None
     assert [i["metadata"]["name"] for i in admin_view] == expected
+
+    if not isinstance(control_plane, ControlPlane):
+        return  # an external cluster: no CA here to issue alice a kubeconfig
+    lay = control_plane.layout
+    ca = CertificateAuthority.load(lay.cert("ca"), lay.key("ca"))
+    kubeconfig = tmp_path / "alice.kubeconfig"
+    write_kubeconfig(kubeconfig, control_plane.server, ca.cert_pem, ca.issue_client(user), "a")
+    done = subprocess.run(
+        [sys.executable, "-m", "queuectl.cli.main", "list", "workloads", "-n", namespace,
+         "--kubeconfig", str(kubeconfig), "-o", "json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "cannot list cluster-wide" in done.stderr and "visibility API" in done.stderr
+    rows = json.loads(done.stdout)["items"]
+    assert [r["name"] for r in rows if r["position"] is not None] == expected
+    assert [r["position"] for r in rows if r["position"] is not None] == [1, 2, 3]
