@@ -91,7 +91,8 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     (a higher priority) wait. Alice, bound to queuectl-batch-user in this namespace, reads the
     line urgent, first, second with the scheduler's reason for each; she is refused another
     namespace's LocalQueue and the ClusterQueue's list, which a cluster admin reads. With her
-    own kubeconfig, `queuectl list workloads` ranks her jobs through the same API and says so."""
+    own kubeconfig, `queuectl list workloads` and `describe localqueue` rank her jobs through the
+    same API and say so."""
     control_plane.kubectl("apply", "-f", str(ROLES))
     user = f"alice-{namespace}"
     control_plane.kubectl(
@@ -150,3 +151,12 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     rows = json.loads(done.stdout)["items"]
     assert [r["name"] for r in rows if r["position"] is not None] == expected
     assert [r["position"] for r in rows if r["position"] is not None] == [1, 2, 3]
+    described = subprocess.run(
+        [sys.executable, "-m", "queuectl.cli.main", "describe", "localqueue", "lq", "-n",
+         namespace, "--kubeconfig", str(kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert described.returncode == 0, described.stderr
+    assert "visibility API" in described.stderr
+    ranked = [w for line in described.stdout.splitlines() for w in line.split() if w in expected]
+    assert ranked == expected

@@ -15,11 +15,17 @@ from queuectl.api import names
 from queuectl.api import resource as rest
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView
+from queuectl.cli import _sections as sec
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._kube import ApiFailure, CliError, Obj
+from queuectl.cli._render import Term, table
 
 API = f"/apis/{names.VISIBILITY_GROUP}/{names.VISIBILITY_VERSION}"
 Record = dict[str, Any]
+FALLBACK_NOTE = (
+    "cannot list cluster-wide (access denied): showing namespace {ns}, with positions and "
+    "reasons from the controller's visibility API"
+)
 
 
 class Api(Protocol):
@@ -45,10 +51,7 @@ def namespace_workloads(
 ) -> tuple[list[Record], list[str]]:
     """The namespace's workload rows (as `listing.workloads` makes them) and the notes to print."""
     at = time.time() if now is None else now
-    notes = [
-        f"cannot list cluster-wide (access denied): showing namespace {ns}, with positions "
-        "and reasons from the controller's visibility API"
-    ]
+    notes = [FALLBACK_NOTE.format(ns=ns)]
     line: dict[str, tuple[int, str]] = {}
     cluster_queue: dict[str, str] = {}
     for lq in api.list(rest.LOCAL_QUEUES, ns):
@@ -89,3 +92,53 @@ def namespace_workloads(
         )
     out.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["name"]))
     return out, notes
+
+
+def describe_local_queue(api: Api, name: str, ns: str, term: Term) -> str:
+    """`describe localqueue` for a namespace user: the queue and its line, from the controller."""
+    lq = next((o for o in api.list(rest.LOCAL_QUEUES, ns) if ObjectView(o).name == name), None)
+    if lq is None:
+        raise CliError(f'LocalQueue "{name}" not found in namespace {ns}')
+    cq = str(ObjectView(lq).spec.get("clusterQueue") or "")
+    try:
+        items = api.request("GET", pending_path(ns, name)).get("items") or []
+    except ApiFailure as err:
+        raise CliError(
+            f"cannot list cluster-wide (access denied), and the visibility API answered "
+            f"{err.status}: {err.message}; ask for queuectl-batch-user in namespace {ns}"
+        ) from err
+    rows = [
+        [
+            str(int(i["positionInClusterQueue"]) + 1),
+            str(int(i["positionInLocalQueue"]) + 1),
+            str(i["metadata"]["name"]),
+            str(i.get("priority", 0)),
+            str(i.get("message") or i.get("reason") or "-"),
+        ]
+        for i in items
+    ]
+    pending = (
+        table(["POSITION", "IN QUEUE", "NAME", "PRIORITY", "REASON"], rows, term)
+        if rows
+        else "  (none)"
+    )
+    return "\n".join(
+        [
+            sec.fields(
+                [
+                    ("Name", name),
+                    ("Namespace", ns),
+                    ("ClusterQueue", cq),
+                    ("Pending", str(len(rows))),
+                ],
+                term,
+            ),
+            "",
+            sec.heading(
+                f"Pending (POSITION: in ClusterQueue {cq}; IN QUEUE: in this queue; "
+                "from the controller's visibility API)",
+                term,
+            ),
+            pending,
+        ]
+    )

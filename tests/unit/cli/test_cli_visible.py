@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from queuectl.api import resource as rest
 from queuectl.api.resource import Resource
 from queuectl.cli import _visible, listing
@@ -85,3 +87,25 @@ def test_only_an_access_denied_listing_falls_back() -> None:
     assert not _visible.denied(failure(404))
     assert not _visible.denied(CliError("unreachable"))
     assert rest.WORKLOADS.namespaced
+
+
+def test_describe_localqueue_shows_the_line_from_the_visibility_api() -> None:
+    user = NamespaceUser([item("urgent", 1, "waits for 8 GPUs"), item("early", 2, "behind")])
+    user.line[0]["positionInLocalQueue"], user.line[1]["positionInLocalQueue"] = 0, 1
+    out = _visible.describe_local_queue(user, "lq", "team-a", Term(color=False))
+    assert "ClusterQueue: gpus" in out
+    assert "visibility API" in out
+    rows = [
+        line.split()[:3]
+        for line in out.splitlines()
+        if line.split()[2:3] in (["urgent"], ["early"])
+    ]
+    assert rows == [["2", "1", "urgent"], ["3", "2", "early"]]
+
+
+def test_describe_a_localqueue_whose_line_is_not_served_says_what_to_ask_for() -> None:
+    user = NamespaceUser([])
+    with pytest.raises(CliError, match=r"visibility API answered 503.*queuectl-batch-user"):
+        _visible.describe_local_queue(user, "lq2", "team-a", Term(color=False))
+    with pytest.raises(CliError, match='LocalQueue "nope" not found in namespace team-a'):
+        _visible.describe_local_queue(user, "nope", "team-a", Term(color=False))
