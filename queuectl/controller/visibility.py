@@ -260,6 +260,7 @@ def make_app(
         if isinstance(caller, web.Response):
             log.info("visibility request to %s refused: %s", request.path, caller.text)
             return caller
+        log.debug("visibility GET %s for %s %s", request.path, caller.user, caller.groups)
         response: web.StreamResponse = await handler(request)
         return response
 
