@@ -344,11 +344,18 @@ def chart_yaml(base: list[Obj]) -> str:
     return HEADER + yaml.dump(chart, sort_keys=False)
 
 
+CLUSTER_NAMESPACES = ("kube-system",)
+"""The cluster's own namespaces: an object the base puts there (the controller's binding to the
+role that reads the front-proxy CA) stays there, whatever the release namespace."""
+
+
 def desired() -> dict[str, str]:
     """Every file of the chart, relative path -> text."""
     base, overlay = render(BASE), render(CERT_MANAGER)
     spaces = {o["metadata"]["name"] for o in base if o["kind"] == "Namespace"} or {
-        o["metadata"]["namespace"] for o in base if "namespace" in o["metadata"]
+        o["metadata"]["namespace"]
+        for o in base
+        if o["metadata"].get("namespace") not in (None, *CLUSTER_NAMESPACES)
     }
     if len(spaces) != 1:
         raise GenerateError(

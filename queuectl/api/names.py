@@ -228,6 +228,13 @@ CONTROLLER_USERNAME: Final = (
 WEBHOOK_SERVICE: Final = "queuectl-webhook"
 WEBHOOK_PORT: Final = 9443
 WEBHOOK_CERT_SECRET: Final = "queuectl-webhook-certs"
+# The visibility API (docs/design/visibility.md): an aggregated API the controller serves on its
+# own port, reached through the webhook Service (so the webhook certificate covers it).
+VISIBILITY_GROUP: Final = "visibility.queuectl.io"
+VISIBILITY_VERSION: Final = "v1beta1"
+VISIBILITY_API_SERVICE: Final = f"{VISIBILITY_VERSION}.{VISIBILITY_GROUP}"
+VISIBILITY_PORT: Final = 9444
+VISIBILITY_SERVICE_PORT: Final = 8443
 MUTATING_WEBHOOK_CONFIGURATION: Final = "queuectl-mutating"
 VALIDATING_WEBHOOK_CONFIGURATION: Final = "queuectl-validating"
 WEBHOOK_PATH_MUTATE_JOB: Final = "/mutate-job"

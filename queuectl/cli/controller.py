@@ -29,7 +29,7 @@ from queuectl import metrics
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView
-from queuectl.cli import dev
+from queuectl.cli import dev, visibility_server
 from queuectl.cli.controller_flags import add_arguments
 from queuectl.cli.main import Subparsers
 from queuectl.controller.health import health_app, metrics_app, port_of, serve
@@ -74,6 +74,9 @@ class Config:
     """Job kinds from outside the tree, as MODULE:ATTRIBUTE, added to the registered ones."""
     kueue_queue_label: bool = False
     """Queue new jobs that carry Kueue's queue label (webhooks/kueue_label.py)."""
+    visibility_port: int = names.VISIBILITY_PORT
+    register_visibility: bool = False
+    """Out of cluster: register the visibility APIService pointing at this process."""
 
     def kinds(self) -> Registry:
         return KINDS.with_kinds(*(load_kind(spec) for spec in self.job_kinds))
@@ -94,6 +97,10 @@ class Running:
     runners: list[Any]
     kube: Kube
     api: k8s_client.ApiClient
+    namespace: str = names.SYSTEM_NAMESPACE
+    visibility_port: int | None = None
+    """None: the API server publishes no front-proxy CA, so the visibility API is not served."""
+    registered_visibility: bool = False
 
     async def stop(self) -> None:
         for t in self.tasks:
@@ -104,6 +111,8 @@ class Running:
         for r in self.runners:
             await r.cleanup()
         await self.controller.events.drain(0.5)
+        if self.registered_visibility:
+            await visibility_server.unregister(self.kube, self.namespace)
         await self.kube.close()
         await self.api.close()
 
@@ -215,6 +224,14 @@ async def start(config: Config) -> Running:
     )
     runners.append(webhook)
     webhook_port = bound_port(webhook)
+    visibility_port = None
+    proxy = await visibility_server.read_front_proxy(kube)
+    if proxy is not None:
+        vis = await visibility_server.start_visibility_server(
+            config.webhook_host, config.visibility_port, cert_dir, controller, proxy
+        )
+        runners.append(vis)
+        visibility_port = visibility_server.bound_port(vis)
 
     def ready() -> tuple[bool, str]:
         if not webhook.addresses:
@@ -239,10 +256,24 @@ async def start(config: Config) -> Running:
         )
         await _apply(kube, mutating, "mutatingwebhookconfigurations")
         await _apply(kube, validating, "validatingwebhookconfigurations")
+    registered = config.register_visibility and visibility_port is not None
+    if registered:
+        assert visibility_port is not None
+        await visibility_server.register(kube, config.namespace, visibility_port, ca_bundle)
     if certs is not None:
         tasks.append(asyncio.create_task(certs.run(), name="certs"))
     running = Running(
-        controller, webhook_port, port_of(health), port_of(mets), tasks, runners, kube, api
+        controller,
+        webhook_port,
+        port_of(health),
+        port_of(mets),
+        tasks,
+        runners,
+        kube,
+        api,
+        config.namespace,
+        visibility_port,
+        registered,
     )
     try:
         while not controller.started.is_set():
@@ -332,6 +363,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         ),
         job_kinds=tuple(args.job_kind or ()),
         kueue_queue_label=args.kueue_queue_label,
+        visibility_port=args.visibility_port,
+        register_visibility=args.register_visibility,
     )
 
 
@@ -363,7 +396,7 @@ def _start_in_dev(plane: Any) -> object:
                 webhook_port=hook,
                 health_port=health,
                 metrics_port=mets,
-                extra=["--leader-elect"],
+                extra=["--leader-elect", "--register-visibility"],
             ),
         ],
         ready=http_probe(f"http://127.0.0.1:{health}/readyz"),

@@ -24,6 +24,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="address the webhook server binds (0.0.0.0 in a pod)",
     )
     p.add_argument("--webhook-port", type=PORT, default=names.WEBHOOK_PORT, help="0: any free port")
+    p.add_argument(
+        "--visibility-port",
+        type=PORT,
+        default=names.VISIBILITY_PORT,
+        help="the visibility API's HTTPS port, on --webhook-host (0: any free port)",
+    )
+    p.add_argument(
+        "--register-visibility",
+        action="store_true",
+        help="out of cluster: register the visibility APIService pointing at this process on "
+        "127.0.0.1 (removed again on a clean stop)",
+    )
     p.add_argument("--health-port", type=PORT, default=8081, help="0: any free port")
     p.add_argument("--metrics-port", type=PORT, default=8080, help="0: any free port")
     p.add_argument(

@@ -18,6 +18,7 @@ from queuectl import convert
 from queuectl.api import resource as rest
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli import _sections as sec
+from queuectl.cli import _visible
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
 from queuectl.cli._explain import explain_lines
@@ -67,7 +68,14 @@ def run(args: argparse.Namespace) -> int:
         }[args.kind]
         if args.kind != "cohort":  # a cohort may exist only as a name that queues use
             api.get(kind, args.name, ns or None)  # clear "not found" / "denied" first
-        snap = Snapshot.load(api)
+        try:
+            snap = Snapshot.load(api)
+        except CliError as err:
+            if not (_visible.denied(err) and args.kind == "localqueue"):
+                raise
+            print(f"queuectl: note: {_visible.FALLBACK_NOTE.format(ns=ns)}", file=sys.stderr)
+            print(_visible.describe_local_queue(api, args.name, ns, Term.detect(sys.stdout)))
+            return 0
     finally:
         api.close()
     snap.warn()

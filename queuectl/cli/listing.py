@@ -3,7 +3,8 @@
 Counts, usage and positions come from the same core snapshot as `describe`: a pending
 workload's POSITION is its place in its ClusterQueue's line as the core orders it. `-o json|yaml`
 prints the rows as records (the columns of `-o wide`, with numbers as numbers), not the raw
-objects (`kubectl get -o yaml` already gives those).
+objects (`kubectl get -o yaml` already gives those). A caller who may not list cluster-wide gets
+`list workloads` for their namespace through the visibility API (`_visible`), with a note.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any
 
 from queuectl.api import names
 from queuectl.api.views import ObjectView
+from queuectl.cli import _visible
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._common import add_connection_args, connect, guarded, kind_type, namespace
 from queuectl.cli._explain import one_line
+from queuectl.cli._kube import CliError
 from queuectl.cli._render import Cell, Term, duration, table
 from queuectl.cli._snapshot import Snapshot
 from queuectl.cli.main import Subparsers
@@ -58,7 +61,17 @@ def run(args: argparse.Namespace) -> int:
     api = connect(args)
     try:
         ns = None if args.all_namespaces else namespace(args)
-        snap = Snapshot.load(api)
+        try:
+            snap = Snapshot.load(api)
+        except CliError as err:
+            # A namespace user: their namespace through the visibility API, and say so.
+            if not (_visible.denied(err) and args.kind == "workload" and ns is not None):
+                raise
+            records, notes = _visible.namespace_workloads(api, ns, args.queue, args.status)
+            for note in notes:
+                print(f"queuectl: note: {note}", file=sys.stderr)
+            print(render("workload", records, args.output, Term.detect(sys.stdout), False))
+            return 0
     finally:
         api.close()
     snap.warn()

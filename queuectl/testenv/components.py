@@ -86,6 +86,10 @@ def etcd_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
     ]
 
 
+FRONT_PROXY_CLIENT = "front-proxy-client"
+"""The common name of the API server's front-proxy client certificate (its own CA signs it)."""
+
+
 def apiserver_argv(
     b: Binaries, lay: Layout, p: Ports, *, node_gateway: str | None = None
 ) -> list[str]:
@@ -117,6 +121,16 @@ def apiserver_argv(
         f"--endpoint-reconciler-type={'lease' if real else 'none'}",
         "--profiling=false",
         "--event-ttl=1h",
+        # The aggregation layer's front proxy (the visibility API): the API server presents
+        # this client certificate when it proxies, naming the caller in the X-Remote-* headers,
+        # and publishes the CA and names in kube-system/extension-apiserver-authentication.
+        f"--requestheader-client-ca-file={lay.cert('front-proxy-ca')}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={lay.cert('front-proxy-client')}",
+        f"--proxy-client-key-file={lay.key('front-proxy-client')}",
     ]
 
 

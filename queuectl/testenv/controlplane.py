@@ -155,6 +155,11 @@ class ControlPlane(Cluster):
             ips += (self.node_gateway, comp.KUBERNETES_SERVICE_IP)
         ca.issue_server("kube-apiserver", ips=ips, dns=dns).write(lay.pki, "apiserver")
         service_account_key().write(lay.pki, "sa")
+        # A CA of its own for the front proxy: a client certificate from the cluster CA must
+        # not pass for the aggregator's.
+        proxy_ca = CertificateAuthority.create(f"{self.name}-front-proxy-ca")
+        proxy_ca.as_pair().write(lay.pki, "front-proxy-ca")
+        proxy_ca.issue_client(comp.FRONT_PROXY_CLIENT).write(lay.pki, "front-proxy-client")
         for component, (user, groups) in _IDENTITIES.items():
             pair = ca.issue_client(user, groups)
             pair.write(lay.pki, component)

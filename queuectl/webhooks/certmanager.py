@@ -99,10 +99,12 @@ class CertManager:
         ip_addresses: Sequence[str] = LOCAL_IPS,
         mutating_configurations: Sequence[str] = (names.MUTATING_WEBHOOK_CONFIGURATION,),
         validating_configurations: Sequence[str] = (names.VALIDATING_WEBHOOK_CONFIGURATION,),
+        api_services: Sequence[str] = (names.VISIBILITY_API_SERVICE,),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.admission = client.AdmissionregistrationV1Api(api)
+        self.registration = client.ApiregistrationV1Api(api)
         self.cert_dir = cert_dir
         self.namespace = namespace
         self.secret_name = secret_name
@@ -110,6 +112,7 @@ class CertManager:
         self.ip_addresses = list(ip_addresses)
         self.mutating = list(mutating_configurations)
         self.validating = list(validating_configurations)
+        self.api_services = list(api_services)
         self.clock = clock
 
     async def ensure(self) -> CertState:
@@ -187,6 +190,23 @@ class CertManager:
             await self._patch(name, encoded, mutating=True)
         for name in self.validating:
             await self._patch(name, encoded, mutating=False)
+        for name in self.api_services:
+            await self._patch_api_service(name, encoded)
+
+    async def _patch_api_service(self, name: str, encoded: str) -> None:
+        """The visibility APIService is served with the same certificate (through the webhook
+        Service), so it trusts the same bundle."""
+        try:
+            current = await self.registration.read_api_service(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                log.info("APIService %s not found; caBundle not injected", name)
+                return
+            raise
+        if current.spec.ca_bundle == encoded:
+            return
+        await self.registration.patch_api_service(name, {"spec": {"caBundle": encoded}})
+        log.info("injected the CA bundle into APIService %s", name)
 
     async def _patch(self, name: str, encoded: str, mutating: bool) -> None:
         read = (

@@ -35,7 +35,11 @@ CLUSTER_SCOPED = {
     "ValidatingWebhookConfiguration",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
+    "APIService",
 }
+AUTH_READER = ("RoleBinding", "kube-system", "queuectl-controller-auth-reader")
+"""The one object outside the system namespace: where Kubernetes keeps the front-proxy CA
+(kube-system/extension-apiserver-authentication), the controller may read it, and only that."""
 
 
 def deployment(objects: list[Obj]) -> Obj:
@@ -75,7 +79,14 @@ def test_the_base_holds_every_kind_the_system_needs(base: list[Obj]) -> None:
 def test_everything_namespaced_lives_in_the_system_namespace(rendered: list[Obj]) -> None:
     for obj in rendered:
         ns = obj["metadata"].get("namespace")
-        if obj["kind"] in CLUSTER_SCOPED:
+        if (obj["kind"], ns, obj["metadata"]["name"]) == AUTH_READER:
+            assert obj["roleRef"] == {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
+            }
+            assert [s["name"] for s in obj["subjects"]] == [names.CONTROLLER_SERVICE_ACCOUNT]
+        elif obj["kind"] in CLUSTER_SCOPED:
             assert ns is None, obj["metadata"]["name"]
         else:
             assert ns == names.SYSTEM_NAMESPACE, (obj["kind"], obj["metadata"]["name"])
@@ -167,6 +178,7 @@ def test_resources_are_requested_and_bounded(rendered: list[Obj]) -> None:
     ("service", "port_name"),
     [
         (names.WEBHOOK_SERVICE, "webhook"),
+        (names.WEBHOOK_SERVICE, "visibility"),
         ("queuectl-controller-metrics", "metrics"),
     ],
 )
@@ -176,9 +188,24 @@ def test_services_reach_the_controller_pods(
     svc = one(rendered, "Service", service)
     pod_labels = deployment(rendered)["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= pod_labels.items()
-    [port] = svc["spec"]["ports"]
+    [port] = [p for p in svc["spec"]["ports"] if p["name"] == port_name]
     assert port["targetPort"] == port_name
     assert port_name in {p["name"] for p in controller(rendered)["ports"]}
+
+
+def test_the_visibility_api_service_calls_the_controllers_visibility_port(
+    rendered: list[Obj],
+) -> None:
+    """Through the webhook Service (its certificate names it), on the port the controller's
+    visibility listener serves."""
+    api = one(rendered, "APIService", names.VISIBILITY_API_SERVICE)
+    ref = api["spec"]["service"]
+    assert (ref["name"], ref["namespace"]) == (names.WEBHOOK_SERVICE, names.SYSTEM_NAMESPACE)
+    svc = one(rendered, "Service", names.WEBHOOK_SERVICE)
+    [port] = [p for p in svc["spec"]["ports"] if p["port"] == ref["port"]]
+    assert port["targetPort"] == "visibility"
+    assert container_port(controller(rendered), "visibility") == names.VISIBILITY_PORT
+    assert flag(controller(rendered), "visibility-port") == str(names.VISIBILITY_PORT)
 
 
 def test_a_disruption_budget_keeps_one_replica_serving(rendered: list[Obj]) -> None:

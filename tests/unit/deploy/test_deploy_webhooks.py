@@ -270,7 +270,7 @@ def test_every_webhook_is_quick_side_effect_free_and_speaks_v1(rendered: list[Ob
 
 def test_every_webhook_calls_our_service(rendered: list[Obj]) -> None:
     svc = one(rendered, "Service", names.WEBHOOK_SERVICE)
-    [port] = svc["spec"]["ports"]
+    [port] = [p for p in svc["spec"]["ports"] if p["name"] == "webhook"]
     for _, hook in webhooks(rendered):
         ref = hook["clientConfig"]["service"]
         assert (ref["name"], ref["namespace"]) == (names.WEBHOOK_SERVICE, names.SYSTEM_NAMESPACE)

@@ -73,7 +73,8 @@ def test_every_object_of_the_base_has_a_template_and_every_crd_goes_to_crds(
             name for name, text in chart_files.items()
             if name.startswith(f"{where}/")
             and re.search(rf"^kind: {obj['kind']}$", text, re.MULTILINE)
-            and f"\n  name: {obj['metadata']['name']}\n" in text
+            and re.search(rf"^metadata:\n(?:  .*\n)*?  name: {re.escape(obj['metadata']['name'])}$",
+                          text, re.MULTILINE)
         ]  # fmt: skip
         assert len(matches) == 1, f"{obj['kind']}/{obj['metadata']['name']}: {matches}"
 

@@ -58,3 +58,7 @@ def test_components_agree_on_ports_and_files(tmp_path: Path) -> None:
     assert all(Path(a.split("=", 1)[1]).exists() for a in kwok if a.startswith("--config="))
     config = yaml.safe_load(comp.scheduler_config(lay))
     assert config["clientConnection"]["kubeconfig"] == str(lay.kubeconfig("scheduler"))
+    # The aggregation layer's front proxy, for the visibility API: its own CA and client cert.
+    assert f"--requestheader-client-ca-file={lay.cert('front-proxy-ca')}" in api
+    assert f"--proxy-client-cert-file={lay.cert('front-proxy-client')}" in api
+    assert "--requestheader-allowed-names=front-proxy-client" in api

@@ -1,0 +1,162 @@
+"""The visibility API through the real kube-apiserver: the aggregator authenticates a namespace
+user, RBAC lets them read their own LocalQueue's pending list (the `queuectl-batch-user` role's
+`localqueues/pendingworkloads`) and nothing else, and the controller answers with the line in
+the core's order, trusting only the aggregator's front-proxy certificate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.harness import (
+    ControllerProcess,
+    apply,
+    gpu_job,
+    one_queue,
+    priority_class,
+    running_pods,
+    unregister_webhooks,
+    wait_for,
+    workload_of,
+)
+from queuectl.api import names
+from queuectl.testenv.cluster import Cluster
+from queuectl.testenv.controlplane import ControlPlane
+from queuectl.testenv.kubeconfig import write_kubeconfig
+from queuectl.testenv.pki import CertificateAuthority
+from queuectl.testenv.pytest_plugin import StandardFleet
+
+ROLES = Path(__file__).parent.parent / "deploy" / "kustomize" / "base" / "rbac" / "user_roles.yaml"
+API = f"/apis/{names.VISIBILITY_GROUP}/{names.VISIBILITY_VERSION}"
+
+
+@pytest.fixture(scope="module")
+def controller(
+    control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControllerProcess]:
+    """This module's controller registers the visibility APIService (pointing at itself)."""
+    proc = ControllerProcess(
+        control_plane.kubeconfig,
+        tmp_path_factory.mktemp("controller-visibility"),
+        extra_args=["--register-visibility"],
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        unregister_webhooks(control_plane)
+        control_plane.kubectl(  # a crashed controller could not remove them itself
+            "delete", "--ignore-not-found", f"apiservice/{names.VISIBILITY_API_SERVICE}"
+        )
+
+
+def raw(cluster: Cluster, path: str, user: str | None = None) -> tuple[bool, str]:
+    """`kubectl get --raw PATH [--as=USER]`: (succeeded, stdout or stderr)."""
+    args = ["get", "--raw", path] + ([f"--as={user}"] if user else [])
+    done = cluster.kubectl(*args, check=False)
+    return done.returncode == 0, done.stdout if done.returncode == 0 else done.stderr
+
+
+def available(cluster: Cluster) -> bool:
+    got = cluster.kubectl(
+        "get", "apiservice", names.VISIBILITY_API_SERVICE, "-o", "json", check=False
+    )
+    if got.returncode != 0:
+        return False
+    conds = json.loads(got.stdout).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Available" and c["status"] == "True" for c in conds)
+
+
+def line(cluster: Cluster, path: str, user: str | None = None) -> list[Any] | None:
+    ok, out = raw(cluster, path, user)
+    return json.loads(out)["items"] if ok else None
+
+
+def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
+    control_plane: Cluster,
+    controller: ControllerProcess,
+    gpu_nodes: StandardFleet,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The queue holds 8 GPUs and `running` takes them; `first`, `second` and then `urgent`
+    (a higher priority) wait. Alice, bound to queuectl-batch-user in this namespace, reads the
+    line urgent, first, second with the scheduler's reason for each; she is refused another
+    namespace's LocalQueue and the ClusterQueue's list, which a cluster admin reads. With her
+    own kubeconfig, `queuectl list workloads` and `describe localqueue` rank her jobs through the
+    same API and say so."""
+    control_plane.kubectl("apply", "-f", str(ROLES))
+    user = f"alice-{namespace}"
+    control_plane.kubectl(
+        "create", "rolebinding", "alice", "--clusterrole=queuectl-batch-user",
+        f"--user={user}", "-n", namespace,
+    )  # fmt: skip
+    cq = one_queue(control_plane, namespace, 8)
+    urgent_class = f"urgent-{namespace}"
+    apply(control_plane, priority_class(urgent_class, 1000))
+    apply(control_plane, gpu_job("running", namespace, "lq"))
+    wait_for("running admitted", lambda: running_pods(control_plane, namespace, "running"))
+    wl_names = {}
+    for name, priority in (("first", None), ("second", None), ("urgent", urgent_class)):
+        apply(control_plane, gpu_job(name, namespace, "lq", priority=priority))
+        wl = wait_for(f"{name}'s Workload", partial(workload_of, control_plane, namespace, name))
+        wl_names[name] = wl["metadata"]["name"]
+    wait_for("the visibility APIService available", lambda: available(control_plane), 90)
+
+    mine = f"{API}/namespaces/{namespace}/localqueues/lq/pendingworkloads"
+    expected = [wl_names["urgent"], wl_names["first"], wl_names["second"]]
+    items = wait_for(
+        "alice's line in priority order",
+        lambda: (
+            (got := line(control_plane, mine, user))
+            and [i["metadata"]["name"] for i in got] == expected
+            and all(i["reason"] for i in got)
+            and got
+        ),
+    )
+    assert [i["positionInLocalQueue"] for i in items] == [0, 1, 2]
+    assert items[0]["priority"] == 1000 and items[0]["localQueueName"] == "lq"
+    assert "estimatedStartTime" in items[0]
+
+    ok, err = raw(control_plane, f"{API}/namespaces/default/localqueues/lq/pendingworkloads", user)
+    assert not ok and "Forbidden" in err
+    ok, err = raw(control_plane, f"{API}/clusterqueues/{cq}/pendingworkloads", user)
+    assert not ok and "Forbidden" in err
+
+    admin_view = line(control_plane, f"{API}/clusterqueues/{cq}/pendingworkloads")
+    assert admin_view is not None
+    assert [i["metadata"]["name"] for i in admin_view] == expected
+
+    if not isinstance(control_plane, ControlPlane):
+        return  # an external cluster: no CA here to issue alice a kubeconfig
+    lay = control_plane.layout
+    ca = CertificateAuthority.load(lay.cert("ca"), lay.key("ca"))
+    kubeconfig = tmp_path / "alice.kubeconfig"
+    write_kubeconfig(kubeconfig, control_plane.server, ca.cert_pem, ca.issue_client(user), "a")
+    done = subprocess.run(
+        [sys.executable, "-m", "queuectl.cli.main", "list", "workloads", "-n", namespace,
+         "--kubeconfig", str(kubeconfig), "-o", "json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "cannot list cluster-wide" in done.stderr and "visibility API" in done.stderr
+    rows = json.loads(done.stdout)["items"]
+    assert [r["name"] for r in rows if r["position"] is not None] == expected
+    assert [r["position"] for r in rows if r["position"] is not None] == [1, 2, 3]
+    described = subprocess.run(
+        [sys.executable, "-m", "queuectl.cli.main", "describe", "localqueue", "lq", "-n",
+         namespace, "--kubeconfig", str(kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert described.returncode == 0, described.stderr
+    assert "visibility API" in described.stderr
+    ranked = [w for line in described.stdout.splitlines() for w in line.split() if w in expected]
+    assert ranked == expected
