@@ -24,7 +24,7 @@ from typing import Any
 
 from queuectl import convert
 from queuectl.api import names
-from queuectl.api.views import WorkloadView
+from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.watch.kube import Obj
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -61,7 +61,7 @@ class PodsReadyOptions:
 
 def policy(options: PodsReadyOptions, cluster_queue: Obj | None) -> PodsReadyOptions:
     """The options that apply to a Workload of `cluster_queue`: its overrides, else ours."""
-    spec = ((cluster_queue or {}).get("spec") or {}).get("waitForPodsReady") or {}
+    spec = ObjectView(cluster_queue or {}).spec.get("waitForPodsReady") or {}
     if not isinstance(spec, Mapping):
         return options
 
