@@ -220,6 +220,15 @@ def test_the_release_namespace_replaces_queuectl_system_everywhere(
         rendered = template(run_helm, "--set", f"certificates.mode={mode}", namespace="team-ml")
         assert SYSTEM_NS not in yaml.safe_dump_all(rendered)
         namespaced = [o for o in rendered if "namespace" in o["metadata"]]
+        # The one object that must live elsewhere: the visibility API server reads the
+        # front-proxy settings the API server publishes in kube-system.
+        (reader,) = [o for o in namespaced if o["metadata"]["namespace"] == "kube-system"]
+        assert (reader["kind"], reader["roleRef"]["name"]) == (
+            "RoleBinding",
+            "extension-apiserver-authentication-reader",
+        )
+        assert [s["namespace"] for s in reader["subjects"]] == ["team-ml"]
+        namespaced.remove(reader)
         assert {o["metadata"]["namespace"] for o in namespaced} == {"team-ml"}
         for hook in (w for o in rendered if o["kind"] in WEBHOOK_KINDS for w in o["webhooks"]):
             assert hook["clientConfig"]["service"]["namespace"] == "team-ml"
@@ -321,7 +330,12 @@ def test_helm_install_creates_the_objects_upgrade_keeps_the_ca_and_uninstall_lea
     assert f"kubectl label namespace {namespace} pod-security" in installed.stdout  # NOTES
     assert RELEASE in release("list", "-q").stdout.split()
     for obj in expected:
-        where = ["-n", namespace] if "namespace" in obj["metadata"] else []
+        in_system = obj["metadata"].get("namespace") == "kube-system"  # the auth reader
+        where = (
+            ["-n", "kube-system" if in_system else namespace]
+            if "namespace" in obj["metadata"]
+            else []
+        )
         done = control_plane.kubectl("get", obj["kind"], obj["metadata"]["name"], *where,
                                      "-o", "json", check=False)  # fmt: skip
         assert done.returncode == 0, f"{obj['kind']}/{obj['metadata']['name']}: {done.stderr}"
