@@ -8,6 +8,7 @@ them. One process per test module (`controller` fixture); scenario 8 kills and r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -111,21 +112,31 @@ class ControllerProcess:
         return "\n".join(text[-lines:])
 
 
-@pytest.fixture(scope="module")
-def controller(
-    control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
+@contextlib.contextmanager
+def running_controller(
+    control_plane: Cluster, log_dir: Path, extra_args: Sequence[str] = ()
 ) -> Iterator[ControllerProcess]:
-    """A controller for one test module. When the module ends it is stopped and its webhook
-    configurations are deleted: a stopped out-of-cluster controller leaves Fail-policy webhooks
-    pointing at a dead port (by design: nobody bypasses the queue while it is down), and later
-    modules that install their own webhooks or apply the kustomize base must not meet them."""
-    proc = ControllerProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("controller"))
+    """A controller with `extra_args`, stopped at the end with its webhook configurations
+    deleted: a stopped out-of-cluster controller leaves Fail-policy webhooks pointing at a dead
+    port (by design: nobody bypasses the queue while it is down), and later modules that install
+    their own webhooks or apply the kustomize base must not meet them."""
+    proc = ControllerProcess(control_plane.kubeconfig, log_dir, extra_args)
     proc.start()
     try:
         yield proc
     finally:
         proc.stop()
         unregister_webhooks(control_plane)
+
+
+@pytest.fixture(scope="module")
+def controller(
+    control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControllerProcess]:
+    """A controller for one test module (a module that needs flags overrides this fixture
+    with `running_controller`)."""
+    with running_controller(control_plane, tmp_path_factory.mktemp("controller")) as proc:
+        yield proc
 
 
 def unregister_webhooks(cluster: Cluster) -> None:

@@ -25,8 +25,8 @@ from e2e.harness import (
     in_pool,
     local_queue,
     pool_taint,
+    running_controller,
     running_pods,
-    unregister_webhooks,
     wait_for,
     wait_for_pending_reason,
 )
@@ -41,17 +41,9 @@ def controller(
     control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControllerProcess]:
     """This module's controller, with block admission on."""
-    proc = ControllerProcess(
-        control_plane.kubeconfig,
-        tmp_path_factory.mktemp("controller-block"),
-        extra_args=["--pods-ready-block-admission"],
-    )
-    proc.start()
-    try:
+    log_dir = tmp_path_factory.mktemp("controller-block")
+    with running_controller(control_plane, log_dir, ["--pods-ready-block-admission"]) as proc:
         yield proc
-    finally:
-        proc.stop()
-        unregister_webhooks(control_plane)
 
 
 def test_the_next_gang_waits_until_the_starting_one_is_evicted(

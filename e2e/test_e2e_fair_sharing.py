@@ -23,8 +23,8 @@ from e2e.harness import (
     in_pool,
     pool_taint,
     priority_class,
+    running_controller,
     running_pods,
-    unregister_webhooks,
     wait_for,
     workload_of,
 )
@@ -41,17 +41,9 @@ def controller(
     control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControllerProcess]:
     """This module's controller, with fair-sharing preemption on."""
-    proc = ControllerProcess(
-        control_plane.kubeconfig,
-        tmp_path_factory.mktemp("controller-fair"),
-        extra_args=["--fair-sharing-preemption", RULES],
-    )
-    proc.start()
-    try:
+    log_dir = tmp_path_factory.mktemp("controller-fair")
+    with running_controller(control_plane, log_dir, ["--fair-sharing-preemption", RULES]) as proc:
         yield proc
-    finally:
-        proc.stop()
-        unregister_webhooks(control_plane)
 
 
 def team_queue(name: str, namespace: str, cohort: str, fl: str) -> dict[str, object]:

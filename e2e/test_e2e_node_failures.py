@@ -28,8 +28,8 @@ from e2e.harness import (
     is_true,
     local_queue,
     pods_of,
+    running_controller,
     running_pods,
-    unregister_webhooks,
     wait_for,
     workload_of,
 )
@@ -48,20 +48,10 @@ def controller(
     control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControllerProcess]:
     """This module's controller, with short node failure and agent silence times."""
-    proc = ControllerProcess(
-        control_plane.kubeconfig,
-        tmp_path_factory.mktemp("controller-node-failures"),
-        extra_args=[
-            f"--node-failure-seconds={FAILURE_S}",
-            f"--agent-silence-seconds={SILENCE_S}",
-        ],
-    )
-    proc.start()
-    try:
+    log_dir = tmp_path_factory.mktemp("controller-node-failures")
+    args = [f"--node-failure-seconds={FAILURE_S}", f"--agent-silence-seconds={SILENCE_S}"]
+    with running_controller(control_plane, log_dir, args) as proc:
         yield proc
-    finally:
-        proc.stop()
-        unregister_webhooks(control_plane)
 
 
 def own_pool(cluster: Cluster, namespace: str, prefix: str, count: int, gpus: int) -> set[str]:

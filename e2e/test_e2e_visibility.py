@@ -21,8 +21,8 @@ from e2e.harness import (
     gpu_job,
     one_queue,
     priority_class,
+    running_controller,
     running_pods,
-    unregister_webhooks,
     wait_for,
     workload_of,
 )
@@ -42,17 +42,11 @@ def controller(
     control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControllerProcess]:
     """This module's controller registers the visibility APIService (pointing at itself)."""
-    proc = ControllerProcess(
-        control_plane.kubeconfig,
-        tmp_path_factory.mktemp("controller-visibility"),
-        extra_args=["--register-visibility"],
-    )
-    proc.start()
+    log_dir = tmp_path_factory.mktemp("controller-visibility")
     try:
-        yield proc
+        with running_controller(control_plane, log_dir, ["--register-visibility"]) as proc:
+            yield proc
     finally:
-        proc.stop()
-        unregister_webhooks(control_plane)
         control_plane.kubectl(  # a crashed controller could not remove them itself
             "delete", "--ignore-not-found", f"apiservice/{names.VISIBILITY_API_SERVICE}"
         )
