@@ -53,6 +53,8 @@ class _Out:
 def slice_problem(request: TopologyRequest, levels: Sequence[str], count: int) -> str | None:
     """What is wrong with a pod set's slices for this Topology (None: nothing)."""
     slices = request.slices
+    if not slices:
+        return None  # no slices asked: nothing of them can be wrong
     if len(slices) > MAX_SLICE_LEVELS:
         return (
             f"{len(slices)} slice levels asked, at most {MAX_SLICE_LEVELS} are supported; "

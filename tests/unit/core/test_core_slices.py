@@ -21,6 +21,7 @@ from queuectl.core import (
     TopologyRequest,
     Workload,
 )
+from queuectl.core.slices import slice_problem
 from queuectl.core.topology import node_capacity, place
 
 BLOCK, RACK, NVL, HOST = (
@@ -304,3 +305,9 @@ def test_the_scheduler_admits_a_sliced_gang_and_says_why_one_waits() -> None:
     info = s.pending_info("q/b")
     assert info is not None and info.reason == "TopologyPlacementFailed"
     assert f"the largest {RACK} holds 0 slices of 4 pods" in info.message
+
+
+def test_a_pod_set_without_slices_has_no_slice_problem_whatever_its_level() -> None:
+    levels = ("topology.queuectl.io/block", "topology.queuectl.io/rack")
+    assert slice_problem(TopologyRequest(required=levels[1]), levels, 8) is None
+    assert slice_problem(TopologyRequest(preferred=levels[0]), levels, 8) is None
