@@ -305,35 +305,29 @@ class Scheduler:
             self.state.bank.restore(name, balance)
 
     def cluster_queue_status(self, name: str) -> QueueStatus | None:
-        state, book = self.state, self.book
+        state = self.state
         state.ensure_tree()
         node = state.tree.queues.get(name)
         if node is None:
             return None
-        q = book.pending.get(name)
-        pending = len(q) if q is not None else 0
-        pending += sum(
-            1
-            for k in (*book.waiting_at, *book.inactive, *book.nominations)
-            if state.workloads[k].cluster_queue == name
-        )
+        pending_keys = self._pending_keys(name)
         return QueueStatus(
             name=name,
             active=name not in state.tree.inactive,
             problem=state.tree.inactive.get(name),
             reason=state.tree.inactive_reason.get(name),
-            pending=pending,
+            pending=len(pending_keys),
             admitted=len(state.by_cq.get(name, {})),
             usage=dict(node.usage),
             borrowed={fr: node.borrowed(fr) for fr in node.usage if node.borrowed(fr) > 0},
             weighted_share=share(node),
             nominal=dict(node.nominal),
             available={fr: available(node, fr) for fr in node.nominal},
-            pending_requests=self._pending_requests(name),
+            pending_requests=self._requests(pending_keys),
         )
 
-    def _pending_requests(self, name: str) -> dict[str, int]:
-        """What the queue's pending workloads ask for, per resource."""
+    def _pending_keys(self, name: str) -> list[str]:
+        """The queue's pending workloads: queued, backing off, inactive or nominated."""
         state, book = self.state, self.book
         q = book.pending.get(name)
         keys = list(q.entries) if q is not None else []
@@ -342,6 +336,11 @@ class Scheduler:
             for k in (*book.waiting_at, *book.inactive, *book.nominations)
             if state.workloads[k].cluster_queue == name
         ]
+        return keys
+
+    def _requests(self, keys: list[str]) -> dict[str, int]:
+        """What these workloads ask for in all, per resource."""
+        state = self.state
         out: dict[str, int] = {}
         for key in keys:
             for ps in state.workloads[key].podsets:
