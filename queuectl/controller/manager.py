@@ -43,7 +43,7 @@ from queuectl.controller.workloads.pods_ready import PodsReadyOptions
 from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
 from queuectl.jobs import podgroup as pg
-from queuectl.jobs.registry import KINDS, Registry, queued_whole
+from queuectl.jobs.registry import KINDS, Registry, placing_owner, queued_whole
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,11 @@ class Controller:
         kind = obj.get("kind") or "Job"
         meta = obj["metadata"]
         adapter = self.kinds.get(kind)
-        if adapter is None or not queued_whole(adapter, obj, self.kinds):
+        if adapter is None:
+            return
+        if not queued_whole(adapter, obj, self.kinds):
+            if event != "DELETED" and (placer := placing_owner(obj, self.kinds)) is not None:
+                self.enqueue(f"job:{placer[0]}/{meta.get('namespace', '')}/{placer[1]}")
             return
         if event == "DELETED":
             name = adapter.workload_name(obj)

@@ -16,7 +16,7 @@ from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView
 from queuectl.jobs.batch import BatchJob
 from queuectl.jobs.jobset import JobSet
-from queuectl.jobs.kind import JobKind, MakesChildren, ReadsInputs
+from queuectl.jobs.kind import JobKind, MakesChildren, PlacesChildren, ReadsInputs
 from queuectl.jobs.mpi import MPIJob
 from queuectl.jobs.pytorch import PyTorchJob
 from queuectl.jobs.ray import RayCluster, RayJob
@@ -93,6 +93,19 @@ def queued_whole(adapter: JobKind, job: dict[str, Any], kinds: Mapping[str, JobK
     watch's filter and for the worker, which asks again because the job may have changed
     between its event and the worker's turn."""
     return adapter.queue_name(job) is not None and controlled_by(job, kinds) is None
+
+
+def placing_owner(child: Mapping[str, Any], kinds: Mapping[str, JobKind]) -> tuple[str, str] | None:
+    """(kind, name) of the job that controls `child` and places it (`PlacesChildren`), if any.
+    Such a child is never queued, but its events matter to its owner: its operator may make
+    it from the job's template just before the job is placed, and then only unsuspend it."""
+    ref = ObjectView(child).controller_ref
+    if not ref:
+        return None
+    found = owner(child, kinds)
+    if found is None or not isinstance(found[0], PlacesChildren):
+        return None
+    return str(ref.get("kind")), str(ref.get("name") or "")
 
 
 def owner(

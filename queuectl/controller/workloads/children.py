@@ -4,18 +4,28 @@ mpi-operator v0.6.0 makes an MPIJob's launcher Job while the MPIJob waits, suspe
 and on resume only unsuspends it: the placement the controller writes into the MPIJob never
 reaches the launcher's pod. So, before starting such a job, the controller patches each child
 the kind names (docs/design/jobs.md, "MPIJob"). The child is suspended with its job, so the
-API server lets its scheduling directives and labels change.
+API server lets its scheduling directives and labels change. The operator may have made the
+child a moment before: a child the cache has not seen yet is read from the API server.
+
+The operator may also make it after that read but from the MPIJob as it was before the start
+(its own cache lags too). The child's events bring its job back here, and a child found
+unplaced after the start is patched while it is still suspended; once started its template is
+frozen, so it is deleted and the operator makes it again from the placed job.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
+from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import KubeError, Obj
 from queuectl.controller.workloads.workload_writes import WorkloadWrites
 from queuectl.jobs import JobKind, PlacesChildren, PodSetPlacement
+
+log = logging.getLogger(__name__)
 
 
 async def place_children(
@@ -25,16 +35,21 @@ async def place_children(
     job: Obj,
     wl: Obj,
     placed: Sequence[PodSetPlacement],
+    *,
+    started: bool = False,
 ) -> None:
-    """Patch each child the kind names that is not placed yet. A child that does not exist
-    (yet) is made by the operator from the job's placed template, after the start. Decided
-    from the Workload alone, so the patch is guarded by the child's uid only (no race lost
-    to the Job controller's status writes)."""
+    """Patch each child the kind names that is not placed yet (before the job starts, or
+    after it, `started`: then one that cannot be patched any more is replaced). A child that
+    does not exist (yet) is made by the operator from the job's placed template, after the
+    start. Decided from the Workload alone, so the write is guarded by the child's uid only (no
+    race lost to the Job controller's status writes)."""
     if not isinstance(adapter, PlacesChildren):
         return
     ns = ObjectView(job).namespace
     for resource, name in adapter.placed_children(job):
         child = cache.get(resource, name, ns)
+        if child is None and not started:
+            child = await _read(writes, cache, resource, name, ns)
         if child is None:
             continue
         patch = adapter.child_run_patch(job, child, WorkloadView(wl).pod_sets, placed)
@@ -47,6 +62,38 @@ async def place_children(
         except KubeError as err:
             if err.not_found or err.conflict:
                 continue  # gone (or made again): the operator makes it from the placed job
-            raise
+            if err.status != 422 or not started:
+                raise
+            await _replace(writes, resource, name, ns, str(meta["uid"]))
+            continue
         cache.store(resource).upsert_local(new)
         writes.count("children_placed")
+
+
+async def _read(
+    writes: WorkloadWrites, cache: Cache, resource: Resource, name: str, ns: str
+) -> Obj | None:
+    """The child as the API server has it now (the cache may not have its create yet)."""
+    try:
+        child = await writes.kube.get(resource, name, ns)
+    except KubeError as err:
+        if err.not_found:
+            return None
+        raise
+    cache.store(resource).upsert_local(child)
+    return child
+
+
+async def _replace(
+    writes: WorkloadWrites, resource: Resource, name: str, ns: str, uid: str
+) -> None:
+    """The child started unplaced (its template is frozen): delete it with its pods, so that
+    its operator makes it again from the job's placed template."""
+    log.info("deleting %s %s/%s: it started without its job's placement", resource.kind, ns, name)
+    try:
+        await writes.kube.delete(resource, name, ns, uid=uid)
+    except KubeError as err:
+        if not (err.not_found or err.conflict):
+            raise
+        return
+    writes.count("children_replaced")

@@ -39,7 +39,7 @@ from queuectl.controller.workloads.pods_ready import PodsReadyOptions
 from queuectl.controller.workloads.pods_ready_steps import PodsReadySteps
 from queuectl.controller.workloads.priority import follow_priority_class
 from queuectl.controller.workloads.workload_writes import CoreActions, WorkloadWrites, split_key
-from queuectl.jobs import JobKind, PodSetPlacement
+from queuectl.jobs import JobKind, PlacesChildren, PodSetPlacement
 from queuectl.jobs import podgroup as pg
 from queuectl.jobs.kind import CountsSucceeded
 
@@ -248,6 +248,9 @@ class Reconciler:
                 return
             self.writes.count("jobs_started")
             job = started  # and its startup clock is set below
+        elif adapter is not None and job is not None and isinstance(adapter, PlacesChildren):
+            placed = self._placements(wl)  # a child its operator made unplaced after the start
+            await place_children(self.writes, self.cache, adapter, job, wl, placed, started=True)
         if adapter is not None and job is not None:
             done = adapter.succeeded_pods(job) if isinstance(adapter, CountsSucceeded) else 0
             await self.ready_steps.check(key, wl, now, done)

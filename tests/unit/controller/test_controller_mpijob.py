@@ -16,7 +16,7 @@ from queuectl.controller.workloads.reconcile import Reconciler
 from queuectl.core import types as core
 from queuectl.core.results import Eviction
 from queuectl.jobs.mpi import MPI_JOBS
-from queuectl.jobs.registry import KINDS
+from queuectl.jobs.registry import KINDS, placing_owner
 from tests.unit.jobs.jobs_helpers import required
 from tests.unit.jobs.test_jobs_mpi import launcher_job, suspended
 
@@ -128,3 +128,88 @@ async def test_a_launcher_job_not_made_yet_is_left_to_the_operator() -> None:
     key = await w2.rec.reconcile_job("MPIJob", "ns", "pi")
     assert key is not None and await w2.decisions().admit(key, admission("h100"))
     assert [n for op, r, n in w2.kube.writes if op == "patch" and r == "jobs"] == []
+
+
+async def test_a_launcher_job_made_a_moment_before_the_admission_is_read_and_placed() -> None:
+    """mpi-operator made the launcher Job just before the admission, and the controller's cache
+    has not seen it yet: it is read from the API server and placed before the MPIJob starts
+    (left to the cache, its pod would start without the placement and never be scheduled)."""
+    w = mpi_world()
+    job = w.add(MPI_JOBS, mpijob())
+    key = await w.rec.reconcile_job("MPIJob", "ns", "pi")
+    assert key is not None
+    w.kube.put(k.JOBS, launcher_job(job))  # in the API server, not yet in the cache
+    before = len(w.kube.writes)
+    assert await w.decisions().admit(key, admission("h100"))
+    patches = [(res, name) for op, res, name in w.kube.writes[before:] if op == "patch"]
+    assert patches == [("jobs", "pi-launcher"), ("mpijobs", "pi")]
+    launcher = await w.kube.get(k.JOBS, "pi-launcher", "ns")
+    assert products(launcher["spec"]["template"]) == [["H100"]]
+
+
+async def test_a_launcher_job_made_unplaced_after_the_start_is_placed_while_suspended() -> None:
+    """mpi-operator made the launcher Job from the MPIJob it saw before the start (its own
+    cache lagged): the launcher's event brings the MPIJob back, and the launcher, still
+    suspended, is placed."""
+    w = mpi_world()
+    job = w.add(MPI_JOBS, mpijob())
+    key = await w.rec.reconcile_job("MPIJob", "ns", "pi")
+    assert key is not None and await w.decisions().admit(key, admission("h100"))
+    w.add(k.JOBS, launcher_job(job))
+    assert await w.rec.reconcile_job("MPIJob", "ns", "pi") == key
+    await w.rec.reconcile(key)
+    launcher = w.cache.get(k.JOBS, "pi-launcher", "ns")
+    assert launcher is not None and products(launcher["spec"]["template"]) == [["H100"]]
+    assert ("delete", "jobs", "pi-launcher") not in w.kube.writes
+    writes = len(w.kube.writes)
+    await w.rec.reconcile(key)  # placed: nothing more to write
+    assert [wr for wr in w.kube.writes[writes:] if wr[1] == "jobs"] == []
+
+
+async def test_a_launcher_job_that_started_unplaced_is_made_again_by_the_operator() -> None:
+    """The launcher Job was already unsuspended by mpi-operator, unplaced: its template is
+    frozen (the API server refuses the patch), so it is deleted with its pods, for
+    mpi-operator to make again from the placed MPIJob."""
+    w = mpi_world()
+    job = w.add(MPI_JOBS, mpijob())
+    key = await w.rec.reconcile_job("MPIJob", "ns", "pi")
+    assert key is not None and await w.decisions().admit(key, admission("h100"))
+    started = launcher_job(job)
+    started["spec"]["suspend"] = False
+    w.add(k.JOBS, started)
+    patch = w.kube.patch
+
+    async def frozen_template(res: Any, name: str, body: Any, *args: Any, **kw: Any) -> Any:
+        if res == k.JOBS:
+            raise k.KubeError(422, "Invalid", "spec.template: field is immutable")
+        return await patch(res, name, body, *args, **kw)
+
+    w.kube.patch = frozen_template  # type: ignore[method-assign,assignment]
+    await w.rec.reconcile(key)
+    assert ("delete", "jobs", "pi-launcher") in w.kube.writes
+    running = w.cache.get(MPI_JOBS, "pi", "ns")
+    assert running is not None and running["spec"]["runPolicy"]["suspend"] is False  # runs on
+
+
+def test_a_launcher_jobs_events_name_the_mpijob_that_places_it() -> None:
+    job = mpijob()
+    job["metadata"]["uid"] = "mpi-uid"
+    assert placing_owner(launcher_job(job), KINDS) == ("MPIJob", "pi")
+    jobset_child = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "js-workers-0",
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": "js",
+                    "uid": "u",
+                    "controller": True,
+                }
+            ],
+        },
+    }
+    assert placing_owner(jobset_child, KINDS) is None  # a JobSet's operator places its Jobs
+    assert placing_owner({"kind": "Job", "metadata": {"name": "alone"}}, KINDS) is None
