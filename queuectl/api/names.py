@@ -149,6 +149,10 @@ REASON_EVICTED_STOPPED: Final = "ClusterQueueStopped"
 # Its running pods exceed its admission (more pods or GPUs, another flavor's nodes), whatever
 # way they got there: the enforcement loop stops it and requeues it (controller.md).
 REASON_EVICTED_PODS_EXCEED_ADMISSION: Final = "PodsExceedAdmission"
+# A child its operator made from the job before the job was placed, and started (an MPIJob's
+# launcher Job): its template is frozen, so the job is stopped and requeued at its position
+# (docs/design/jobs.md, "MPIJob").
+REASON_EVICTED_CHILD_UNPLACED: Final = "ChildStartedUnplaced"
 REASON_REQUEUED_BACKOFF: Final = "BackoffFinished"
 REASON_FINISHED_SUCCEEDED: Final = "Succeeded"
 REASON_FINISHED_FAILED: Final = "Failed"

@@ -234,13 +234,9 @@ class Kube:
         *,
         propagation: str = "Background",
         grace_period_s: int | None = None,
-        uid: str | None = None,
     ) -> Obj:
-        """`grace_period_s=0` force-deletes a pod (what `kubectl delete --force` asks); `uid`
-        deletes only that object (409 when the name now holds another)."""
+        """`grace_period_s=0` force-deletes a pod (what `kubectl delete --force` asks)."""
         body: dict[str, Any] = {"propagationPolicy": propagation}
         if grace_period_s is not None:
             body["gracePeriodSeconds"] = grace_period_s
-        if uid is not None:
-            body["preconditions"] = {"uid": uid}
         return await self.request("DELETE", res.path(namespace, name), body=body)

@@ -10,12 +10,13 @@ child a moment before: a child the cache has not seen yet is read from the API s
 The operator may also make it after that read but from the MPIJob as it was before the start
 (its own cache lags too). The child's events bring its job back here, and a child found
 unplaced after the start is patched while it is still suspended; once started its template is
-frozen, so it is deleted and the operator makes it again from the placed job.
+frozen, so the caller evicts the job and requeues it at its position: suspended, the operator
+suspends the child, and the next start places it (deleting the child instead would need the
+controller to delete any Job in the cluster).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from queuectl.api.resource import Resource
@@ -24,8 +25,6 @@ from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import KubeError, Obj
 from queuectl.controller.workloads.workload_writes import WorkloadWrites
 from queuectl.jobs import JobKind, PlacesChildren, PodSetPlacement
-
-log = logging.getLogger(__name__)
 
 
 async def place_children(
@@ -37,15 +36,17 @@ async def place_children(
     placed: Sequence[PodSetPlacement],
     *,
     started: bool = False,
-) -> None:
+) -> list[str]:
     """Patch each child the kind names that is not placed yet (before the job starts, or
-    after it, `started`: then one that cannot be patched any more is replaced). A child that
+    after it, `started`); return the children that started unplaced and cannot be patched any
+    more (the API server refuses: their template is frozen). A child that
     does not exist (yet) is made by the operator from the job's placed template, after the
     start. Decided from the Workload alone, so the write is guarded by the child's uid only (no
     race lost to the Job controller's status writes)."""
     if not isinstance(adapter, PlacesChildren):
-        return
+        return []
     ns = ObjectView(job).namespace
+    frozen: list[str] = []
     for resource, name in adapter.placed_children(job):
         child = cache.get(resource, name, ns)
         if child is None and not started:
@@ -64,10 +65,11 @@ async def place_children(
                 continue  # gone (or made again): the operator makes it from the placed job
             if err.status != 422 or not started:
                 raise
-            await _replace(writes, resource, name, ns, str(meta["uid"]))
+            frozen.append(f"{resource.kind} {name}")
             continue
         cache.store(resource).upsert_local(new)
         writes.count("children_placed")
+    return frozen
 
 
 async def _read(
@@ -82,18 +84,3 @@ async def _read(
         raise
     cache.store(resource).upsert_local(child)
     return child
-
-
-async def _replace(
-    writes: WorkloadWrites, resource: Resource, name: str, ns: str, uid: str
-) -> None:
-    """The child started unplaced (its template is frozen): delete it with its pods, so that
-    its operator makes it again from the job's placed template."""
-    log.info("deleting %s %s/%s: it started without its job's placement", resource.kind, ns, name)
-    try:
-        await writes.kube.delete(resource, name, ns, uid=uid)
-    except KubeError as err:
-        if not (err.not_found or err.conflict):
-            raise
-        return
-    writes.count("children_replaced")

@@ -187,7 +187,8 @@ class Reconciler:
         4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
         5. the job changed under its quota: evict, to requeue it as it is now;
         6. the job still suspended: place it (and the children its operator does not place,
-           `children`) and start it;
+           `children`) and start it; started, such a child made unplaced is placed, or the
+           job evicted when that child started so;
         7. running: its pods Ready in time, or evict (`pods_ready`).
         """
         st = WorkloadView(wl).status
@@ -250,7 +251,18 @@ class Reconciler:
             job = started  # and its startup clock is set below
         elif adapter is not None and job is not None and isinstance(adapter, PlacesChildren):
             placed = self._placements(wl)  # a child its operator made unplaced after the start
-            await place_children(self.writes, self.cache, adapter, job, wl, placed, started=True)
+            frozen = await place_children(
+                self.writes, self.cache, adapter, job, wl, placed, started=True
+            )
+            if frozen:
+                await self.evict(
+                    wl,
+                    names.REASON_EVICTED_CHILD_UNPLACED,
+                    f"{', '.join(frozen)} started without the placement (its operator made it "
+                    "from the job before the job was placed); stopped and requeued at its "
+                    "position, to start placed",
+                )
+                return
         if adapter is not None and job is not None:
             done = adapter.succeeded_pods(job) if isinstance(adapter, CountsSucceeded) else 0
             await self.ready_steps.check(key, wl, now, done)

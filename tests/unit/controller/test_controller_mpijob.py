@@ -166,10 +166,11 @@ async def test_a_launcher_job_made_unplaced_after_the_start_is_placed_while_susp
     assert [wr for wr in w.kube.writes[writes:] if wr[1] == "jobs"] == []
 
 
-async def test_a_launcher_job_that_started_unplaced_is_made_again_by_the_operator() -> None:
+async def test_a_launcher_job_that_started_unplaced_gets_its_mpijob_requeued() -> None:
     """The launcher Job was already unsuspended by mpi-operator, unplaced: its template is
-    frozen (the API server refuses the patch), so it is deleted with its pods, for
-    mpi-operator to make again from the placed MPIJob."""
+    frozen (the API server refuses the patch). The MPIJob is evicted and suspended (mpi-operator
+    then suspends the launcher), to be requeued at its position and start placed; the
+    controller deletes no Job."""
     w = mpi_world()
     job = w.add(MPI_JOBS, mpijob())
     key = await w.rec.reconcile_job("MPIJob", "ns", "pi")
@@ -186,9 +187,12 @@ async def test_a_launcher_job_that_started_unplaced_is_made_again_by_the_operato
 
     w.kube.patch = frozen_template  # type: ignore[method-assign,assignment]
     await w.rec.reconcile(key)
-    assert ("delete", "jobs", "pi-launcher") in w.kube.writes
-    running = w.cache.get(MPI_JOBS, "pi", "ns")
-    assert running is not None and running["spec"]["runPolicy"]["suspend"] is False  # runs on
+    evicted = WorkloadView(w.workload()).condition(names.COND_EVICTED) or {}
+    assert evicted.get("reason") == names.REASON_EVICTED_CHILD_UNPLACED, evicted
+    assert "Job pi-launcher started without the placement" in evicted["message"]
+    stopped = w.cache.get(MPI_JOBS, "pi", "ns")
+    assert stopped is not None and stopped["spec"]["runPolicy"]["suspend"] is True
+    assert [op for op, res, _ in w.kube.writes if res == "jobs" and op == "delete"] == []
 
 
 def test_a_launcher_jobs_events_name_the_mpijob_that_places_it() -> None:
