@@ -51,7 +51,7 @@ from queuectl.core.preempt import (
     still_lent,
     usable_pool,
 )
-from queuectl.core.quota import QNode, available
+from queuectl.core.quota import QNode, available, weighted
 from queuectl.core.reach import Reach, own_usage, set_aside
 from queuectl.core.state import Charge, State, victim_rank
 from queuectl.core.types import ClusterQueue, FairPreemptionStrategy, FlavorResource, Workload
@@ -257,7 +257,7 @@ class _Shares:
             frac = over / pool if pool > 0 else float(over)
             if frac > best:
                 best = frac
-        return best / n.weight
+        return weighted(best, n.weight)
 
     def path(self, n: QNode) -> tuple[float, ...]:
         """Minus the shares from the top cohort's child down to `n`: ascending order visits

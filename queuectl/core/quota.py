@@ -19,6 +19,7 @@ node's own usage changes, and quotas and limits never change after `compute_subt
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 from queuectl.core.types import FlavorResource
@@ -50,7 +51,7 @@ class QNode:
     def __init__(self, name: str, is_queue: bool, weight: float = 1.0) -> None:
         self.name = name
         self.is_queue = is_queue
-        self.weight = weight if weight > 0 else 1.0
+        self.weight = weight if weight >= 0 else 1.0
         self.parent: QNode | None = None
         self.children: list[QNode] = []
         self.nominal: dict[FlavorResource, int] = {}
@@ -253,8 +254,16 @@ def share(node: QNode) -> float:
         frac = over / pool if pool > 0 else float(over)
         if frac > best:
             best = frac
-    node.share_memo = (node.ver, best / node.weight)
+    node.share_memo = (node.ver, weighted(best, node.weight))
     return node.share_memo[1]
+
+
+def weighted(share: float, weight: float) -> float:
+    """A share over its weight. Weight 0 means "borrow only what nobody else wants" (as in
+    Kueue): any borrowing weighs more than every weighted share, none weighs nothing."""
+    if weight > 0:
+        return share / weight
+    return math.inf if share > 0 else 0.0
 
 
 def share_path(node: QNode) -> tuple[float, ...]:

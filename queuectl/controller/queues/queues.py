@@ -81,6 +81,15 @@ def gpu_time_bank_status(
     return {"balanceGPUHours": value, "lastUpdateTime": convert.format_time(now)}
 
 
+INT64_MAX: Final = 2**63 - 1
+
+
+def per_mille(share: float) -> int:
+    """A weighted share as status writes it: per mille, an int64. A weight-0 queue that
+    borrows has an infinite share; it is written as the largest int64, as Kueue does."""
+    return INT64_MAX if share == float("inf") else min(round(share * 1000), INT64_MAX)
+
+
 def cluster_queue_quota(qs: QueueStatus | None, order: Iterable[str] = ()) -> dict[str, Any]:
     """What a namespace user needs to know of their ClusterQueue's quota (a LocalQueue's
     `status.clusterQueueQuota`): per flavor and resource its nominal quota, what it uses and
@@ -149,7 +158,7 @@ def cluster_queue_status(
         "admittedWorkloads": max(0, qs.admitted - waiting) if qs else 0,
         "flavorsReservation": usage,
         "flavorsUsage": usage,
-        "fairSharing": {"weightedShare": round(qs.weighted_share * 1000) if qs else 0},
+        "fairSharing": {"weightedShare": per_mille(qs.weighted_share) if qs else 0},
         "conditions": _with_condition(cq, active, reason, message, now),
     }
     banked = gpu_time_bank_status(cq, bank, now)

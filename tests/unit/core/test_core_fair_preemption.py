@@ -169,3 +169,24 @@ def test_a_fair_share_preemptor_is_patient_like_any_other() -> None:
     info = s.pending_info("a/0")
     assert info is not None and "instead of preempting" in info.message
     assert [p.victim for p in s.run_cycle(15.0).preemptions] == ["b/8"]
+
+
+def test_a_weight_zero_team_borrows_only_what_nobody_else_wants() -> None:
+    # b has weight 0: while it borrows anything its share outweighs a's, so a, asking for 8 one
+    # by one, takes all 8 back (at equal weights both would stop at 4).
+    s = scheduler(
+        gpu_cohort("org", None, quota("h100", 8)),
+        gpu_queue("a", quota("h100", 0), preemption=ANY),
+        gpu_queue("b", quota("h100", 0), preemption=ANY, weight=0.0),
+        *(job(f"b/{i}", "b", 1, created=i) for i in range(8)),
+        fair=BOTH,
+    )
+    assert len(admitted(s.run_cycle(1.0))) == 8  # nobody else wanted them
+    for i in range(8):
+        s.upsert_workload(job(f"a/{i}", "a", 1, created=10 + i))
+    t = 10.0
+    for _ in range(12):
+        for p in s.run_cycle(t).preemptions:
+            s.requeue_workload(p.victim)
+        t += 1
+    assert (usage(s, "a"), usage(s, "b")) == (8, 0)
