@@ -25,9 +25,9 @@ from queuectl.core import (
     Scheduler,
     Workload,
 )
-from queuectl.core.fleet import fragmentation_ratio
 from queuectl.sim.config import SimConfig
 from queuectl.sim.eta_check import EtaProbe
+from queuectl.sim.fleet import SimFleet
 from queuectl.sim.stats import JobRecord, Recorder
 from queuectl.sim.trace import Job
 from queuectl.sim.workloads import build_workload
@@ -111,19 +111,9 @@ class _Engine:
             self.sched.upsert_cohort(c)
         for q in config.cluster_queues:
             self.sched.upsert_cluster_queue(q)
-        self.nodes = {n.name: n for n in nodes}
         for n in nodes:
             self.sched.upsert_node(n)
-        self.down: set[str] = set()
-        self.free = {n.name: n.allocatable.get(GPU, 0) for n in nodes}
-        self.by_flavor = {
-            f.name: [
-                n.name for n in nodes if all(n.labels.get(k) == v for k, v in f.node_labels.items())
-            ]
-            for f in config.flavors
-        }
-        self.up_by_flavor: dict[str, list[str]] = {}
-        """`by_flavor` less the nodes that are down (dropped whenever `down` changes)."""
+        self.fleet = SimFleet(nodes, config.flavors)
         self.runs = {j.key: _Run(j, *build_workload(config, j)) for j in jobs}
         last_submit = max((j.submit for j in jobs), default=0.0)
         width = max(60.0, last_submit / max(1, options.buckets))
@@ -144,7 +134,7 @@ class _Engine:
                 gpus=j.pods * j.gpus,
                 submit=j.submit,
             )
-        self.rec.capacity = sum(self.free.values())
+        self.rec.capacity = self.fleet.capacity
         self.pending: set[str] = set()
         self.pending_sizes: Counter[int] = Counter()
         self.heap: list[tuple[float, int, int, str, int]] = []
@@ -170,7 +160,7 @@ class _Engine:
         heapq.heappush(self.heap, (at, kind, self.seq, key, token))
 
     def _next_failure(self, now: float) -> None:
-        per_second = self.options.node_failures * len(self.nodes) / 86400.0
+        per_second = self.options.node_failures * len(self.fleet.nodes) / 86400.0
         self._push(now + self.rng.expovariate(per_second), _FAIL)
 
     # --- the loop -------------------------------------------------------------------------
@@ -234,10 +224,8 @@ class _Engine:
         elif kind == _FAIL:
             self._fail_node(t)
         elif kind == _REPAIR:
-            self.down.discard(key)
-            self.up_by_flavor.clear()
-            self.sched.upsert_node(self.nodes[key])
-            self.rec.capacity += self.nodes[key].allocatable.get(GPU, 0)
+            self.rec.capacity += self.fleet.repair(key)
+            self.sched.upsert_node(self.fleet.nodes[key])
         elif kind == _WAKE:
             self.wakeups.discard(t)
 
@@ -306,41 +294,15 @@ class _Engine:
             if ps.topology is not None:
                 for d in ps.topology.domains:
                     for node in d.nodes:
-                        self._take(run, node, per_pod * d.count)
+                        self.fleet.take(run.placed, node, per_pod * d.count)
             else:
-                self._place(run, flavor, per_pod, ps.count)
+                self.rec.unplaced_pods += self.fleet.place(run.placed, flavor, per_pod, ps.count)
         run.flavors = flavors
         self.rec.hold(run.cq, run.job.namespace, flavors, +1)
         self._push(t + run.remaining, _FINISH, key, run.token)
 
-    def _take(self, run: _Run, node: str, gpus: int) -> None:
-        self.free[node] = self.free.get(node, 0) - gpus
-        run.placed.append((node, gpus))
-
-    def _place(self, run: _Run, flavor: str, per_pod: int, count: int) -> None:
-        """Pods of a flavor without a Topology: best fit, as kube-scheduler's MostAllocated
-        scoring would pack them (the core does not tie them to nodes)."""
-        candidates = self.up_by_flavor.get(flavor)
-        if candidates is None:
-            candidates = [n for n in self.by_flavor.get(flavor, ()) if n not in self.down]
-            self.up_by_flavor[flavor] = candidates
-        for _ in range(count):
-            best = None
-            for n in candidates:
-                f = self.free[n]
-                if f >= per_pod and (best is None or f < self.free[best]):
-                    best = n
-                    if f == per_pod:
-                        break
-            if best is None:
-                self.rec.unplaced_pods += 1
-                continue
-            self._take(run, best, per_pod)
-
     def _release(self, run: _Run) -> None:
-        for node, gpus in run.placed:
-            self.free[node] += gpus
-        run.placed = []
+        self.fleet.release(run.placed)
         self.rec.hold(run.cq, run.job.namespace, run.flavors, -1)
         run.flavors = {}
         run.start = None
@@ -374,15 +336,13 @@ class _Engine:
 
     def _fail_node(self, t: float) -> None:
         self._next_failure(t)
-        up = sorted(n for n in self.nodes if n not in self.down)
+        up = self.fleet.up()
         if not up:
             return
         name = self.rng.choice(up)
-        self.down.add(name)
-        self.up_by_flavor.clear()
         self.rec.node_failures += 1
-        self.rec.capacity -= self.nodes[name].allocatable.get(GPU, 0)
-        self.sched.upsert_node(replace(self.nodes[name], unschedulable=True))
+        self.rec.capacity -= self.fleet.fail(name)
+        self.sched.upsert_node(replace(self.fleet.nodes[name], unschedulable=True))
         self._push(t + self.options.repair_seconds, _REPAIR, name)
         hit = sorted(
             key
@@ -402,8 +362,7 @@ class _Engine:
         return dict(sorted(out.items()))
 
     def _fragmentation(self) -> float:
-        free = {n: f for n, f in self.free.items() if n not in self.down}
-        return fragmentation_ratio(free, self.pending_sizes)
+        return self.fleet.fragmentation(self.pending_sizes)
 
 
 def simulate(
