@@ -130,6 +130,32 @@ class Kube:
         decoded: Obj = json.loads(data) if data else {}
         return decoded
 
+    def raw_get(self, path: str, query: str = "", accept: str = "*/*") -> tuple[int, str, bytes]:
+        """GET as is: (status, content type, body), whatever the status (`queuectl ui` passes
+        the API server's answers on); `CliError` when unreachable."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            method, url, headers, body, post = self.api.param_serialize(
+                "GET", path, header_params={"Accept": accept}, auth_settings=["BearerToken"]
+            )
+            if query:
+                url += ("&" if "?" in url else "?") + query
+            response = self.api.call_api(
+                method, url, headers, body, post, _request_timeout=TIMEOUT_S
+            )
+            data = response.read()  # type: ignore[no-untyped-call]
+            content_type = response.getheader("Content-Type")  # type: ignore[no-untyped-call]
+            return int(response.status), str(content_type or "text/plain"), bytes(data or b"")
+        except ApiException as err:
+            return int(err.status or 502), "application/json", str(err.body or "").encode()
+        except HTTPError as err:
+            raise CliError(
+                f"cannot reach the API server at {self.host}: {_first_line(err)}; "
+                "check --kubeconfig/--context and that the cluster is up"
+            ) from err
+
     def _call(self, kind: Resource, what: str, method: str, path: str, **kw: Any) -> Obj:
         try:
             return self.request(method, path, **kw)
