@@ -104,6 +104,8 @@ def make_server(kube: Kube, address: str, port: int, start: str) -> ThreadingHTT
 @guarded
 def run(args: argparse.Namespace) -> int:
     kube = connect(args)
+    if args.as_user:  # what someone else sees (the kubeconfig's user may impersonate)
+        kube.api.set_default_header("Impersonate-User", args.as_user)
     start, note = start_page(kube, args.namespace, namespace(args))
     if note:
         print(f"queuectl: note: {note}", file=sys.stderr)
@@ -138,4 +140,7 @@ def add_parser(subparsers: Subparsers) -> None:
         "--address", default="127.0.0.1", help="local address to listen on (default 127.0.0.1)"
     )
     p.add_argument("--open", action="store_true", help="open the page in a browser")
+    p.add_argument(
+        "--as", dest="as_user", metavar="USER", help="impersonate USER (as kubectl --as)"
+    )
     p.set_defaults(func=run)
