@@ -52,6 +52,10 @@ def default_namespace(kubeconfig: str | None, context: str | None) -> str:
         return "default"
 
 
+PASSED_HEADERS = ("Content-Type", "Content-Security-Policy")
+"""What `Kube.raw_get` keeps of an answer's headers."""
+
+
 class Kube:
     """Dict-in, dict-out calls over one synchronous `ApiClient`."""
 
@@ -130,9 +134,11 @@ class Kube:
         decoded: Obj = json.loads(data) if data else {}
         return decoded
 
-    def raw_get(self, path: str, query: str = "", accept: str = "*/*") -> tuple[int, str, bytes]:
-        """GET as is: (status, content type, body), whatever the status (`queuectl ui` passes
-        the API server's answers on); `CliError` when unreachable."""
+    def raw_get(
+        self, path: str, query: str = "", accept: str = "*/*"
+    ) -> tuple[int, dict[str, str], bytes]:
+        """GET as is: (status, the headers `PASSED_HEADERS` names, body), whatever the status
+        (`queuectl ui` passes the API server's answers on); `CliError` when unreachable."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -146,10 +152,15 @@ class Kube:
                 method, url, headers, body, post, _request_timeout=TIMEOUT_S
             )
             data = response.read()  # type: ignore[no-untyped-call]
-            content_type = response.getheader("Content-Type")  # type: ignore[no-untyped-call]
-            return int(response.status), str(content_type or "text/plain"), bytes(data or b"")
+            headers = {}
+            for name in PASSED_HEADERS:
+                value = response.getheader(name)  # type: ignore[no-untyped-call]
+                if value:
+                    headers[name] = str(value)
+            return int(response.status), headers, bytes(data or b"")
         except ApiException as err:
-            return int(err.status or 502), "application/json", str(err.body or "").encode()
+            json_type = {"Content-Type": "application/json"}
+            return int(err.status or 502), json_type, str(err.body or "").encode()
         except HTTPError as err:
             raise CliError(
                 f"cannot reach the API server at {self.host}: {_first_line(err)}; "

@@ -14,6 +14,7 @@ import argparse
 import sys
 import threading
 import webbrowser
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
@@ -67,9 +68,13 @@ def make_server(kube: Kube, address: str, port: int, start: str) -> ThreadingHTT
         def log_message(self, format: str, *args: object) -> None:
             pass  # quiet: the page polls
 
-        def _answer(self, status: int, content_type: str, body: bytes) -> None:
+        def _answer(
+            self, status: int, content_type: str, body: bytes, extra: Mapping[str, str] = {}
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            for name, value in extra.items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
@@ -92,11 +97,12 @@ def make_server(kube: Kube, address: str, port: int, start: str) -> ThreadingHTT
                 return
             try:
                 with lock:
-                    status, content_type, body = kube.raw_get(path, query)
+                    status, headers, body = kube.raw_get(path, query)
             except CliError as err:
                 self._answer(502, "text/plain", f"{err}\n".encode())
                 return
-            self._answer(status, content_type, body)
+            content_type = headers.pop("Content-Type", "text/plain")
+            self._answer(status, content_type, body, headers)
 
     return ThreadingHTTPServer((address, port), Proxy)
 
@@ -105,7 +111,7 @@ def make_server(kube: Kube, address: str, port: int, start: str) -> ThreadingHTT
 def run(args: argparse.Namespace) -> int:
     kube = connect(args)
     if args.as_user:  # what someone else sees (the kubeconfig's user may impersonate)
-        kube.api.set_default_header("Impersonate-User", args.as_user)
+        kube.api.set_default_header("Impersonate-User", args.as_user)  # type: ignore[no-untyped-call]
     start, note = start_page(kube, args.namespace, namespace(args))
     if note:
         print(f"queuectl: note: {note}", file=sys.stderr)

@@ -26,11 +26,12 @@ class FakeKube:
             raise ApiFailure(403, "selfsubjectaccessreviews is forbidden")
         return {"status": {"allowed": self.allowed}}
 
-    def raw_get(self, path: str, query: str = "") -> tuple[int, str, bytes]:
+    def raw_get(self, path: str, query: str = "") -> tuple[int, dict[str, str], bytes]:
         self.gets.append((path, query))
         if "team-b" in path:
-            return 403, "application/json", b'{"kind":"Status","code":403}'
-        return 200, "text/html", b"<html>page</html>"
+            return 403, {"Content-Type": "application/json"}, b'{"kind":"Status","code":403}'
+        page = {"Content-Type": "text/html", "Content-Security-Policy": "default-src 'none'"}
+        return 200, page, b"<html>page</html>"
 
 
 @pytest.mark.parametrize(
@@ -68,8 +69,12 @@ def _get(port: int, path: str, host: str = "127.0.0.1") -> tuple[int, str, bytes
     conn.request("GET", path, headers={"Host": f"{host}:{port}"})
     r = conn.getresponse()
     out = r.status, r.getheader("Location") or r.getheader("Content-Type") or "", r.read()
+    HEADERS[path] = dict(r.getheaders())
     conn.close()
     return out
+
+
+HEADERS: dict[str, dict[str, str]] = {}
 
 
 def test_the_proxy_passes_the_visibility_api_through_and_nothing_else(
@@ -78,6 +83,7 @@ def test_the_proxy_passes_the_visibility_api_through_and_nothing_else(
     port, kube = served
     assert _get(port, "/")[:2] == (302, PAGE)
     assert _get(port, PAGE) == (200, "text/html", b"<html>page</html>")
+    assert HEADERS[PAGE]["Content-Security-Policy"] == "default-src 'none'"  # passed on
     status, _, body = _get(port, f"{ui.PREFIX}/namespaces/team-b/localqueues?x=1")
     assert status == 403 and b'"code":403' in body  # the API server's refusal, as it came
     assert kube.gets == [(PAGE, ""), (f"{ui.PREFIX}/namespaces/team-b/localqueues", "x=1")]
