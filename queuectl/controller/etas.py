@@ -2,9 +2,10 @@
 
 One bounded replay of the core (`core.eta`) answers every pending workload at once, so it is
 made at most once per `refresh_s` however many people ask, and never per request: the first
-caller after the estimates went stale starts a refresh, every caller meanwhile waits for that
-one. The copy of the scheduler is made on the loop while no cycle runs (`CoreThread.idle`), and
-the replay runs on a worker thread, so cycles, watches and writes go on while it computes.
+caller after the estimates went stale starts a refresh and is answered with the stale ones, as
+is everyone until it ends (only the very first caller, with nothing to show, waits for it).
+The copy of the scheduler is made on the loop while no cycle runs (`CoreThread.idle`), and the
+replay runs on a worker thread, so cycles, watches and writes go on while it computes.
 
 Typical runtimes are learned from the finished Workloads the cache still holds, as the CLI
 does (`finished_run`): the controller keeps no history of its own.
@@ -88,23 +89,31 @@ class EtaCache:
         self._etas: Mapping[str, Eta] = {}
         self._running: asyncio.Task[None] | None = None
 
+    @property
+    def refreshing(self) -> asyncio.Task[None] | None:
+        """The refresh under way, if any."""
+        running = self._running
+        return running if running is not None and not running.done() else None
+
     async def get(self) -> Mapping[str, Eta]:
-        """Workload key -> estimate; fresh within `refresh_s`. A workload that came after the
-        last refresh is absent until the next one."""
+        """Workload key -> estimate. Stale ones (older than `refresh_s`) are answered at once
+        while a refresh runs behind them; only the very first caller waits for a replay. A
+        workload that came after the last refresh is absent until the next one."""
         fresh = self.computed_at is not None and self.clock() - self.computed_at < self.refresh_s
-        if not fresh:
-            if self._running is None or self._running.done():
-                self._running = asyncio.create_task(self._refresh(), name="eta-refresh")
+        if not fresh and self.refreshing is None:
+            self._running = asyncio.create_task(self._refresh(), name="eta-refresh")
+        if self.computed_at is None and self._running is not None:
             # Shielded: one caller giving up must not cancel the refresh the others wait for.
             await asyncio.shield(self._running)
         return self._etas
 
     async def _refresh(self) -> None:
-        history = runtime_history(list(self.workloads()))
-        sched = await self.core.idle()
         now = self.clock()
-        replay = prepare_estimate(sched, now, history, limits=self.limits)  # before any await
         try:
+            history = runtime_history(list(self.workloads()))
+            sched = await self.core.idle()
+            now = self.clock()
+            replay = prepare_estimate(sched, now, history, limits=self.limits)  # before any await
             self._etas = await asyncio.get_running_loop().run_in_executor(None, replay)
         except Exception:  # an estimate is advice: never fail the answer it decorates
             log.exception("estimating start times failed; the lists show none")

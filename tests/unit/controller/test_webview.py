@@ -230,7 +230,7 @@ async def test_the_data_paths_answer_each_audience(app_url: str) -> None:
 # --- the estimates ------------------------------------------------------------------------------
 async def test_estimates_are_computed_once_per_refresh_however_many_ask() -> None:
     """Twenty requests at once share one replay; asked again within the refresh interval, the
-    same answer; once stale, one more replay."""
+    same answer; once stale, the stale answer at once and one more replay behind it."""
     world = _world()
     clock = [NOW]
     workloads = world.cache.store(k.WORKLOADS).values
@@ -239,11 +239,15 @@ async def test_estimates_are_computed_once_per_refresh_however_many_ask() -> Non
     assert cache.refreshes == 1 and all(a is answers[0] for a in answers)
     assert answers[0]["team-a/urgent"].start == 3600.0
     clock[0] += 9.0
-    await cache.get()
-    assert cache.refreshes == 1
+    assert await cache.get() is answers[0] and cache.refreshing is None
     clock[0] += 2.0
-    await cache.get()
-    assert cache.refreshes == 2
+    stale = await asyncio.gather(*(cache.get() for _ in range(5)))
+    assert all(a is answers[0] for a in stale)
+    refresh = cache.refreshing
+    assert refresh is not None
+    await refresh
+    assert cache.refreshes == 2 and cache.computed_at == NOW + 11.0
+    assert (await cache.get())["team-a/urgent"].start == 3600.0
 
 
 async def test_a_failing_estimate_leaves_the_lists_without_one(
