@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from queuectl.api import names
 from queuectl.cli._common import add_connection_args, connect, guarded, namespace
 from queuectl.cli._kube import ApiFailure, CliError, Kube
+from queuectl.cli._numbers import PORT
 
 if TYPE_CHECKING:
     from queuectl.cli.main import Subparsers
@@ -141,7 +142,7 @@ def add_parser(subparsers: Subparsers) -> None:
         "your namespace's queues.",
     )
     add_connection_args(p)
-    p.add_argument("--port", type=int, default=8084, help="local port (default 8084; 0: any)")
+    p.add_argument("--port", type=PORT, default=8084, help="local port (default 8084; 0: any free)")
     p.add_argument(
         "--address", default="127.0.0.1", help="local address to listen on (default 127.0.0.1)"
     )
