@@ -26,6 +26,7 @@ from e2e.harness import (
     wait_for,
     workload_of,
 )
+from queuectl import convert
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.controlplane import ControlPlane
@@ -86,7 +87,8 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     line urgent, first, second with the scheduler's reason for each; she is refused another
     namespace's LocalQueue and the ClusterQueue's list, which a cluster admin reads. With her
     own kubeconfig, `queuectl list workloads` and `describe localqueue` rank her jobs through the
-    same API and say so."""
+    same API and say so. The job at the head of her line has an estimated start (running's
+    time limit is known), the others say why they have none."""
     control_plane.kubectl("apply", "-f", str(ROLES))
     user = f"alice-{namespace}"
     control_plane.kubectl(
@@ -96,7 +98,9 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     cq = one_queue(control_plane, namespace, 8)
     urgent_class = f"urgent-{namespace}"
     apply(control_plane, priority_class(urgent_class, 1000))
-    apply(control_plane, gpu_job("running", namespace, "lq"))
+    running = gpu_job("running", namespace, "lq")
+    running["metadata"]["labels"][names.LABEL_MAX_EXEC_TIME] = "3600"  # its end is known
+    apply(control_plane, running)
     wait_for("running admitted", lambda: running_pods(control_plane, namespace, "running"))
     wl_names = {}
     for name, priority in (("first", None), ("second", None), ("urgent", urgent_class)):
@@ -118,7 +122,21 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     )
     assert [i["positionInLocalQueue"] for i in items] == [0, 1, 2]
     assert items[0]["priority"] == 1000 and items[0]["localQueueName"] == "lq"
-    assert "estimatedStartTime" in items[0]
+    # urgent starts when running's hour is up; first and second wait behind urgent, which has
+    # no time limit: later if the cluster's finished work gives a typical runtime, else unknown
+    # with the reason.
+    items = wait_for(
+        "urgent's estimated start",
+        lambda: (got := line(control_plane, mine, user)) and got[0]["estimatedStartTime"] and got,
+    )
+    head = convert.parse_time(items[0]["estimatedStartTime"])
+    assert head is not None
+    assert items[0]["estimatedStartMessage"].startswith("assuming running jobs end")
+    for item in items[1:]:
+        later = convert.parse_time(item["estimatedStartTime"])
+        assert (later is not None and later >= head) or (
+            item["estimatedStartMessage"].startswith("unknown: ")
+        )
 
     ok, err = raw(control_plane, f"{API}/namespaces/default/localqueues/lq/pendingworkloads", user)
     assert not ok and "Forbidden" in err

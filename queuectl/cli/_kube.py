@@ -52,6 +52,10 @@ def default_namespace(kubeconfig: str | None, context: str | None) -> str:
         return "default"
 
 
+PASSED_HEADERS = ("Content-Type", "Content-Security-Policy")
+"""What `Kube.raw_get` keeps of an answer's headers."""
+
+
 class Kube:
     """Dict-in, dict-out calls over one synchronous `ApiClient`."""
 
@@ -129,6 +133,39 @@ class Kube:
             ) from err
         decoded: Obj = json.loads(data) if data else {}
         return decoded
+
+    def raw_get(
+        self, path: str, query: str = "", accept: str = "*/*"
+    ) -> tuple[int, dict[str, str], bytes]:
+        """GET as is: (status, the headers `PASSED_HEADERS` names, body), whatever the status
+        (`queuectl ui` passes the API server's answers on); `CliError` when unreachable."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            method, url, headers, body, post = self.api.param_serialize(
+                "GET", path, header_params={"Accept": accept}, auth_settings=["BearerToken"]
+            )
+            if query:
+                url += ("&" if "?" in url else "?") + query
+            response = self.api.call_api(
+                method, url, headers, body, post, _request_timeout=TIMEOUT_S
+            )
+            data = response.read()  # type: ignore[no-untyped-call]
+            headers = {}
+            for name in PASSED_HEADERS:
+                value = response.getheader(name)  # type: ignore[no-untyped-call]
+                if value:
+                    headers[name] = str(value)
+            return int(response.status), headers, bytes(data or b"")
+        except ApiException as err:
+            json_type = {"Content-Type": "application/json"}
+            return int(err.status or 502), json_type, str(err.body or "").encode()
+        except HTTPError as err:
+            raise CliError(
+                f"cannot reach the API server at {self.host}: {_first_line(err)}; "
+                "check --kubeconfig/--context and that the cluster is up"
+            ) from err
 
     def _call(self, kind: Resource, what: str, method: str, path: str, **kw: Any) -> Obj:
         try:

@@ -21,7 +21,6 @@ from queuectl.api import resource as rest
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.cli import _kube as kube
-from queuectl.cli import _workloads as wlv
 from queuectl.cli._kube import CliError, Obj
 from queuectl.core import Eta, Explanation, RuntimeHistory, Scheduler, estimate_starts, fleet
 
@@ -167,18 +166,11 @@ class Snapshot:
         return out
 
     def runtimes(self) -> RuntimeHistory:
-        """Finished workloads still in the cluster, oldest first: how long work of each
-        ClusterQueue and priority runs (the bounded history keeps the latest)."""
-        runs = []
-        for wl in self.objects.get("workloads", ()):
-            ran = wlv.finished_run(wl)
-            cq = str((WorkloadView(wl).status.get("admission") or {}).get("clusterQueue") or "")
-            if ran is not None and cq:
-                runs.append((ran[0], wlv.key(wl), cq, wlv.priority(wl), ran[1]))
-        history = RuntimeHistory()
-        for _, _, cq, priority, seconds in sorted(runs):
-            history.add(cq, priority, seconds)
-        return history
+        """Finished workloads still in the cluster: how long work of each ClusterQueue and
+        priority runs (the controller's `etas.runtime_history`, the same samples)."""
+        from queuectl.controller.etas import runtime_history
+
+        return runtime_history(self.objects.get("workloads", ()))
 
     def etas(self, keys: Iterable[str]) -> dict[str, Eta]:
         """Estimated starts of these pending workloads (one bounded replay for those not yet

@@ -84,22 +84,6 @@ def runtime(wl: Obj, now: float) -> float | None:
     return past + max(0.0, now - start)
 
 
-def finished_run(wl: Obj) -> tuple[float, float] | None:
-    """(when it finished, seconds it held an admission in all) of a finished workload that ran;
-    None for one that never ran or has no times on record: what ETAs learn runtimes from."""
-    view = WorkloadView(wl)
-    done = view.condition(names.COND_FINISHED) or {}
-    end = convert.parse_time(done.get("lastTransitionTime"))
-    if done.get("status") != "True" or end is None:
-        return None
-    total = float(view.status.get("accumulatedPastExecutionTimeSeconds") or 0)
-    cond = view.condition(names.COND_ADMITTED) or view.condition(names.COND_QUOTA_RESERVED) or {}
-    since = convert.parse_time(cond.get("lastTransitionTime"))
-    if view.status.get("admission") and cond.get("status") == "True" and since is not None:
-        total += max(0.0, end - since)
-    return (end, total) if total > 0 else None
-
-
 @dataclass(frozen=True)
 class PodSetView:
     name: str

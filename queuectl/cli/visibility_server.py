@@ -25,9 +25,10 @@ from aiohttp import web
 
 from queuectl.api import names
 from queuectl.api.resource import Resource
-from queuectl.controller import visibility
-from queuectl.controller.visibility import FrontProxy, Source
+from queuectl.controller import visibility, webview
+from queuectl.controller.visibility import FrontProxy
 from queuectl.controller.watch.kube import Kube, KubeError
+from queuectl.controller.webview import WebSource
 from queuectl.webhooks.tls import ReloadingTLS
 
 log = logging.getLogger(__name__)
@@ -58,13 +59,15 @@ async def start_visibility_server(
     host: str,
     port: int,
     cert_dir: str | os.PathLike[str],
-    source: Source,
+    source: WebSource,
     proxy: FrontProxy,
 ) -> web.AppRunner:
     """HTTPS with the webhook certificate, asking for a client certificate from the front
-    proxy's CA. Port 0 picks a free port."""
+    proxy's CA: the pending lists and the web view (`controller/webview.py`). Port 0 picks a
+    free port."""
     tls = ReloadingTLS(cert_dir, client_ca=proxy.client_ca)
-    runner = web.AppRunner(visibility.make_app(source, proxy), access_log=None)
+    app = visibility.make_app(source, proxy, extra=webview.routes(source))
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port, ssl_context=tls.base).start()
     log.info("visibility API listening on https://%s:%d", host, bound_port(runner))

@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from queuectl import convert, metrics
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller.enforcement.enforce_loop import EnforceOptions, Enforcer
+from queuectl.controller.etas import REFRESH_S, EtaCache
 from queuectl.controller.feed.corethread import CoreThread
 from queuectl.controller.feed.feed import Feed
 from queuectl.controller.gcpolicy import GcOptions, GcPolicy
@@ -41,7 +42,7 @@ from queuectl.controller.workloads.decisions import Decisions
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.pods_ready import PodsReadyOptions
 from queuectl.controller.workloads.reconcile import Reconciler
-from queuectl.core import DEFAULT_PATIENCE_SECONDS, Scheduler
+from queuectl.core import DEFAULT_PATIENCE_SECONDS, Eta, Scheduler
 from queuectl.jobs import podgroup as pg
 from queuectl.jobs.registry import KINDS, Registry, placing_owner, queued_whole
 
@@ -69,6 +70,8 @@ class Options:
     """Fair-sharing preemption's rules, in order; empty: off (`core/fair_preempt.py`)."""
     pods_ready: PodsReadyOptions = field(default_factory=PodsReadyOptions)
     """Startup and recovery timeouts of admitted Workloads' pods (`workloads/pods_ready.py`)."""
+    eta_refresh_s: float = REFRESH_S
+    """How old the estimated starts the visibility API shows may be (`etas.py`)."""
 
 
 class Controller:
@@ -146,6 +149,9 @@ class Controller:
             )
         )
         self.cache.queued_pods.listeners.append(lambda _, pod, __: self._on_queued_pod(pod))
+        self.eta_cache = EtaCache(
+            self.core, self.cache.store(k.WORKLOADS).values, clock, options.eta_refresh_s
+        )
         self.cycles = 0
         self.admitted_total = 0
         self.started = asyncio.Event()
@@ -156,6 +162,10 @@ class Controller:
 
     def leading(self) -> bool:
         return self.leader is None or self.leader.leading.is_set()
+
+    async def estimates(self) -> Mapping[str, Eta]:
+        """Every pending workload's estimated start, at most `eta_refresh_s` old."""
+        return await self.eta_cache.get()
 
     async def _wait_leading(self) -> None:
         if self.leader is not None:

@@ -20,13 +20,14 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api.resource import Resource
 from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.feed.corethread import CoreThread
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import Obj
-from queuectl.core import Scheduler, fleet
+from queuectl.core import ETA_ASSUMES, Eta, Scheduler, fleet
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,10 @@ class Source(Protocol):
         """Only the leader runs cycles; a standby's core has the same line, not the reasons."""
         ...
 
+    async def estimates(self) -> Mapping[str, Eta]:
+        """Workload key -> estimated start, kept between refreshes (`controller/etas.py`)."""
+        ...
+
 
 def _reason(sched: Scheduler, view: WorkloadView, key: str, leading: bool) -> tuple[Any, Any]:
     """The core's reason on the leader; on a standby, the one the leader wrote on the Workload."""
@@ -150,10 +155,29 @@ def _reason(sched: Scheduler, view: WorkloadView, key: str, leading: bool) -> tu
     return cond.get("reason"), cond.get("message")
 
 
+NOT_ESTIMATED = "not estimated yet: it came after the last estimate"
+
+
+def _estimate(eta: Eta | None) -> tuple[str | None, str]:
+    """(estimatedStartTime, estimatedStartMessage): the time with what it assumes, or why
+    there is none."""
+    if eta is None:
+        return None, NOT_ESTIMATED
+    if eta.start is None:
+        return None, f"unknown: {eta.why}"
+    return convert.format_time(eta.start), ETA_ASSUMES
+
+
 def _item(
-    sched: Scheduler, wl: Mapping[str, Any], key: str, pos: tuple[int, int], leading: bool
+    sched: Scheduler,
+    wl: Mapping[str, Any],
+    key: str,
+    pos: tuple[int, int],
+    leading: bool,
+    eta: Eta | None,
 ) -> Any:
     view = WorkloadView(wl)
+    start, assumes = _estimate(eta)
     reason, message = _reason(sched, view, key, leading)
     core_wl = sched.workloads().get(key)
     meta = view.meta
@@ -170,8 +194,8 @@ def _item(
         "positionInLocalQueue": pos[1],
         "reason": reason,
         "message": message,
-        # Reserved for the estimated start (RFC 3339): null until the core estimates one.
-        "estimatedStartTime": None,
+        "estimatedStartTime": start,
+        "estimatedStartMessage": assumes,
     }
 
 
@@ -181,9 +205,11 @@ def pending_items(
     cluster_queue: str,
     local_queue: tuple[str, str] | None,
     leading: bool = True,
+    etas: Mapping[str, Eta] | None = None,
 ) -> list[Any]:
     """The ClusterQueue's line (only `local_queue`'s part when given), each with its 0-based
-    position in the ClusterQueue and in its LocalQueue. Synchronous: call it with the core idle."""
+    position in the ClusterQueue and in its LocalQueue and its estimated start from `etas`.
+    Synchronous: call it with the core idle."""
     items = []
     per_lq: dict[tuple[str, str], int] = {}
     for pos_cq, key in enumerate(fleet.pending_order(sched, cluster_queue)):
@@ -195,7 +221,8 @@ def pending_items(
         pos_lq = per_lq.get(lq, 0)
         per_lq[lq] = pos_lq + 1
         if local_queue is None or lq == local_queue:
-            items.append(_item(sched, wl, key, (pos_cq, pos_lq), leading))
+            eta = (etas or {}).get(key)
+            items.append(_item(sched, wl, key, (pos_cq, pos_lq), leading, eta))
     return items
 
 
@@ -225,6 +252,9 @@ def _summary(items: Sequence[Any], limit: int, offset: int) -> web.Response:
 
 
 def _resources() -> dict[str, Any]:
+    """Discovery names the lists only: the web view's paths (`webview.py`) are for browsers and
+    `queuectl ui`, and a `list` verb here would offer `kubectl get` an answer it cannot print."""
+
     def resource(name: str, kind: str, namespaced: bool) -> dict[str, Any]:
         return {
             "name": name,
@@ -248,9 +278,13 @@ def _resources() -> dict[str, Any]:
 
 
 def make_app(
-    source: Source, proxy: FrontProxy, peer: PeerCert = transport_peer_cert
+    source: Source,
+    proxy: FrontProxy,
+    peer: PeerCert = transport_peer_cert,
+    extra: Sequence[web.RouteDef] = (),
 ) -> web.Application:
-    """The routes: discovery, the two lists, and a 404 naming the known paths for any other."""
+    """The routes: discovery, the two lists, `extra` (the web view's, `webview.routes`), and a
+    404 naming the known paths for any other."""
 
     @web.middleware
     async def front_proxy_only(
@@ -287,8 +321,10 @@ def make_app(
         if lq is None:
             return _status(404, "NotFound", f'localqueues "{name}" not found in namespace {ns}')
         cq = str(ObjectView(lq).spec.get("clusterQueue") or "")
+        etas = await source.estimates()
         sched = await source.core.idle()  # read before the next await
-        return _summary(pending_items(sched, source.cache, cq, (ns, name), source.leading()), *page)
+        items = pending_items(sched, source.cache, cq, (ns, name), source.leading(), etas)
+        return _summary(items, *page)
 
     async def cluster_queue(request: web.Request) -> web.Response:
         page = _page(request)
@@ -297,8 +333,11 @@ def make_app(
         name = request.match_info["name"]
         if source.cache.get(k.CLUSTER_QUEUES, name) is None:
             return _status(404, "NotFound", f'clusterqueues "{name}" not found')
+        etas = await source.estimates()
         sched = await source.core.idle()
-        return _summary(pending_items(sched, source.cache, name, None, source.leading()), *page)
+        return _summary(
+            pending_items(sched, source.cache, name, None, source.leading(), etas), *page
+        )
 
     async def not_found(request: web.Request) -> web.Response:
         return _status(
@@ -316,5 +355,6 @@ def make_app(
         PREFIX + "/namespaces/{namespace}/localqueues/{name}/" + SUBRESOURCE, local_queue
     )
     app.router.add_get(PREFIX + "/clusterqueues/{name}/" + SUBRESOURCE, cluster_queue)
+    app.router.add_routes(extra)
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app

@@ -9,7 +9,7 @@ from queuectl import native
 __path__ = native.core_path(__path__)  # a compiled build of these sources, when asked for
 
 from queuectl.core.eta import ASSUMES as ETA_ASSUMES
-from queuectl.core.eta import Eta, EtaLimits, estimate_starts
+from queuectl.core.eta import Eta, EtaLimits, estimate_starts, prepare_estimate
 from queuectl.core.fair_preempt import DEFAULT as FAIR_PREEMPTION_DEFAULT
 from queuectl.core.fair_preempt import strategies as fair_preemption_rules
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, waits_for_completions
@@ -101,5 +101,6 @@ __all__ = [
     "backoff_seconds",
     "estimate_starts",
     "fair_preemption_rules",
+    "prepare_estimate",
     "waits_for_completions",
 ]

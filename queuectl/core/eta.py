@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from queuectl.core.reasons import EVICTED_MAX_EXEC_TIME
@@ -198,11 +198,32 @@ def estimate_starts(
 ) -> dict[str, Eta]:
     """The estimated start of each pending workload of `keys` (default: every one the core
     holds and has not admitted). `sched` is not changed; the answer is deterministic."""
+    return prepare_estimate(sched, now, runtimes, keys, limits)()
+
+
+def prepare_estimate(
+    sched: Scheduler,
+    now: float,
+    runtimes: RuntimeHistory | None = None,
+    keys: Iterable[str] | None = None,
+    limits: EtaLimits = EtaLimits(),
+) -> Callable[[], dict[str, Eta]]:
+    """`estimate_starts` in two halves: the copy of `sched` is made now, the replay when the
+    returned function is called. The replay reads nothing of `sched`, so a caller that must
+    not hold the live scheduler for long (the controller) may run it on another thread while
+    `sched` goes on changing."""
     pending = {k for k in sched.workloads() if not sched.is_admitted(k)}
     wanted = pending if keys is None else pending.intersection(keys)
     if not wanted:
-        return {}
+        return dict
+    inactive = {k for k in wanted if not sched.workloads()[k].active}
     replay = _Replay(sched, now, runtimes, limits)
+    return lambda: _estimates(replay, wanted, inactive, now, limits)
+
+
+def _estimates(
+    replay: _Replay, wanted: set[str], inactive: set[str], now: float, limits: EtaLimits
+) -> dict[str, Eta]:
     reached = replay.run(wanted)
     out: dict[str, Eta] = {}
     unknown_runners = any(
@@ -210,10 +231,9 @@ def estimate_starts(
     )
     for key in sorted(wanted):
         start = replay.starts.get(key)
-        w = sched.workload(key)
         if start is not None:
             out[key] = Eta(key, max(now, start))
-        elif w is not None and not w.active:
+        elif key in inactive:
             out[key] = Eta(key, None, INACTIVE)
         elif reached >= now + limits.horizon_seconds:
             hours = limits.horizon_seconds / 3600

@@ -8,8 +8,8 @@ another CA, or are absent, exactly as the kube-apiserver (or an intruder) would 
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +19,17 @@ from aiohttp import web
 
 from queuectl.api.resource import Resource
 from queuectl.controller import visibility
+from queuectl.controller.etas import EtaCache
 from queuectl.controller.feed.corethread import CoreThread
 from queuectl.controller.visibility import FrontProxy
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.kube import Obj
-from queuectl.core import Flavor, Scheduler
+from queuectl.core import ETA_ASSUMES, Eta, Flavor, Scheduler
 from queuectl.testenv.pki import CertificateAuthority
 from tests.unit.core.core_helpers import gpu_queue, job, quota
 
 PROXY_NAME = "front-proxy-client"
+HOUR = 3600.0
 
 
 class Objects:
@@ -41,15 +43,36 @@ class Objects:
     def get(self, res: Resource, name: str, namespace: str = "") -> Obj | None:
         return self.objects.get((res.plural, namespace, name))
 
+    def store(self, res: Resource) -> Values:
+        return Values([o for (plural, _, _), o in self.objects.items() if plural == res.plural])
+
+
+@dataclass
+class Values:
+    objects: list[Obj]
+
+    def values(self) -> list[Obj]:
+        return list(self.objects)
+
+
+NOW = 600.0
+
 
 @dataclass
 class World:
     cache: Objects
     core: CoreThread
     leads: bool = True
+    etas: EtaCache | None = None
 
     def leading(self) -> bool:
         return self.leads
+
+    def clock(self) -> float:
+        return NOW
+
+    async def estimates(self) -> Mapping[str, Eta]:
+        return {} if self.etas is None else await self.etas.get()
 
 
 def _workload(key: str, queue: str) -> Obj:
@@ -58,12 +81,14 @@ def _workload(key: str, queue: str) -> Obj:
 
 
 def _world() -> World:
-    """ClusterQueue `gpus` (4 GPUs) is full with team-a/running; behind it wait, from two
-    namespaces and three LocalQueues: a late high-priority job, a mid one and two early ones."""
+    """ClusterQueue `gpus` (4 GPUs) is full with team-a/running, which may run an hour; behind
+    it wait, from two namespaces and three LocalQueues: a late high-priority job, a mid one and
+    two early ones."""
     sched = Scheduler()
     sched.upsert_flavor(Flavor("a100"))
     sched.upsert_cluster_queue(gpu_queue("gpus", quota("a100", 4), cohort=None))
-    sched.upsert_workload(job("team-a/running", "gpus", 4, created=0.0))
+    running = job("team-a/running", "gpus", 4, created=0.0)
+    sched.upsert_workload(replace(running, max_execution_seconds=HOUR))
     sched.run_cycle(1.0)
     cache = Objects()
     cache.add(k.CLUSTER_QUEUES, {"metadata": {"name": "gpus"}, "spec": {}})
@@ -82,7 +107,9 @@ def _world() -> World:
         sched.upsert_workload(job(key, "gpus", 2, priority=priority, created=created))
         cache.add(k.WORKLOADS, _workload(key, lq))
     sched.run_cycle(6.0)
-    return World(cache, CoreThread(sched))
+    core = CoreThread(sched)
+    workloads = cache.store(k.WORKLOADS).values
+    return World(cache, core, etas=EtaCache(core, workloads, lambda: NOW))
 
 
 @dataclass
@@ -164,7 +191,24 @@ async def test_the_clusterqueue_line_is_the_cores_order(served: tuple[str, Pki])
     assert first["metadata"]["namespace"] == "team-a"
     assert first["localQueueName"] == "lq"
     assert first["reason"] and first["message"]  # the scheduler's own words
-    assert "estimatedStartTime" in first
+
+
+async def test_each_pending_workload_says_when_it_should_start_and_what_that_assumes(
+    served: tuple[str, Pki],
+) -> None:
+    """`running` ends at its hour's limit; then urgent and mid (2 GPUs each) start. The
+    early ones wait behind two jobs with no limit and no history of such jobs finishing:
+    unknown, and the message says why."""
+    base, pki = served
+    status, body = await _get(base, CQ_PATH.format(cq="gpus"), pki.client(pki.proxy_ca))
+    assert status == 200
+    got = {i["metadata"]["name"]: i for i in body["items"]}
+    for name in ("urgent", "mid"):
+        assert got[name]["estimatedStartTime"] == "1970-01-01T01:00:00Z"
+        assert got[name]["estimatedStartMessage"] == ETA_ASSUMES
+    for name in ("early", "other"):
+        assert got[name]["estimatedStartTime"] is None
+        assert got[name]["estimatedStartMessage"].startswith("unknown: no runtime history")
 
 
 async def test_a_localqueue_sees_only_its_part_with_both_positions(

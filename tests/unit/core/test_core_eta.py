@@ -13,7 +13,14 @@ from core_worlds import FAST, Run, any_world, drive
 from hypothesis import given
 
 from queuectl.core import CycleResult, Scheduler, Workload
-from queuectl.core.eta import INACTIVE, NEVER_FITS, NO_HISTORY, EtaLimits, estimate_starts
+from queuectl.core.eta import (
+    INACTIVE,
+    NEVER_FITS,
+    NO_HISTORY,
+    EtaLimits,
+    estimate_starts,
+    prepare_estimate,
+)
 from queuectl.core.fleet import pending_order
 from queuectl.core.runtimes import RuntimeHistory
 
@@ -174,3 +181,18 @@ def test_an_estimate_is_never_before_now_deterministic_and_leaves_the_core_alone
         assert (eta.start is None) == bool(eta.why)
     assert {q: pending_order(s, q) for q in s.cluster_queues()} == before
     assert {k for k in s.workloads() if s.is_admitted(k)} == held
+
+
+def test_a_prepared_estimate_replays_the_core_as_it_was_when_prepared() -> None:
+    """The controller copies the core between cycles and replays the copy on another thread:
+    a job that arrives (or ends) after the copy changes nothing in that answer."""
+    s = scheduler(gpu_queue("a", quota("h100", 4), cohort=None))
+    running(s, limited(job("a/run", "a", 4), HOUR))
+    s.upsert_workload(job("a/next", "a", 4, created=10))
+    replay = prepare_estimate(s, now=600.0)
+    s.upsert_workload(job("a/jumps", "a", 4, priority=100, created=20))
+    s.delete_workload("a/run")
+    s.run_cycle(700.0)
+    eta = replay()
+    assert set(eta) == {"a/next"} and eta["a/next"].start == HOUR
+    assert prepare_estimate(s, now=800.0, keys=["a/unknown"])() == {}
