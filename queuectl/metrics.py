@@ -42,6 +42,8 @@ class GpuMetricSample:
     power_w: float | None = None
     ecc_sbe_total: int | None = None
     ecc_dbe_total: int | None = None
+    holders: tuple[tuple[str, str, str], ...] | None = None
+    """(namespace, pod, container) the kubelet gave the GPU to; None: the kubelet not asked."""
 
 
 _GAUGES = (
@@ -118,6 +120,37 @@ class GpuCollector(Collector):
         yield ecc
         yield xid
         yield healthy
+        yield from _holder_families(samples)
+
+
+HOLDER_LABELS = (*GPU_LABELS, "namespace", "pod", "container")
+
+
+def _holder_families(samples: Sequence[GpuMetricSample]) -> Iterable[GaugeMetricFamily]:
+    """dcgm-exporter's pod mapping: the GPU's figures again, labelled with who holds it."""
+    allocated = GaugeMetricFamily(
+        "queuectl_gpu_allocated", "1 if the kubelet gave the GPU to a container.", labels=GPU_LABELS
+    )
+    util = GaugeMetricFamily(
+        "queuectl_gpu_container_utilization_ratio",
+        "queuectl_gpu_utilization_ratio of a GPU, by the container holding it.",
+        labels=HOLDER_LABELS,
+    )
+    memory = GaugeMetricFamily(
+        "queuectl_gpu_container_memory_used_bytes",
+        "queuectl_gpu_memory_used_bytes of a GPU, by the container holding it.",
+        labels=HOLDER_LABELS,
+    )
+    for s in samples:
+        if s.holders is None:
+            continue
+        allocated.add_metric(_labels(s), 1.0 if s.holders else 0.0)
+        for holder in s.holders:
+            if s.utilization_ratio is not None:
+                util.add_metric([*_labels(s), *holder], s.utilization_ratio)
+            if s.memory_used_bytes is not None:
+                memory.add_metric([*_labels(s), *holder], float(s.memory_used_bytes))
+    yield from (allocated, util, memory)
 
 
 def _labels(s: GpuMetricSample) -> list[str]:
