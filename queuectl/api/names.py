@@ -308,6 +308,7 @@ ANNOTATION_NODE_DRAINED: Final = "gpu.queuectl.io/drained"
 # a preemption notice (reason IdleGPUs; Stop deactivates instead of requeueing).
 COND_GPU_IDLE: Final = "GPUIdle"
 REASON_GPU_IDLE: Final = "IdleGPUs"
+REASON_GPU_IDLE_STOP: Final = "IdleGPUsStop"  # the Preempted reason under action Stop
 REASON_GPU_IN_USE: Final = "GPUsInUse"
 EVENT_GPU_IDLE: Final = "IdleGPUs"
 PREEMPTOR_IDLE_POLICY: Final = "idle-policy"

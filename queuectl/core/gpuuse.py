@@ -5,9 +5,9 @@ utilization over the window (docs/design/agent.md, "GPU use per container"). The
 groups a report's containers by workload and folds each workload's share into the workload's
 running record (`fold`), kept on its status so it survives a controller restart:
 
-- GPU-seconds: the workload's GPUs on that node times the part of the window not counted yet
-  (a report already counted, seen again after a relist or a restart, adds nothing; nothing
-  before the workload's admission counts);
+- GPU-seconds: the workload's GPUs on that node times the time since that node's last counted
+  report (a report already counted, seen again after a relist or a restart, adds nothing; one
+  missed in between is covered by the next; nothing before the workload's admission counts);
 - used GPU-seconds: the same weighted by the window's mean utilization;
 - utilization: the GPU-weighted mean of each node's latest report (a gang spans nodes);
 - idle since: when the workload's utilization went under its queue's threshold and stayed.
@@ -110,17 +110,23 @@ def fold(
     it ended before the admission). `threshold`: the queue's idle threshold, None without an
     idle policy (then no idle clock runs)."""
     since = admitted_at if admitted_at is not None else float("-inf")
+    window = max(report.end - report.start, 1.0)
     previous = next((n for n in use.nodes if n.node == report.node), None)
     counted_to = previous.at if previous is not None else float("-inf")
     if report.end <= max(counted_to, since):
         return None
-    span = report.end - max(report.start, counted_to, since)
+    # A report missed in between (a write that lost a conflict, a relist that skipped one) is
+    # counted with this one, at its utilization; a gap longer than a few windows is not.
+    begin = report.start
+    if previous is not None and report.start - previous.at <= STALE_WINDOWS * window:
+        begin = previous.at
+    span = report.end - max(begin, since)
     gpu_seconds = report.gpus * max(span, 0.0)
     used = gpu_seconds * report.utilization / 100.0
     idle_under = DEFAULT_IDLE_THRESHOLD if threshold is None else threshold
     idle = gpu_seconds if report.utilization < idle_under else 0.0
 
-    stale_before = report.end - STALE_WINDOWS * max(report.end - report.start, 1.0)
+    stale_before = report.end - STALE_WINDOWS * window
     nodes = tuple(
         n for n in use.nodes if n.node != report.node and n.at >= max(stale_before, since)
     )

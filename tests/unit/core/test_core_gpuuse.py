@@ -86,6 +86,12 @@ def test_a_report_seen_again_adds_nothing() -> None:
     assert fold(first[0], report, admitted_at=0, threshold=5) is None
 
 
+def test_a_missed_report_is_covered_by_the_next_but_a_long_gap_is_not() -> None:
+    reports = windows("n1", 2, [50, 50, 50, 50, 50, 50])
+    assert run([reports[0], reports[2]]).gpu_seconds == 2 * 180
+    assert run([reports[0], reports[5]]).gpu_seconds == 2 * 120  # 4 windows apart: not covered
+
+
 def test_nothing_before_the_admission_counts_and_a_requeued_job_starts_a_new_idle_clock() -> None:
     """The job idled under its first admission (idle since 0), was requeued and admitted
     again at t=500: the window straddling the admission counts only its part after it, and
