@@ -235,9 +235,9 @@ class IdlePolicy(KubeModel):
 
     threshold_percent: int = Field(ge=1, le=100)
     """GPU utilization (percent, the mean over the workload's GPUs) under which it is idle."""
-    window_seconds: int = Field(ge=60, le=31_536_000)
-    """How long it must stay idle before the action; at least a minute (agents report once a
-    minute by default)."""
+    window_seconds: int = Field(ge=10, le=31_536_000)
+    """How long it must stay idle before the action (agents report once a minute by default:
+    a window shorter than their report period acts on the first idle report)."""
     action: IdleAction = IdleAction.WARN
 
 
