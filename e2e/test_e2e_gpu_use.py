@@ -113,6 +113,16 @@ def gpu_of(plane: ControlPlane, node: str, pod: str) -> tuple[str, ...] | None:
     return held[0] if held else None
 
 
+def events_of(plane: ControlPlane, name: str) -> dict[str, str]:
+    """Reason -> latest message of the Events about object `name` in the test's namespace."""
+    found = json.loads(plane.kubectl("get", "events", "-n", NS, "-o", "json").stdout)["items"]
+    return {
+        str(e.get("reason")): str(e.get("message") or e.get("note") or "")
+        for e in found
+        if (e.get("involvedObject") or e.get("regarding") or {}).get("name") == name
+    }
+
+
 def usage(plane: ControlPlane, job: str) -> dict[str, Any]:
     wl = workload_of(plane, NS, job) or {}
     return dict((wl.get("status") or {}).get("gpuUsage") or {})
@@ -175,20 +185,26 @@ def test_a_working_job_is_left_alone_and_an_idle_one_is_flagged_then_requeued(
         "under the ClusterQueue's idle threshold of 5%"
         in condition(flagged, names.COND_GPU_IDLE)["message"]
     )  # type: ignore[index]
-    requeued = wait_for(
-        "the idler preempted and requeued",
-        lambda: (w := workload_of(plane, NS, "idler")) and is_true(w, names.COND_REQUEUED) and w,
+    idler_wl = flagged["metadata"]["name"]
+    said = wait_for(
+        "the idler preempted and requeued (its Events)",
+        lambda: (
+            (e := events_of(plane, idler_wl))
+            and {names.EVENT_GPU_IDLE, names.EVENT_PREEMPTED, names.EVENT_REQUEUED} <= set(e)
+            and e
+        ),
         120,
     )
-    evicted = condition(requeued, names.COND_EVICTED) or {}
-    assert "Grace period over" in str(evicted.get("message")), evicted
-    events = json.loads(plane.kubectl("get", "events", "-n", NS, "-o", "json").stdout)["items"]
-    reasons = {
-        (e.get("reason"), (e.get("regarding") or e.get("involvedObject") or {}).get("name"))
-        for e in events
-    }
-    idler_wl = requeued["metadata"]["name"]
-    assert (names.EVENT_GPU_IDLE, idler_wl) in reasons, sorted(reasons)
+    assert "idle policy Requeue" in said[names.EVENT_PREEMPTED], said
+    wait_for(
+        "the requeued idler admitted and running again",
+        lambda: [
+            p
+            for p in running_pods(plane, NS, "idler")
+            if p["metadata"]["name"] != idler_pod["metadata"]["name"]
+        ],
+        120,
+    )
 
     worker = workload_of(plane, NS, "worker")
     assert worker is not None and not is_true(worker, names.COND_GPU_IDLE)

@@ -204,8 +204,9 @@ class Agent:
     async def _write(self, patch: NodePatch, now: float) -> bool:
         assert self.node_client is not None
         node = self.config.node_name
-        for change in patch.changes:
-            log.info("%s: %s", node, change)
+        for change in patch.changes:  # the GPU-use report changes every window: not news
+            quiet = names.ANNOTATION_GPU_USE in change.split("=", 1)[0]
+            log.log(logging.DEBUG if quiet else logging.INFO, "%s: %s", node, change)
         try:
             self._node = await self.node_client.patch(node, patch)
         except Conflict:

@@ -48,7 +48,9 @@ def encode(report: UseReport) -> str:
         [c.namespace, c.pod, c.container, list(c.gpus), round(c.utilization, 1), c.memory_bytes]
         for c in report.containers
     ]
-    body = {"v": VERSION, "from": round(report.start, 3), "to": round(report.end, 3), "c": rows}
+    # Whole seconds: the controller keeps the last counted end in a Workload's status, where
+    # times are RFC 3339 seconds; a fraction would be counted again from there.
+    body = {"v": VERSION, "from": round(report.start), "to": round(report.end), "c": rows}
     return json.dumps(body, separators=(",", ":"))
 
 

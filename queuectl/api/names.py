@@ -310,6 +310,7 @@ COND_GPU_IDLE: Final = "GPUIdle"
 REASON_GPU_IDLE: Final = "IdleGPUs"
 REASON_GPU_IDLE_STOP: Final = "IdleGPUsStop"  # the Preempted reason under action Stop
 REASON_GPU_IN_USE: Final = "GPUsInUse"
+REASON_GPU_IDLE_WINDOW: Final = "IdleWindowNotFull"  # idle again after a requeue, not long yet
 EVENT_GPU_IDLE: Final = "IdleGPUs"
 PREEMPTOR_IDLE_POLICY: Final = "idle-policy"
 EVENT_NODE_DRAINED: Final = "NodeDrained"

@@ -135,7 +135,15 @@ def status_patch(
         set_condition(conds, names.COND_GPU_IDLE, True, names.REASON_GPU_IDLE, message, now, gen)
         status["conditions"] = conds
     elif flagged:
-        message = f"its GPUs averaged {use.utilization:.0f}% utilization in the latest reports"
-        set_condition(conds, names.COND_GPU_IDLE, False, names.REASON_GPU_IN_USE, message, now, gen)
+        if use.idle_since is None:
+            reason = names.REASON_GPU_IN_USE
+            message = f"its GPUs averaged {use.utilization:.0f}% utilization in the latest reports"
+        else:  # idle again, but not for a whole window since its (new) admission
+            reason = names.REASON_GPU_IDLE_WINDOW
+            message = (
+                f"idle since {convert.format_time(use.idle_since)}, not yet for the whole "
+                "window (the idle clock starts again with each admission)"
+            )
+        set_condition(conds, names.COND_GPU_IDLE, False, reason, message, now, gen)
         status["conditions"] = conds
     return {"metadata": {"resourceVersion": wl["metadata"]["resourceVersion"]}, "status": status}

@@ -125,11 +125,11 @@ def test_a_window_reports_each_containers_mean_use_and_peak_memory() -> None:
 
 def test_the_report_survives_its_annotation_and_a_bad_one_says_what_is_wrong() -> None:
     report = gpuuse.UseReport(
-        1.5, 61.5, (gpuuse.ContainerUse("a", "p", "main", ("GPU-0",), 42.25, 7 << 30),)
+        1.4, 61.6, (gpuuse.ContainerUse("a", "p", "main", ("GPU-0",), 42.25, 7 << 30),)
     )
     assert gpuuse.decode(gpuuse.encode(report)) == gpuuse.UseReport(
-        1.5, 61.5, (gpuuse.ContainerUse("a", "p", "main", ("GPU-0",), 42.2, 7 << 30),)
-    )
+        1, 62, (gpuuse.ContainerUse("a", "p", "main", ("GPU-0",), 42.2, 7 << 30),)
+    )  # whole seconds, as the Workload status keeps them
     for text, problem in (
         ("{", "not JSON"),
         ('{"v": 2}', '"v": 1'),

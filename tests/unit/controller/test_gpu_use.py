@@ -153,6 +153,25 @@ async def test_an_idle_job_is_preempted_with_its_grace_period(action: str) -> No
     assert (WorkloadView(wl).spec.get("active", True) is False) == (action == "Stop")
 
 
+async def test_a_requeued_job_starts_a_new_idle_clock_and_its_old_flag_says_so() -> None:
+    """Flagged under Warn, then (for any reason) requeued and admitted again: the next idle
+    report does not flag it at once; the condition says the window runs again."""
+    w, _ = await admitted_world()
+    h = Harness(w)
+    h.set_policy(thresholdPercent=5, windowSeconds=600, action="Warn")
+    await h.report(0, minutes=10)
+    assert WorkloadView(w.workload()).is_true(names.COND_GPU_IDLE)
+    wl = copy.deepcopy(w.workload())
+    for cond in wl["status"]["conditions"]:
+        if cond["type"] == names.COND_QUOTA_RESERVED:
+            cond["lastTransitionTime"] = convert.format_time(h.t + 30)  # admitted again
+    w.add(k.WORKLOADS, wl)
+    await h.report(0, minutes=2)
+    cond = WorkloadView(w.workload()).condition(names.COND_GPU_IDLE)
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", "IdleWindowNotFull")
+    assert h.usage()["idleSince"] == convert.format_time(h.t - 120 + 30)
+
+
 def test_group_sums_each_workloads_gpus_and_weights_their_utilization() -> None:
     report = gpuuse.UseReport(
         0,
