@@ -42,6 +42,8 @@ class GpuMetricSample:
     power_w: float | None = None
     ecc_sbe_total: int | None = None
     ecc_dbe_total: int | None = None
+    holders: tuple[tuple[str, str, str], ...] | None = None
+    """(namespace, pod, container) the kubelet gave the GPU to; None: the kubelet not asked."""
 
 
 _GAUGES = (
@@ -118,6 +120,37 @@ class GpuCollector(Collector):
         yield ecc
         yield xid
         yield healthy
+        yield from _holder_families(samples)
+
+
+HOLDER_LABELS = (*GPU_LABELS, "namespace", "pod", "container")
+
+
+def _holder_families(samples: Sequence[GpuMetricSample]) -> Iterable[GaugeMetricFamily]:
+    """dcgm-exporter's pod mapping: the GPU's figures again, labelled with who holds it."""
+    allocated = GaugeMetricFamily(
+        "queuectl_gpu_allocated", "1 if the kubelet gave the GPU to a container.", labels=GPU_LABELS
+    )
+    util = GaugeMetricFamily(
+        "queuectl_gpu_container_utilization_ratio",
+        "queuectl_gpu_utilization_ratio of a GPU, by the container holding it.",
+        labels=HOLDER_LABELS,
+    )
+    memory = GaugeMetricFamily(
+        "queuectl_gpu_container_memory_used_bytes",
+        "queuectl_gpu_memory_used_bytes of a GPU, by the container holding it.",
+        labels=HOLDER_LABELS,
+    )
+    for s in samples:
+        if s.holders is None:
+            continue
+        allocated.add_metric(_labels(s), 1.0 if s.holders else 0.0)
+        for holder in s.holders:
+            if s.utilization_ratio is not None:
+                util.add_metric([*_labels(s), *holder], s.utilization_ratio)
+            if s.memory_used_bytes is not None:
+                memory.add_metric([*_labels(s), *holder], float(s.memory_used_bytes))
+    yield from (allocated, util, memory)
 
 
 def _labels(s: GpuMetricSample) -> list[str]:
@@ -396,3 +429,91 @@ WEBHOOK_INTERNAL_ERRORS = Counter(
     ["route", "answer"],
     registry=CONTROLLER_REGISTRY,
 )
+# --- GPU use from the node agents' reports (docs/design/gpu-use.md) ---
+CONTROLLER_USED_GPU_SECONDS = Counter(
+    "queuectl_used_gpu_seconds_total",
+    "GPU-seconds held by admitted workloads weighted by their GPUs' utilization (agents' "
+    "reports), by ClusterQueue.",
+    ["cluster_queue"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_IDLE_GPU_SECONDS = Counter(
+    "queuectl_idle_gpu_seconds_total",
+    "GPU-seconds held by admitted workloads while under their ClusterQueue's idle threshold "
+    "(5% without an idle policy), by ClusterQueue.",
+    ["cluster_queue"],
+    registry=CONTROLLER_REGISTRY,
+)
+CONTROLLER_IDLE_ACTIONS = Counter(
+    "queuectl_idle_workloads_total",
+    "Workloads flagged GPUIdle by their ClusterQueue's idle policy, by ClusterQueue and action.",
+    ["cluster_queue", "action"],
+    registry=CONTROLLER_REGISTRY,
+)
+
+
+@dataclass(frozen=True)
+class HeldGpuSample:
+    """A GPU of a node's latest report and who holds it; `cluster_queue`/`workload` empty for
+    a pod queuectl did not place."""
+
+    node: str
+    uuid: str
+    namespace: str
+    pod: str
+    container: str
+    workload: str
+    cluster_queue: str
+    utilization_ratio: float
+
+
+class HeldGpuCollector(Collector):
+    """dcgm-exporter's per-GPU pod mapping, with the queue workload (the controller resolves
+    it through the pod's verified owner chain), and the fleet's allocated and used GPUs by
+    ClusterQueue. Each node's rows are replaced by its next report, dropped with the node."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, tuple[HeldGpuSample, ...]] = {}
+
+    def update(self, node: str, rows: Sequence[HeldGpuSample] | None) -> None:
+        with self._lock:
+            if rows is None:
+                self._nodes.pop(node, None)
+            else:
+                self._nodes[node] = tuple(rows)
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        with self._lock:
+            rows = [r for node_rows in self._nodes.values() for r in node_rows]
+        labels = ("node", "uuid", "namespace", "pod", "container", "workload", "cluster_queue")
+        util = GaugeMetricFamily(
+            "queuectl_workload_gpu_utilization_ratio",
+            "Mean utilization of a GPU over its node's latest report, by who holds it.",
+            labels=labels,
+        )
+        allocated = GaugeMetricFamily(
+            "queuectl_gpus_allocated",
+            "GPUs held by containers in the nodes' latest reports, by ClusterQueue ('' outside).",
+            labels=("cluster_queue",),
+        )
+        used = GaugeMetricFamily(
+            "queuectl_gpus_used",
+            "Those GPUs weighted by their utilization (GPU-equivalents busy), by ClusterQueue.",
+            labels=("cluster_queue",),
+        )
+        per_queue: dict[str, list[float]] = {}
+        for r in rows:
+            util.add_metric(
+                [r.node, r.uuid, r.namespace, r.pod, r.container, r.workload, r.cluster_queue],
+                r.utilization_ratio,
+            )
+            per_queue.setdefault(r.cluster_queue, []).append(r.utilization_ratio)
+        for queue, ratios in sorted(per_queue.items()):
+            allocated.add_metric([queue], float(len(ratios)))
+            used.add_metric([queue], sum(ratios))
+        yield from (util, allocated, used)
+
+
+HELD_GPU_COLLECTOR = HeldGpuCollector()
+CONTROLLER_REGISTRY.register(HELD_GPU_COLLECTOR)

@@ -333,6 +333,37 @@ def panels() -> list[dict[str, Any]]:
             ],
             (12, 67, 12, 8),
         ),
+        panel(
+            "GPUs held vs used by ClusterQueue (agents' reports)",
+            "timeseries",
+            [
+                target(
+                    f"sum by (cluster_queue) (queuectl_gpus_allocated{{{CQ}}})",
+                    "{{cluster_queue}} held",
+                ),
+                target(
+                    f"sum by (cluster_queue) (queuectl_gpus_used{{{CQ}}})", "{{cluster_queue}} used"
+                ),
+            ],
+            (0, 75, 12, 8),
+            description="Held: GPUs the kubelets gave to each queue's pods, from the node "
+            "agents' PodResources reports. Used: those GPUs weighted by their utilization "
+            "(busy GPU-equivalents). The gap is what idles.",
+        ),
+        panel(
+            "Idle GPU-hours by team (over the range)",
+            "bargauge",
+            [
+                target(
+                    f"sum by (cluster_queue) "
+                    f"(increase(queuectl_idle_gpu_seconds_total{{{CQ}}}[$__range])) / 3600",
+                    "{{cluster_queue}}",
+                )
+            ],
+            (12, 75, 12, 8),
+            description="GPU-hours held while under the ClusterQueue's idle threshold (5 % "
+            "without an idle policy).",
+        ),
     ]
 
 

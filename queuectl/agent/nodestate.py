@@ -21,7 +21,12 @@ from queuectl.api import names
 # Labels and annotations this agent owns: a key it owns but no longer wants is removed.
 OWN_LABELS = discovery.GFD_LABEL_KEYS | {names.LABEL_GPU_NVLINK, names.LABEL_GPU_HEALTHY_COUNT}
 OWN_ANNOTATIONS = frozenset(
-    {names.ANNOTATION_GPU_TOPOLOGY_MATRIX, names.ANNOTATION_GPU_HEALTH, names.ANNOTATION_MIG_LAYOUT}
+    {
+        names.ANNOTATION_GPU_TOPOLOGY_MATRIX,
+        names.ANNOTATION_GPU_HEALTH,
+        names.ANNOTATION_MIG_LAYOUT,
+        names.ANNOTATION_GPU_USE,
+    }
 )
 
 
@@ -79,8 +84,10 @@ def desired_node(
     *,
     gfd_labels: bool = True,
     shared: sharing.Sharing | None = None,
+    gpu_use: str | None = None,
 ) -> DesiredNode:
-    """The full desired state from discovery, health and the device plugin's sharing config."""
+    """The full desired state from discovery, health and the device plugin's sharing config;
+    `gpu_use` the latest GPU-use report (api/gpuuse.py), None: none to publish."""
     cfg = shared or sharing.Sharing()
     owned = OWN_LABELS if gfd_labels else OWN_LABELS - discovery.GFD_LABEL_KEYS
     labels: dict[str, str | None] = dict.fromkeys(owned)
@@ -95,6 +102,7 @@ def desired_node(
         names.ANNOTATION_GPU_TOPOLOGY_MATRIX: discovery.topology_matrix(inventory),
         names.ANNOTATION_GPU_HEALTH: health_annotation,
         names.ANNOTATION_MIG_LAYOUT: sharing.layout(inventory.gpus, inventory.mig),
+        names.ANNOTATION_GPU_USE: gpu_use,
     }
     condition = Condition("True" if health.healthy else "False", health.reason, health.message)
     return DesiredNode(

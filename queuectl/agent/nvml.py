@@ -22,6 +22,7 @@ from queuectl.agent.reader import (
     GpuEvent,
     GpuInfo,
     GpuNotAnswering,
+    GpuProcess,
     GpuSample,
     MigDevice,
     MigState,
@@ -308,10 +309,40 @@ class NvmlReader:
             memory_utilization_ratio=None if util is None else util.memory / 100.0,
             memory_used_bytes=None if memory is None else int(memory.used),
             memory_free_bytes=None if memory is None else int(memory.free),
+            processes=self._processes(h),
         )
         if answered == 0 or not uuid:
             raise GpuNotAnswering(index, f"none of {failed} queries answered")
         return result
+
+    def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
+        """Running compute processes with their memory and latest SM share (what
+        dcgm-exporter joins with the kubelet's devices); a query the GPU refuses (MIG mode,
+        an old driver) leaves that part out."""
+        nv = self._nvml
+        running: list[Any] = self._try(
+            lambda: list(nv.nvmlDeviceGetComputeRunningProcesses(handle)), []
+        )
+        samples: list[Any] = self._try(
+            lambda: list(nv.nvmlDeviceGetProcessUtilization(handle, 0)), []
+        )
+        latest: dict[int, tuple[int, int]] = {}  # pid -> (timestamp, sm %)
+        for s in samples:
+            pid, stamp = int(s.pid), int(s.timeStamp)
+            if pid not in latest or stamp >= latest[pid][0]:
+                latest[pid] = (stamp, int(s.smUtil))
+        out = []
+        for p in running:
+            used = p.usedGpuMemory
+            sm = latest.get(int(p.pid))
+            out.append(
+                GpuProcess(
+                    int(p.pid),
+                    None if used is None else int(used),
+                    None if sm is None else sm[1],
+                )
+            )
+        return tuple(out)
 
     def mig(self, index: int) -> MigState:
         """MIG mode and devices: each device's slices and memory from its attributes, its

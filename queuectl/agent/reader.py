@@ -90,6 +90,16 @@ class PairTopology:
 
 
 @dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a GPU, as NVML lists it; `None`: NVML would not say."""
+
+    pid: int
+    memory_used_bytes: int | None = None
+    sm_percent: int | None = None
+    """Its share of the GPU's streaming multiprocessors in NVML's latest sample."""
+
+
+@dataclass(frozen=True)
 class GpuSample:
     """One pass of health and telemetry for one GPU; `None`: the GPU does not support the query."""
 
@@ -106,6 +116,9 @@ class GpuSample:
     memory_utilization_ratio: float | None = None
     memory_used_bytes: int | None = None
     memory_free_bytes: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+    """Running compute processes (empty where the driver lists none or will not say); they
+    never count toward health."""
 
 
 class EventKind(enum.StrEnum):

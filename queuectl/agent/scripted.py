@@ -272,6 +272,10 @@ class ScriptedReader:
     def temperature(self, at: float, gpu: int, celsius: float) -> None:
         self._at(at, lambda: self._update(gpu, temperature_c=celsius))
 
+    def utilization(self, at: float, gpu: int, percent: float) -> None:
+        """From `at`, the GPU reads `percent` busy (a job working, or idling)."""
+        self._at(at, lambda: self._update(gpu, utilization_ratio=percent / 100.0))
+
     def pending_pages(self, at: float, gpu: int, pending: bool = True) -> None:
         self._at(at, lambda: self._update(gpu, retired_pages_pending=pending))
 

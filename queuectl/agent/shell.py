@@ -12,24 +12,26 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from queuectl import metrics
 from queuectl.agent import health, nodestate
 from queuectl.agent.discovery import Inventory, read_inventory
+from queuectl.agent.gpuuse import ContainerDevices, GpuUse, UseWindow, join
 from queuectl.agent.health import GpuState, HealthPolicy, NodeHealth
 from queuectl.agent.kube import Conflict, NodeClient
 from queuectl.agent.nodestate import DesiredNode, NodePatch, NodeView
 from queuectl.agent.observe import observation, sample_gpu
 from queuectl.agent.reader import GpuEvent, GpuReader, GpuSample, NvmlUnavailable
 from queuectl.agent.sharing import Sharing
-from queuectl.api import names
+from queuectl.api import gpuuse, names
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 StateListener = Callable[[Inventory, Mapping[str, GpuState]], None]
+DeviceLister = Callable[[], Awaitable[list[ContainerDevices]]]
 
 STATUS_STARTING = "starting"
 STATUS_OK = "ok"
@@ -47,6 +49,7 @@ class AgentConfig:
     resync_s: float = 60.0  # re-read the Node (others may have changed it) this often
     gfd_labels: bool = True
     sharing: Sharing = field(default_factory=Sharing)
+    use_report_s: float = 60.0  # one GPU-use report (Node annotation) per this many seconds
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class PassResult:
     desired: DesiredNode
     patch: NodePatch | None  # None without a Node to compare with
     written: bool
+    gpu_use: tuple[GpuUse, ...] = ()  # who holds each GPU (empty without the kubelet's devices)
 
 
 async def call_blocking(fn: Callable[..., T], *args: Any, timeout: float) -> T:
@@ -107,9 +111,11 @@ class Agent:
         clock: Callable[[], float] = time.time,
         collector: metrics.GpuCollector = metrics.GPU_COLLECTOR,
         on_state: StateListener | None = None,
+        devices: DeviceLister | None = None,
     ) -> None:
         """`on_state` hears the inventory and health after start and after every pass (the
-        device plugin advertises from it)."""
+        device plugin advertises from it); `devices` asks the kubelet which container holds
+        which device (None: GPU use per container is not reported)."""
         self.reader = reader
         self.config = config
         self.node_client = node_client
@@ -124,6 +130,10 @@ class Agent:
         self._inventory_at: float | None = None
         self._node: NodeView | None = None
         self._node_at: float | None = None
+        self.devices = devices
+        self._use_window: UseWindow | None = None
+        self._use_annotation: str | None = None
+        self._devices_trouble: str | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
     async def start(self) -> NvmlUnavailable | None:
@@ -194,8 +204,9 @@ class Agent:
     async def _write(self, patch: NodePatch, now: float) -> bool:
         assert self.node_client is not None
         node = self.config.node_name
-        for change in patch.changes:
-            log.info("%s: %s", node, change)
+        for change in patch.changes:  # the GPU-use report changes every window: not news
+            quiet = names.ANNOTATION_GPU_USE in change.split("=", 1)[0]
+            log.log(logging.DEBUG if quiet else logging.INFO, "%s: %s", node, change)
         try:
             self._node = await self.node_client.patch(node, patch)
         except Conflict:
@@ -240,7 +251,8 @@ class Agent:
             cfg.policy, self.state, observation(now, self.inventory, samples, events)
         )
         node_health = health.summarize(self.state)
-        self._publish(samples)
+        use = await self._gpu_use(samples, now)
+        self._publish(samples, use)
         self._tell()
         desired = nodestate.desired_node(
             self.inventory,
@@ -248,6 +260,7 @@ class Agent:
             health.encode(self.state),
             gfd_labels=cfg.gfd_labels,
             shared=cfg.sharing,
+            gpu_use=self._use_annotation,
         )
         patch, written = None, False
         if self.node_client is not None:
@@ -268,15 +281,47 @@ class Agent:
             desired,
             patch,
             written,
+            tuple(use or ()),
         )
+
+    async def _gpu_use(
+        self, samples: Mapping[int, GpuSample | str], now: float
+    ) -> list[GpuUse] | None:
+        """Join the kubelet's devices with this pass's samples; close the report window when
+        it is due (the Node annotation then changes, once per window). None: not known."""
+        if self.devices is None:
+            return None
+        try:
+            containers = await asyncio.wait_for(self.devices(), self.config.call_timeout_s)
+        except Exception as exc:  # the kubelet restarting, its socket not mounted, a timeout
+            trouble = f"{type(exc).__name__}: {exc}"
+            if trouble != self._devices_trouble:
+                log.warning("cannot read the kubelet's pod resources: %s", trouble)
+            self._devices_trouble = trouble
+            return None
+        self._devices_trouble = None
+        by_uuid = {s.uuid: s for s in samples.values() if isinstance(s, GpuSample)}
+        rows = join(containers, self.inventory.gpus, by_uuid)
+        if self._use_window is None:
+            self._use_window = UseWindow(now)
+        self._use_window.add(rows)
+        if now - self._use_window.start >= self.config.use_report_s:
+            report = self._use_window.close(now)
+            self._use_annotation = gpuuse.encode(report) if report.containers else None
+        return rows
 
     def _tell(self) -> None:
         if self.on_state is not None:
             self.on_state(self.inventory, self.state)
 
-    def _publish(self, samples: dict[int, GpuSample | str]) -> None:
+    def _publish(self, samples: dict[int, GpuSample | str], use: list[GpuUse] | None) -> None:
         rows = []
         by_uuid = {s.uuid: s for s in self.state.values()}
+        holders: dict[str, list[tuple[str, str, str]]] = {}
+        for row in use or ():
+            held = holders.setdefault(row.uuid, [])
+            if row.held:
+                held.append((row.namespace, row.pod, row.container))
         for gpu in self.inventory.gpus:
             s = samples.get(gpu.index)
             sample = s if isinstance(s, GpuSample) else GpuSample(gpu.index, gpu.uuid)
@@ -297,6 +342,7 @@ class Agent:
                     power_w=sample.power_w,
                     ecc_sbe_total=sample.ecc_sbe_volatile,
                     ecc_dbe_total=sample.ecc_dbe_volatile,
+                    holders=None if use is None else tuple(holders.get(gpu.uuid, ())),
                 )
             )
         self.collector.update(rows)

@@ -203,6 +203,9 @@ DEACTIVATING_EVICTIONS: Final = (
 AGENT_FIELD_MANAGER: Final = "queuectl-agent"
 # Per-GPU health detail (compact JSON, keyed by GPU UUID); lets a restarted agent keep hysteresis.
 ANNOTATION_GPU_HEALTH: Final = "gpu.queuectl.io/health"
+# Which container holds which GPU and how much it used over the agent's last report window
+# (compact JSON, queuectl/api/gpuuse.py); the controller folds it into each Workload's status.
+ANNOTATION_GPU_USE: Final = "gpu.queuectl.io/gpu-use"
 # Values of the gpu.queuectl.io/nvlink label.
 NVLINK_CLASS_NVSWITCH: Final = "nvswitch"
 NVLINK_CLASS_FULL_MESH: Final = "full-mesh"
@@ -304,6 +307,16 @@ AGENT_SERVICE_ACCOUNT: Final = "queuectl-agent"
 # Present while the node counts against its flavors' drain budget; removed on recovery.
 ANNOTATION_NODE_DRAINED: Final = "gpu.queuectl.io/drained"
 # Event reasons on a Node.
+# A Workload whose GPUs stayed under its ClusterQueue's idle threshold for the window
+# (docs/design/gpu-use.md): condition GPUIdle, a Warning Event, and with action Requeue or Stop
+# a preemption notice (reason IdleGPUs; Stop deactivates instead of requeueing).
+COND_GPU_IDLE: Final = "GPUIdle"
+REASON_GPU_IDLE: Final = "IdleGPUs"
+REASON_GPU_IDLE_STOP: Final = "IdleGPUsStop"  # the Preempted reason under action Stop
+REASON_GPU_IN_USE: Final = "GPUsInUse"
+REASON_GPU_IDLE_WINDOW: Final = "IdleWindowNotFull"  # idle again after a requeue, not long yet
+EVENT_GPU_IDLE: Final = "IdleGPUs"
+PREEMPTOR_IDLE_POLICY: Final = "idle-policy"
 EVENT_NODE_DRAINED: Final = "NodeDrained"
 EVENT_NODE_DRAIN_DEFERRED: Final = "NodeDrainDeferred"
 EVENT_NODE_RESTORED: Final = "NodeRestored"

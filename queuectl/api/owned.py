@@ -68,6 +68,7 @@ NODE_KEYS: Final = frozenset(
         names.ANNOTATION_GPU_TOPOLOGY_MATRIX,
         names.ANNOTATION_GPU_HEALTH,
         names.ANNOTATION_MIG_LAYOUT,
+        names.ANNOTATION_GPU_USE,
         names.ANNOTATION_NODE_DRAINED,
         names.TAINT_GPU_UNHEALTHY,
         names.TAINT_GPU_UNKNOWN,

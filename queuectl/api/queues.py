@@ -220,6 +220,27 @@ class WaitForPodsReady(KubeModel):
     nothing else (of any queue) is admitted into its flavors; unset: the controller's flag."""
 
 
+class IdleAction(StrEnum):
+    WARN = "Warn"
+    """Condition GPUIdle and a Warning Event; the workload keeps running."""
+    REQUEUE = "Requeue"
+    """As Warn, then preempted with its priority class's grace period and requeued."""
+    STOP = "Stop"
+    """As Warn, then preempted with its grace period and deactivated (not requeued)."""
+
+
+class IdlePolicy(KubeModel):
+    """What to do with a workload whose GPUs stay under a utilization threshold for a window
+    (the node agents' reports, docs/design/gpu-use.md)."""
+
+    threshold_percent: int = Field(ge=1, le=100)
+    """GPU utilization (percent, the mean over the workload's GPUs) under which it is idle."""
+    window_seconds: int = Field(ge=10, le=31_536_000)
+    """How long it must stay idle before the action (agents report once a minute by default:
+    a window shorter than their report period acts on the first idle report)."""
+    action: IdleAction = IdleAction.WARN
+
+
 class ClusterQueueSpec(KubeModel):
     """Quota, order and preemption rules of one queue of the tree."""
 
@@ -249,6 +270,8 @@ class ClusterQueueSpec(KubeModel):
     """Off when unset."""
     wait_for_pods_ready: WaitForPodsReady | None = None
     """Overrides of the controller's pods-ready timeouts for this queue's workloads."""
+    idle_policy: IdlePolicy | None = None
+    """Flag (and optionally stop) workloads whose GPUs idle; off when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> ClusterQueueSpec:

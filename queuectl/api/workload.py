@@ -224,6 +224,35 @@ class PreemptionNotice(KubeModel):
     reason: str | None = Field(default=None, max_length=64)
 
 
+class NodeGpuUse(KubeModel):
+    """The latest GPU-use report counted from one node (its agent's window end)."""
+
+    name: str = Field(max_length=253)
+    report_time: datetime
+    gpus: int = Field(ge=0, le=INT32_MAX)
+    utilization_percent: int = Field(ge=0, le=100)
+
+
+class GpuUsage(KubeModel):
+    """What the workload's GPUs did, from the node agents' reports (controller-written)."""
+
+    gpus: int = Field(default=0, ge=0, le=INT32_MAX)
+    """GPUs its containers held in the latest reports."""
+    utilization_percent: int = Field(default=0, ge=0, le=100)
+    """Mean utilization of those GPUs over the latest reports."""
+    gpu_seconds: int = Field(default=0, ge=0)
+    """GPU-seconds held, over every admission."""
+    used_gpu_seconds: int = Field(default=0, ge=0)
+    """GPU-seconds weighted by utilization: what it actually used."""
+    idle_since: datetime | None = None
+    """Under its ClusterQueue's idle threshold since then (only with an idle policy)."""
+    nodes: list[NodeGpuUse] = Field(
+        default_factory=list,
+        max_length=1024,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
 class WorkloadStatus(KubeModel):
     admission: Admission | None = None
     conditions: list[Condition] = conditions_field()
@@ -236,6 +265,7 @@ class WorkloadStatus(KubeModel):
     )
     """What each check of its ClusterQueue says: all Pending at reservation, then their own."""
     accumulated_past_execution_time_seconds: int | None = Field(default=None, ge=0)
+    gpu_usage: GpuUsage | None = None
 
 
 class Workload(Resource):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import queuectl
@@ -31,11 +32,18 @@ def scenario_path(text: str) -> Path:
 
 
 def start_gpu_agent(
-    plane: ControlPlane, node_name: str, description: Path, *, clock_file: Path | None = None
+    plane: ControlPlane,
+    node_name: str,
+    description: Path,
+    *,
+    clock_file: Path | None = None,
+    pod_resources_socket: Path | None = None,
+    extra_args: Sequence[str] = (),
 ) -> None:
     """Start `queuectl agent --device-plugin` for `node_name` over the emulated `description`
-    (emulated time from the agent's first nvmlInit, or the number in `clock_file`). It runs as
-    one of the environment's processes: its log is logs/agent-<node>.log, `stop` ends it."""
+    (emulated time from the agent's first nvmlInit, or the number in `clock_file`), asking the
+    node's kubelet at `pod_resources_socket` which container holds which GPU. It runs as one
+    of the environment's processes: its log is logs/agent-<node>.log, `stop` ends it."""
     env = environment(
         write_description(description, plane.work_dir / f"{node_name}.emu"),
         build_library(),
@@ -46,4 +54,7 @@ def start_gpu_agent(
     argv = [sys.executable, "-m", "queuectl.cli.main", "agent", "--device-plugin"]
     argv += ["--node-name", node_name, "--kubeconfig", plane.kubeconfig]
     argv += ["--metrics-port", "0", "--poll-seconds", "1"]
+    if pod_resources_socket is not None:
+        argv += ["--pod-resources-socket", str(pod_resources_socket)]
+    argv += extra_args
     plane.start_process(f"agent-{node_name}", argv, env=env)

@@ -167,3 +167,26 @@ def condition_message(wl: Obj) -> tuple[str, str] | None:
     if cond is None:
         return None
     return str(cond.get("reason") or ""), str(cond.get("message") or "")
+
+
+def gpu_use(wl: Obj, now: float) -> str | None:
+    """`describe`'s GPU use line, from `status.gpuUsage` (the node agents' reports, folded by
+    the controller); None before any report was counted."""
+    use = WorkloadView(wl).status.get("gpuUsage") or {}
+    held = float(use.get("gpuSeconds") or 0)
+    if not held:
+        return None
+    used = float(use.get("usedGpuSeconds") or 0)
+    reports = [convert.parse_time(n.get("reportTime")) for n in use.get("nodes") or ()]
+    latest = max((t for t in reports if t is not None), default=None)
+    said = f"{int(use.get('gpus') or 0)} GPU(s) at {int(use.get('utilizationPercent') or 0)}%"
+    if latest is not None:
+        said += f" (report {max(now - latest, 0):.0f}s ago)"
+    said += f"; {used / 3600:.2f} of {held / 3600:.2f} GPU-hours used ({100 * used / held:.0f}%)"
+    idle_since = convert.parse_time(use.get("idleSince"))
+    if idle_since is not None:
+        said += f"; idle for {max(now - idle_since, 0) / 60:.0f} min"
+    cond = WorkloadView(wl).condition(names.COND_GPU_IDLE)
+    if cond is not None and cond.get("status") == "True":
+        said += f"; GPUIdle: {cond.get('message') or ''}"
+    return said

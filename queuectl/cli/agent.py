@@ -35,6 +35,7 @@ from queuectl.agent.deviceplugin.paths import (
 from queuectl.agent.health import APPLICATION_XIDS, HealthPolicy
 from queuectl.agent.kube import KubeNodeClient
 from queuectl.agent.nvml import NvmlReader
+from queuectl.agent.podresources.paths import DEFAULT_SOCKET as DEFAULT_POD_RESOURCES_SOCKET
 from queuectl.agent.reader import GpuReader
 from queuectl.agent.scripted import ScriptedReader
 from queuectl.agent.server import serve
@@ -130,6 +131,24 @@ def add_parser(subparsers: Subparsers) -> None:
         help=f"the kubelet's device plugin socket directory (default: {DEFAULT_DIR})",
     )
     p.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=DEFAULT_POD_RESOURCES_SOCKET,
+        help="the kubelet's PodResources socket, to report which container holds which GPU "
+        f"(default: {DEFAULT_POD_RESOURCES_SOCKET})",
+    )
+    p.add_argument(
+        "--no-gpu-use",
+        action="store_true",
+        help="do not ask the kubelet which container holds which GPU (no per-pod GPU use)",
+    )
+    p.add_argument(
+        "--gpu-use-report-seconds",
+        type=seconds(minimum=1.0),
+        default=60.0,
+        help="one per-container GPU-use report on the Node per this many seconds (default 60)",
+    )
+    p.add_argument(
         "--scripted",
         type=Path,
         metavar="SCENARIO.yaml",
@@ -160,6 +179,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         poll_s=args.poll_seconds,
         gfd_labels=not args.no_gfd_labels,
         sharing=Sharing(args.mig_strategy, args.time_slicing_replicas),
+        use_report_s=args.gpu_use_report_seconds,
     )
 
 
@@ -229,17 +249,20 @@ async def daemon(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # gRPC only where the plugin runs: `queuectl agent` without it starts without grpcio.
+    # gRPC (device plugin, PodResources) only in the daemon: `--once` starts without grpcio.
     from queuectl.agent.deviceplugin.plugin import DevicePluginServer, DeviceTable
+    from queuectl.agent.podresources.client import list_devices
 
     table = DeviceTable()
     plugin = DevicePluginServer(table, args.device_plugin_dir) if args.device_plugin else None
+    socket_path: Path = args.pod_resources_socket
     async with kube_client(args.kubeconfig) as api:
         agent = Agent(
             reader_from(args),
             config,
             KubeNodeClient(api),
             on_state=lambda inventory, state: table.update(plugin_devices(inventory, state)),
+            devices=None if args.no_gpu_use else lambda: list_devices(socket_path),
         )
         runner = await serve(lambda: agent.status, args.metrics_port) if args.metrics_port else None
         try:

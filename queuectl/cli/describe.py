@@ -346,6 +346,8 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
     flavors = snap.objects.get(rest.RESOURCE_FLAVORS.plural, [])
     if (gpu_time := gpu_time_of(obj, flavors, snap.now)) is not None:
         pairs.append(("GPU time", gpu_time))
+    if (gpu_use := wlv.gpu_use(obj, snap.now)) is not None:
+        pairs.append(("GPU use", gpu_use))
     maxexec = ObjectView(obj).spec.get("maximumExecutionTimeSeconds")
     if maxexec:
         pairs.append(("Max runtime", duration(float(maxexec))))

@@ -150,7 +150,12 @@ def up(args: argparse.Namespace) -> int:
         if args.emulated_gpus is not None:
             (node,) = realnode.recorded(directory)
             _err(f"Starting the agent's device plugin on {node.name} ({args.emulated_gpus.name})")
-            start_gpu_agent(plane, node.name, args.emulated_gpus)
+            start_gpu_agent(
+                plane,
+                node.name,
+                args.emulated_gpus,
+                pod_resources_socket=node.pod_resources_socket,
+            )
         for archive in args.load_image:
             for node in realnode.recorded(directory):
                 _err(f"Loading {archive} into {node.name}")

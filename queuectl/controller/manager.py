@@ -29,6 +29,7 @@ from queuectl.controller.gcpolicy import GcOptions, GcPolicy
 from queuectl.controller.inflight import Action, InFlight
 from queuectl.controller.leader import LeaderElector
 from queuectl.controller.nodes.drain import Drainer, DrainOptions
+from queuectl.controller.nodes.gpuuse import GpuUseTracker
 from queuectl.controller.observe import Observer
 from queuectl.controller.queues.queue_status import QueueStatusWriter
 from queuectl.controller.watch import kube as k
@@ -132,6 +133,13 @@ class Controller:
             self.events,
             lambda key, action: self.enqueue(f"wl:{key}", action),
             options.drain,
+            clock,
+        )
+        self.gpu_use = GpuUseTracker(
+            self.cache,
+            self.reconciler.writes,
+            self.events,
+            lambda key, action: self.enqueue(f"wl:{key}", action),
             clock,
         )
         self.enforcer = Enforcer(
@@ -358,6 +366,7 @@ class Controller:
                 asyncio.create_task(self._status_loop(), name="queue-status"),
                 asyncio.create_task(self.drainer.run(self._wait_leading), name="drain"),
                 asyncio.create_task(self.enforcer.run(self._wait_leading), name="enforce"),
+                asyncio.create_task(self.gpu_use.run(self._wait_leading), name="gpu-use"),
                 asyncio.create_task(self.observer.run(self._wait_leading), name="observe"),
             ]
             for wl in self.cache.store(k.WORKLOADS).values():

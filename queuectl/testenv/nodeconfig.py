@@ -189,7 +189,7 @@ def write(
     flags = [
         f"--config={kubelet_yaml}",
         f"--kubeconfig={kubeconfig}",
-        f"--root-dir={base / 'kubelet' / 'root'}",
+        f"--root-dir={node.kubelet_root}",
         f"--cert-dir={base / 'kubelet' / 'pki'}",
         f"--hostname-override={node.name}",
         f"--node-ip={node.node_ip}",

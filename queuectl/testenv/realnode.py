@@ -65,6 +65,15 @@ class RealNode:
     def containerd_socket(self) -> Path:
         return Path(self.dir) / "containerd" / "containerd.sock"
 
+    @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's `--root-dir` (its pod-resources socket lives under it)."""
+        return Path(self.dir) / "kubelet" / "root"
+
+    @property
+    def pod_resources_socket(self) -> Path:
+        return self.kubelet_root / "pod-resources" / "kubelet.sock"
+
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     try:

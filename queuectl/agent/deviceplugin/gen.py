@@ -27,8 +27,9 @@ class GenerateError(RuntimeError):
     """The stubs could not be generated; the message says why and what to do."""
 
 
-def proto_from_module(module: str = KUBELET_MODULE) -> Path:
-    """`api.proto` of the kubelet module, downloaded through the Go module proxy if needed."""
+def proto_from_module(module: str = KUBELET_MODULE, path: str = PROTO_IN_MODULE) -> Path:
+    """A proto of the kubelet module (default: the device plugin's), downloaded through the Go
+    module proxy if needed."""
     try:
         done = subprocess.run(
             ["go", "mod", "download", "-json", module],
@@ -41,7 +42,7 @@ def proto_from_module(module: str = KUBELET_MODULE) -> Path:
         raise GenerateError(
             f"`go mod download {module}` failed ({exc}): install Go or pass --proto FILE"
         ) from None
-    return Path(json.loads(done.stdout)["Dir"]) / PROTO_IN_MODULE
+    return Path(json.loads(done.stdout)["Dir"]) / path
 
 
 def generate(proto: Path, out: Path) -> None:

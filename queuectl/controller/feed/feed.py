@@ -55,6 +55,22 @@ def _same_spec(obj: Obj, old: Obj | None) -> bool:
     return gen is not None and gen == old_gen and obj.get("spec") == old.get("spec")
 
 
+def _only_gpu_use_changed(obj: Obj, old: Obj | None) -> bool:
+    """Whether a Node update changed nothing but its agent's GPU-use report (once a minute per
+    node; the core reads nothing of it, so it must not re-feed the Node and wake a cycle)."""
+    if old is None:
+        return False
+
+    def without(node: Obj) -> Obj:
+        annotations = dict(node["metadata"].get("annotations") or {})
+        annotations.pop(names.ANNOTATION_GPU_USE, None)
+        meta = {**node["metadata"], "annotations": annotations}
+        meta.pop("resourceVersion", None)
+        return {**node, "metadata": meta}
+
+    return without(obj) == without(old)
+
+
 def _core_view(wl: Obj) -> tuple[Any, ...]:
     """The parts of a Workload the core's input is built from."""
     view = WorkloadView(wl)
@@ -153,6 +169,8 @@ class Feed:
         def listener(kind: str, obj: Obj, old: Obj | None) -> None:
             if kind != "DELETED" and _same_spec(obj, old) and obj.get("kind") != "Node":
                 return  # our own status writes come back as events: nothing to feed
+            if kind != "DELETED" and obj.get("kind") == "Node" and _only_gpu_use_changed(obj, old):
+                return
             if kind == "DELETED":
                 delete(obj["metadata"]["name"])
             else:

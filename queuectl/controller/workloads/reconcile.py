@@ -182,7 +182,7 @@ class Reconciler:
 
         1. Evicted: drain it (`_drain`);
         2. preempted: write the notice on the job and its running pods (`notice`); evict once
-           the grace period is over;
+           the grace period is over (deactivated first when its idle policy said Stop);
         3. its LocalQueue stopped with HoldAndDrain: evict;
         4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
         5. the job changed under its quota: evict, to requeue it as it is now;
@@ -204,6 +204,8 @@ class Reconciler:
                 await self.notices.serve(key, pods, deadline, now)
                 return
             cond = WorkloadView(wl).condition(names.COND_PREEMPTED) or {}
+            if cond.get("reason") == names.REASON_GPU_IDLE_STOP:  # idle policy Stop
+                wl = await self.writes.deactivate(wl) or wl
             await self.evict(
                 wl,
                 names.REASON_EVICTED_PREEMPTION,

@@ -75,6 +75,11 @@ async def passes(times: list[float]) -> None:
                 "taint": result.desired.taint_reason,
                 "utilization": utilization,
                 "events": [[e.uuid, str(e.kind), e.xid] for e in result.events],
+                "processes": {
+                    i: [[p.pid, p.memory_used_bytes, p.sm_percent] for p in s.processes]
+                    for i, s in result.samples.items()
+                    if isinstance(s, GpuSample) and s.processes
+                },
             }
         )
     await agent.close()

@@ -175,6 +175,19 @@ def test_processes_work_then_idle_then_exit(library: Path, tmp_path: Path) -> No
     assert "0" not in gone["gpus"] and gone["gpus"]["1"]["running"][0][0] == 4102
 
 
+def test_the_agents_samples_carry_each_gpus_processes_and_their_sm_share(
+    library: Path, tmp_path: Path
+) -> None:
+    """NvmlReader.sample reads running processes and their latest per-process utilization
+    through pynvml, as dcgm-exporter does; a GPU with no process lists none."""
+    busy, idling, gone = run_on(library, tmp_path, H100, "passes", "10", "400", "700")
+    mib = 1024 * 1024
+    assert busy["processes"] == {"0": [[4101, 71680 * mib, 97]], "1": [[4102, 20480 * mib, 1]]}
+    assert idling["processes"]["0"] == [[4101, 71680 * mib, 2]]
+    assert gone["processes"] == {"1": [[4102, 20480 * mib, 1]]}
+    assert busy["utilization"]["0"] == 0.97 and idling["utilization"]["0"] == 0.02
+
+
 def test_a_process_in_a_mig_device_carries_its_gpu_instance(library: Path, tmp_path: Path) -> None:
     [at_start] = run_on(library, tmp_path, A100, "processes", "1")
     running = at_start["gpus"]["0"]["running"]

@@ -95,6 +95,44 @@ def sliced(count: int, slices: list[tuple[str, int]]) -> dict[str, Any]:
 # (case, model, object, where the error points, words it must contain)
 BAD: list[tuple[str, type[Resource], dict[str, Any], str, str]] = [
     (
+        "idle threshold of 0 %",
+        ClusterQueue,
+        mutate(
+            cq(),
+            lambda o: o["spec"].update(idlePolicy={"thresholdPercent": 0, "windowSeconds": 600}),
+        ),
+        "spec.idlePolicy.thresholdPercent",
+        "greater than or equal to 1",
+    ),
+    (
+        "idle window of 5 s",
+        ClusterQueue,
+        mutate(
+            cq(), lambda o: o["spec"].update(idlePolicy={"thresholdPercent": 5, "windowSeconds": 5})
+        ),
+        "spec.idlePolicy.windowSeconds",
+        "greater than or equal to 10",
+    ),
+    (
+        "an idle action nobody knows",
+        ClusterQueue,
+        mutate(
+            cq(),
+            lambda o: o["spec"].update(
+                idlePolicy={"thresholdPercent": 5, "windowSeconds": 600, "action": "Delete"}
+            ),
+        ),
+        "spec.idlePolicy.action",
+        "'Warn', 'Requeue' or 'Stop'",
+    ),
+    (
+        "an idle policy without a window",
+        ClusterQueue,
+        mutate(cq(), lambda o: o["spec"].update(idlePolicy={"thresholdPercent": 5})),
+        "spec.idlePolicy.windowSeconds",
+        "Field required",
+    ),
+    (
         "lending above nominal",
         ClusterQueue,
         cq(groups=[gpu_group(lendingLimit=9)]),

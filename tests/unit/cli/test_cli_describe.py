@@ -255,3 +255,33 @@ def test_a_pod_group_is_judged_by_the_pods_that_exist(pods: int, incomplete: boo
     assert ("PodGroupIncomplete" in text) is incomplete
     if incomplete:
         assert "1 of the 2 pods of pod group 'sweep' exist" in text
+
+
+def test_workload_shows_its_gpu_use_from_the_agents_reports_and_an_idle_flag() -> None:
+    objs = o.research_tree()
+    v_run = objs["workloads"][0]
+    v_run["status"]["gpuUsage"] = {
+        "gpus": 8,
+        "utilizationPercent": 3,
+        "gpuSeconds": 8 * 3600,
+        "usedGpuSeconds": 2 * 3600,
+        "idleSince": o.ts(o.NOW - 1800),
+        "nodes": [
+            {"name": "n0", "reportTime": o.ts(o.NOW - 20), "gpus": 8, "utilizationPercent": 3}
+        ],
+    }
+    v_run["status"]["conditions"].append(
+        {
+            "type": names.COND_GPU_IDLE,
+            "status": "True",
+            "reason": "IdleGPUs",
+            "message": "idle 30 min",
+        }
+    )
+    snap = Snapshot.from_objects(objs, now=o.NOW)
+    text = describe.describe(snap, "workload", "v-run", "team-vision", PLAIN)
+    assert (
+        "GPU use:      8 GPU(s) at 3% (report 20s ago); 2.00 of 8.00 GPU-hours used (25%); "
+        "idle for 30 min; GPUIdle: idle 30 min"
+    ) in text
+    assert "GPU use" not in describe.describe(snap, "workload", "l-run", "team-llm", PLAIN)

@@ -80,6 +80,8 @@ def exported() -> dict[str, set[str]]:
     for family in metrics.GPU_COLLECTOR.collect():
         suffix = "_total" if family.type == "counter" else ""
         out.setdefault(family.name + suffix, collector_labels)
+    for family in metrics.HELD_GPU_COLLECTOR.collect():  # each family its own labels
+        out.setdefault(family.name, set(family._labelnames))
     return out
 
 
