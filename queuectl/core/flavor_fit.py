@@ -15,7 +15,7 @@ from functools import partial
 from typing import Literal
 
 from queuectl.core import reasons
-from queuectl.core.node_index import ShapeIndex, place_indexed
+from queuectl.core.node_index import MAX_INDEXES, ShapeIndex, place_indexed
 from queuectl.core.podset_groups import Ground, Grouping, place_member
 from queuectl.core.quota import QNode, available, potential
 from queuectl.core.results import PendingInfo, waiting_for_quota
@@ -135,13 +135,16 @@ def shape_index(
         levels,
         tuple(sorted(per_pod.items())),
     )
-    index = state.cache.placement.get(key)
+    kept = state.cache.placement
+    index = kept.pop(key, None)
     if index is None:
         nodes = state.nodes_for(flavor, ps)
         index = ShapeIndex(nodes, state.capacity, levels, per_pod, state.node_used, state.node_log)
-        state.cache.placement[key] = index
+        if len(kept) >= MAX_INDEXES:
+            del kept[next(iter(kept))]  # the least recently used
     else:
-        index.refresh(state.node_used, state.node_log)
+        index.refresh(state.node_used, state.node_log, state.nodes)
+    kept[key] = index  # last: the most recently used
     return index
 
 

@@ -41,6 +41,10 @@ PlacementKey = tuple[
 """(flavor, the pod set's node selector, its tolerations, the Topology's levels, per-pod node
 requests): what decides a `ShapeIndex`'s nodes and rooms."""
 
+MAX_INDEXES = 64
+"""Indexes kept (the least recently used goes first): each costs memory per node, and a cluster
+whose pods ask for many different amounts would otherwise keep one per amount."""
+
 UNCAPPED = 1 << 62
 """The limit given to `pods_fit` for a room not yet capped by a gang's count."""
 
@@ -73,6 +77,16 @@ class ChangeLog:
         if pos < self.base:
             return None
         return self.names[pos - self.base :]
+
+
+def same_place(old: Node, new: Node) -> bool:
+    """The same node for every index (the same flavors, selectors and domains would list it),
+    though it may hold other amounts: usage of foreign pods, allocatable, healthy GPUs."""
+    return (old.labels, old.taints, old.unschedulable) == (
+        new.labels,
+        new.taints,
+        new.unschedulable,
+    )
 
 
 class _Domain:
@@ -157,8 +171,10 @@ class ShapeIndex:
         cap = self.capacities[node.name]
         return pods_fit(node, cap, used.get(node.name, empty), self.per_pod, UNCAPPED)
 
-    def refresh(self, used: NodeUse, log: ChangeLog) -> None:
-        """Catch up with the node usage changes logged since the last look."""
+    def refresh(self, used: NodeUse, log: ChangeLog, nodes: Mapping[str, Node]) -> None:
+        """Catch up with the changes logged since the last look: node usage, and Nodes
+        replaced by ones that differ only in what they hold (`same_place`), taken from
+        `nodes`."""
         changed = log.since(self.pos)
         self.pos = log.end
         if changed is None:
@@ -168,7 +184,8 @@ class ShapeIndex:
         else:
             todo = {self.position[name] for name in changed if name in self.position}
         for i in todo:
-            room = self._room(self.nodes[i], used)
+            node = self.nodes[i] = nodes.get(self.nodes[i].name, self.nodes[i])
+            room = self._room(node, used)
             if room != self.rooms[i]:
                 self.rooms[i] = room
                 for d in self.of_node[i]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from queuectl.core.bank import Ledger
-from queuectl.core.node_index import ChangeLog, PlacementKey, ShapeIndex
+from queuectl.core.node_index import ChangeLog, PlacementKey, ShapeIndex, same_place
 from queuectl.core.notes import WakeNotes
 from queuectl.core.quota import QNode, add_usage, available_then
 from queuectl.core.topology import (
@@ -422,6 +422,7 @@ class State:
 
     # --- nodes ------------------------------------------------------------------------------
     def set_node(self, node: Node | None, name: str) -> None:
+        old = self.nodes.get(name)
         if node is None:
             self.nodes.pop(name, None)
             self.capacity.pop(name, None)
@@ -429,7 +430,10 @@ class State:
             self.nodes[name] = node
             self.capacity[name] = node_capacity(node)
         self.cache.flavor_nodes.clear()
-        self.cache.placement.clear()
+        if old is not None and node is not None and same_place(old, node):
+            self.node_log.add((name,))  # only what it holds changed: indexes re-count it
+        else:
+            self.cache.placement.clear()
         self.wake.nodes_dirty = True
 
     def nodes_for(self, flavor: Flavor, ps: PodSet) -> list[Node]:

@@ -9,14 +9,29 @@ the same usage give the same placement or the same message.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from core_helpers import job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_core_slices import BLOCK, LEVELS, NVL, RACK
+from test_core_topology import cluster, placement
 
-from queuectl.core import Node, TopologyRequest
-from queuectl.core.node_index import ChangeLog, ShapeIndex, place_indexed
+from queuectl.core import (
+    GPU,
+    ClusterQueue,
+    Flavor,
+    FlavorQuotas,
+    Node,
+    PodSet,
+    ResourceGroup,
+    ResourceQuota,
+    Scheduler,
+    Topology,
+    TopologyRequest,
+    Workload,
+)
+from queuectl.core.node_index import MAX_INDEXES, ChangeLog, ShapeIndex, place_indexed
 from queuectl.core.topology import NodeUse, add_use, node_capacity, place
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -98,7 +113,7 @@ def test_the_index_places_as_a_plain_walk_through_usage_changes(case: Case) -> N
             change = {name: {"cpu": cpu, "pods": pods}}
             add_use(used, change)
             log.add(change)
-        index.refresh(used, log)
+        index.refresh(used, log, {})
         for request, count in case.requests * 2:  # the second round answers from the memo
             plain = place(case.nodes, capacities, used, LEVELS, request, count, case.per_pod)
             assert place_indexed(index, request, count) == plain
@@ -121,6 +136,44 @@ def test_an_index_further_behind_than_the_log_keeps_counts_every_node_again() ->
     add_use(used, {"n0": {"cpu": 4}})
     for _ in range(ChangeLog.KEEP // 2 + 1):  # far more changes than the log keeps
         log.add(["n0", "n1"])
-    index.refresh(used, log)
+    index.refresh(used, log, {})
     again = place_indexed(index, want, 4)
     assert not isinstance(again, str) and again.domain == ("b", "r1")
+
+
+def test_a_stream_of_pod_shapes_keeps_a_bounded_number_of_indexes() -> None:
+    """Every workload asks for a different amount of cpu per pod: each shape has its own index,
+    and the scheduler keeps only the most recently used, whatever the number of shapes."""
+    s = Scheduler()
+    s.upsert_topology(Topology("t", LEVELS))
+    s.upsert_flavor(Flavor("f", topology_name="t"))
+    s.upsert_cluster_queue(
+        ClusterQueue(
+            "q",
+            None,
+            (ResourceGroup(("cpu",), (FlavorQuotas("f", (ResourceQuota("cpu", 10**9),)),)),),
+        )
+    )
+    labels = {BLOCK: "b", RACK: "r", NVL: "x", LEVELS[3]: "n"}
+    s.upsert_node(Node("n", labels, {"cpu": 10**9}))
+    shapes = MAX_INDEXES + 10
+    for i in range(shapes):
+        request = TopologyRequest(required=RACK)
+        s.upsert_workload(Workload(f"ns/w{i}", "q", (PodSet("p", 1, {"cpu": 1 + i}, request),)))
+    assert len(s.run_cycle(1.0).admitted) == shapes
+    assert len(s.state.cache.placement) == MAX_INDEXES
+
+
+def test_foreign_pods_coming_and_going_move_the_next_gang() -> None:
+    """Rack r0 (two nodes) is the best fit for gangs of two 4-GPU pods, r1 (three nodes) the
+    spare. Gang a takes r0-n0; other pods then fill r0-n1 (the Node is fed again, same labels):
+    gang b goes to r1. They leave: gang c is back on r0-n1."""
+    s = cluster({"r0": [0, 0], "r1": [0, 0, 0]})
+    s.upsert_workload(job("q/a", "q", 4, pods=2, required=RACK))
+    assert placement(s, "q/a") == [("r0-n0", 2)]
+    s.upsert_node(replace(s.nodes()["r0-n1"], used={GPU: 8}))
+    s.upsert_workload(job("q/b", "q", 4, pods=2, required=RACK, created=1))
+    assert placement(s, "q/b") == [("r1-n0", 2)]
+    s.upsert_node(replace(s.nodes()["r0-n1"], used={GPU: 0}))
+    s.upsert_workload(job("q/c", "q", 4, pods=2, required=RACK, created=2))
+    assert placement(s, "q/c") == [("r0-n1", 2)]
