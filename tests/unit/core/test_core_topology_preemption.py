@@ -100,3 +100,18 @@ def test_victims_free_the_domains_the_gang_then_uses(case: Case) -> None:
     racks = placed_racks(admitted.admission.podsets[0].topology)
     for v in victims:
         assert placed_racks(where[v]) & racks, f"victim {v} ran outside the gang's racks {racks}"
+
+
+def test_a_rack_gang_frees_one_whole_rack_of_small_jobs_not_gpus_here_and_there() -> None:
+    """Two racks of two 8-GPU nodes, all 32 GPUs held by sixteen 2-GPU jobs of low priority.
+    A 16-GPU gang that needs one rack preempts exactly the eight jobs of one rack."""
+    s = cluster({"r1": [0, 0], "r2": [0, 0]}, gpu_quota=32, preemption=LOWER)
+    where: dict[str, TopologyAssignment | None] = {}
+    for i in range(16):
+        s.upsert_workload(job(f"q/low-{i:02}", "q", 2, created=i))
+    running_racks(s, where)
+    assert len(where) == 16
+    s.upsert_workload(job("q/gang", "q", 8, pods=2, priority=100, created=100, required=RACK))
+    victims = [p.victim for p in s.run_cycle(2.0).preemptions]
+    assert len(victims) == 8
+    assert len({r for v in victims for r in placed_racks(where[v])}) == 1
