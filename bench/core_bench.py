@@ -12,7 +12,9 @@ priority 50, 5 at 100, 20 at 200, in the scenario's 35:11:4 mix). Work arrives a
 backlog: each cycle brings `--load` x the nominal quota's worth of work (the scenario offers about
 1.4x), and a workload finishes a fixed number of cycles after its admission (2, 4, 8: the
 scenario's runtimes 150, 350, 700 ms), so a backlog of mixed priorities builds up as in the
-cluster bench and the priorities contend.
+cluster bench and the priorities contend. `tas` is the same stream with the cluster bench's topology
+scenario (bench/scenarios/tas.yaml; `bench/tas_core.py`): its 640 nodes and nine classes (runs
+of 2, 5 and 10 cycles); every evaluation places a gang on the nodes.
 
 The run: one cycle admits what fits into the empty cluster (`first_cycle_ms`); then each steady
 cycle follows a batch of completions spread over every cohort (so every cohort tree has freed
@@ -43,6 +45,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from bench import tas_core
 from queuectl.core import (
     GPU,
     ClusterQueue,
@@ -130,7 +133,8 @@ FLEET_WORK = sum(
 
 
 def units(w: Workload) -> int:
-    """What a workload holds of the contended resource: GPUs, or the fleet's units of cpu."""
+    """What a workload holds of the contended resource: GPUs, the fleet's units of cpu, or
+    tas's millicores."""
     return sum(ps.count * ps.requests.get(GPU, ps.requests.get("cpu", 0)) for ps in w.podsets)
 
 
@@ -197,14 +201,20 @@ def run(
     scale = SCALES[scale_name]
     rnd = random.Random(seed)
     t0 = time.perf_counter()
-    fleet = shape == "fleet"
-    s, queues = build_fleet(scale) if fleet else build(scale, rnd)
-    make = fleet_workload if fleet else workload
+    fleet = shape in ("fleet", "tas")  # a stream of arrivals that finish after fixed cycles
+    if shape == "tas":
+        s, queues = tas_core.build_tas(scale.queues, scale.cohorts)
+        make, runtime = tas_core.tas_workload, tas_core.RUNTIME
+        arrivals = round(load * tas_core.NOMINAL * scale.queues / tas_core.WORK)
+    else:
+        s, queues = build_fleet(scale) if fleet else build(scale, rnd)
+        make = fleet_workload if fleet else workload
+        runtime = FLEET_RUNTIME
+        arrivals = round(load * FLEET_NOMINAL * scale.queues / FLEET_WORK)
     priority: dict[str, int] = {}
     size: dict[str, int] = {}
-    ends: dict[str, float] = {}  # fleet: when each running workload finishes
+    ends: dict[str, float] = {}  # fleet, tas: when each running workload finishes
     seq = 0
-    arrivals = round(load * FLEET_NOMINAL * scale.queues / FLEET_WORK)
     initial = arrivals if fleet else scale.pending
     for _ in range(initial):
         seq += 1
@@ -258,7 +268,7 @@ def run(
             started[a.key] = now
         if fleet:
             for a in result.admitted:
-                ends[a.key] = now + FLEET_RUNTIME[priority[a.key]]
+                ends[a.key] = now + runtime[priority[a.key]]
         if digest:
             acted = (c, result.admitted, result.preemptions)
             actions.update(repr(acted).encode())
@@ -306,9 +316,11 @@ def run(
         "running_end": len(running),
         "evaluated": evaluated,
         "admissions_per_s": round(sum(admitted_per_cycle) / sum(cycle_s), 1),
+        "evaluations_per_s": round(evaluated / sum(cycle_s), 1),
         "steady_admissions_per_s": round(steady_admitted / sum(steady), 1),
         "cycle_ms_p50": round(statistics.median(ms), 2),
         "cycle_ms_p95": round(ms[min(len(ms) - 1, int(len(ms) * 0.95))], 2),
+        "cycle_ms_p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2),
         "cycle_ms_max": round(ms[-1], 2),
         # CPU time is steadier than wall time when the cores are shared with other work.
         "admissions_per_cpu_s": round(sum(admitted_per_cycle) / sum(cycle_cpu_s), 1),
@@ -336,9 +348,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--shape",
-        choices=("gpu", "fleet"),
+        choices=("gpu", "fleet", "tas"),
         default="gpu",
-        help="gpu: GPU shapes with two flavors; fleet: the cluster bench's queues and classes",
+        help="gpu: GPU shapes with two flavors; fleet: the cluster bench's queues and classes; "
+        "tas: fleet's stream on the tas scenario's 640 nodes with topology (bench/tas_core.py)",
     )
     ap.add_argument("--profile", action="store_true", help="cProfile; top functions to stderr")
     ap.add_argument(

@@ -9,12 +9,13 @@ of the lowest rank met, `_PLACEMENT` first); it is built only then.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
 from queuectl.core import reasons
+from queuectl.core.node_index import MAX_INDEXES, ShapeIndex, place_indexed
 from queuectl.core.podset_groups import Ground, Grouping, place_member
 from queuectl.core.quota import QNode, available, potential
 from queuectl.core.results import PendingInfo, waiting_for_quota
@@ -103,10 +104,14 @@ def place_podset(
     topo = state.topologies.get(flavor.topology_name)
     if topo is None:
         return f"topology {flavor.topology_name} of flavor {flavor.name} not found"
-    used = with_use(state.node_used, extra)
-    nodes = state.nodes_for(flavor, ps)
     per_pod = node_requests(ps.requests, flavor.node_resources)
     group = ps.topology.group if ps.topology is not None else None
+    if (grouping is None or group is None) and not extra and ps.count > 0:
+        return place_indexed(
+            shape_index(state, flavor, ps, topo.levels, per_pod), ps.topology, ps.count
+        )
+    used = with_use(state.node_used, extra)
+    nodes = state.nodes_for(flavor, ps)
     if grouping is None or group is None:
         return place(nodes, state.capacity, used, topo.levels, ps.topology, ps.count, per_pod)
     mates = [
@@ -116,6 +121,31 @@ def place_podset(
     ]
     ground = Ground(flavor.topology_name, topo.levels, state.capacity, used)
     return place_member(ground, grouping, ps, nodes, per_pod, mates)
+
+
+def shape_index(
+    state: State, flavor: Flavor, ps: PodSet, levels: tuple[str, ...], per_pod: Mapping[str, int]
+) -> ShapeIndex:
+    """The index of what the flavor's nodes (for this pod set's selector and tolerations) hold
+    of `per_pod`, caught up with node usage: kept across evaluations (`Caches.placement`)."""
+    key = (
+        flavor.name,
+        tuple(sorted(ps.node_selector.items())),
+        ps.tolerations,
+        levels,
+        tuple(sorted(per_pod.items())),
+    )
+    kept = state.cache.placement
+    index = kept.pop(key, None)
+    if index is None:
+        nodes = state.nodes_for(flavor, ps)
+        index = ShapeIndex(nodes, state.capacity, levels, per_pod, state.node_used, state.node_log)
+        if len(kept) >= MAX_INDEXES:
+            del kept[next(iter(kept))]  # the least recently used
+    else:
+        index.refresh(state.node_used, state.node_log, state.nodes)
+    kept[key] = index  # last: the most recently used
+    return index
 
 
 Short = tuple[FlavorResource, int, int]

@@ -139,6 +139,7 @@ class Scheduler:
         self.state.stale_tree = True
         self.book.starts.configure(self.book.starts.default, self.state.queues)
         self.state.cache.flavor_nodes.clear()
+        self.state.cache.placement.clear()
         for q in self.book.pending.values():
             for bucket in q.buckets.values():
                 bucket.signature = None  # the reason may read differently now: tell it again

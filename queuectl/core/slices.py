@@ -21,8 +21,9 @@ each slice: the pods [j*size, (j+1)*size) of the listed counts are slice j of th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from queuectl.core.slots import Slot, distribute
 from queuectl.core.types import DomainAssignment, Node, TopologyAssignment, TopologyRequest
@@ -34,14 +35,33 @@ Chain = tuple[tuple[int, int], ...]
 
 
 @dataclass(slots=True)
-class _Domain:
+class SliceDomain:
     key: tuple[str, ...]
     """Label values down to its level (then the node name past the last level)."""
     slots: list[Slot]
+    """Its nodes with room (read only at the innermost slice level, through `members`)."""
     holds: int
     """Slices of its level it holds."""
-    inner: list[_Domain] = field(default_factory=list)
+    inner: list[SliceDomain] = field(default_factory=list)
     """Its domains of the next slice level."""
+    fill: Callable[[], list[Slot]] | None = None
+    """Builds `slots` when asked instead (an index lists only the domains it gives pods)."""
+
+    def members(self) -> list[Slot]:
+        return self.slots if self.fill is None else self.fill()
+
+
+class SliceView(Protocol):
+    """The nodes as sliced placement reads them (`topology.NodeView`)."""
+
+    def total(self, count: int) -> int:
+        """Pods of a gang of `count` that all nodes hold."""
+        ...
+
+    def slice_domains(self, chain: Chain, count: int) -> list[SliceDomain]:
+        """The domains of slice level 0 of `chain` with room, each with what it holds and its
+        inner domains, sorted by key at every level (`domains_of`)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -96,7 +116,9 @@ def _key(node: Node, levels: Sequence[str], idx: int) -> tuple[str, ...]:
     return values if idx < len(levels) else (*values, node.name)
 
 
-def _domains(slots: Sequence[Slot], levels: Sequence[str], chain: Chain, k: int) -> list[_Domain]:
+def _domains(
+    slots: Sequence[Slot], levels: Sequence[str], chain: Chain, k: int
+) -> list[SliceDomain]:
     """The domains of slice level `k` among `slots`, each with what it holds, sorted by key."""
     idx, size = chain[k]
     groups: dict[tuple[str, ...], list[Slot]] = {}
@@ -108,9 +130,9 @@ def _domains(slots: Sequence[Slot], levels: Sequence[str], chain: Chain, k: int)
         if k + 1 < len(chain):
             inner = _domains(members, levels, chain, k + 1)
             holds = sum(d.holds for d in inner) // (size // chain[k + 1][1])
-            out.append(_Domain(key, members, holds, inner))
+            out.append(SliceDomain(key, members, holds, inner))
         else:
-            out.append(_Domain(key, members, sum(s.cap for s in members) // size))
+            out.append(SliceDomain(key, members, sum(s.cap for s in members) // size))
     return out
 
 
@@ -134,12 +156,12 @@ def even(caps: Sequence[int], units: int) -> list[int]:
 
 
 def _share(
-    domains: list[_Domain], units: int, balanced: bool, what: str, out: _Out
-) -> list[tuple[_Domain, int]]:
+    domains: list[SliceDomain], units: int, balanced: bool, what: str, out: _Out
+) -> list[tuple[SliceDomain, int]]:
     """`units` over `domains` (they hold enough): best fit, or evenly; in key order."""
     if balanced:
         ranked = sorted(domains, key=lambda d: (-d.holds, d.key))
-        chosen: list[_Domain] = []
+        chosen: list[SliceDomain] = []
         for d in ranked:
             if sum(c.holds for c in chosen) >= units:
                 break
@@ -153,7 +175,7 @@ def _share(
                 f"{len(got)} domains, as {chosen[low].key[-1]} holds only {got[low]}"
             )
         return [(d, n) for d, n in zip(chosen, got, strict=True) if n > 0]
-    picked: list[tuple[_Domain, int]] = []
+    picked: list[tuple[SliceDomain, int]] = []
     left = list(domains)
     remaining = units
     while remaining > 0 and left:
@@ -170,7 +192,7 @@ def _share(
 
 
 def _emit(
-    d: _Domain, n: int, k: int, levels: Sequence[str], chain: Chain, balanced: bool, out: _Out
+    d: SliceDomain, n: int, k: int, levels: Sequence[str], chain: Chain, balanced: bool, out: _Out
 ) -> None:
     """Place `n` slices of level `k` inside `d`, appending the nodes in pod order."""
     idx, size = chain[k]
@@ -180,7 +202,7 @@ def _emit(
         for child, m in _share(d.inner, n * (size // inner[1]), balanced, what, out):
             _emit(child, m, k + 1, levels, chain, balanced, out)
         return
-    picks = distribute(d.slots, n * size, levels, idx + 1)
+    picks = distribute(d.members(), n * size, levels, idx + 1)
     out.picks.extend(sorted((p for p in picks if p[1] > 0), key=lambda p: p[0].node.name))
 
 
@@ -203,7 +225,7 @@ def spread(
 
 
 def _spread(
-    domains: list[_Domain],
+    domains: list[SliceDomain],
     levels: Sequence[str],
     chain: Chain,
     units: int,
@@ -234,8 +256,16 @@ def _spread(
     )
 
 
+def domains_of(slots: Sequence[Slot], levels: Sequence[str], chain: Chain) -> list[SliceDomain]:
+    """The domains of slice level 0 among the slots whose nodes have every label down to the
+    innermost slice level (the plain walk's `SliceView.slice_domains`)."""
+    deepest = chain[-1][0]
+    usable = [s for s in slots if all(lv in s.node.labels for lv in levels[: deepest + 1])]
+    return _domains(usable, levels, chain, 0)
+
+
 def place_sliced(
-    slots: Sequence[Slot], levels: Sequence[str], request: TopologyRequest, count: int
+    view: SliceView, levels: Sequence[str], request: TopologyRequest, count: int
 ) -> TopologyAssignment | str:
     """Place a pod set that asks for slices: in one domain of its required level (best fit by
     slices held), its preferred level or a coarser one, else anywhere."""
@@ -243,10 +273,8 @@ def place_sliced(
     if problem is not None:
         return problem
     chain = tuple((levels.index(lv), size) for lv, size in request.slices)
-    deepest = chain[-1][0]
-    usable = [s for s in slots if all(lv in s.node.labels for lv in levels[: deepest + 1])]
     units = count // chain[0][1]
-    domains = _domains(usable, levels, chain, 0)
+    domains = view.slice_domains(chain, count)
     balanced, outer = request.balanced, request.required or request.preferred
     if outer is not None:
         if outer not in levels:
@@ -262,14 +290,16 @@ def place_sliced(
                 assert placed is not None  # the domain was chosen for what it holds
                 return placed
         if request.required:
-            return _unplaced(domains, slots, levels, chain, count, top)
+            return _unplaced(domains, view.total(count), levels, chain, count, top)
     placed = _spread(domains, levels, chain, units, balanced, (None, ()), request.slices)
-    return placed if placed is not None else _unplaced(domains, slots, levels, chain, count, None)
+    if placed is not None:
+        return placed
+    return _unplaced(domains, view.total(count), levels, chain, count, None)
 
 
 def _best_domain(
-    domains: list[_Domain], units: int, idx: int
-) -> tuple[tuple[str, ...], list[_Domain]] | None:
+    domains: list[SliceDomain], units: int, idx: int
+) -> tuple[tuple[str, ...], list[SliceDomain]] | None:
     """The domain of level `idx` that holds `units` outer slices with the fewest to spare."""
     by_domain = _holds_by(domains, idx)
     best: tuple[int, tuple[str, ...]] | None = None
@@ -279,11 +309,13 @@ def _best_domain(
     return None if best is None else (best[1], by_domain[best[1]][1])
 
 
-def _holds_by(domains: list[_Domain], idx: int) -> dict[tuple[str, ...], tuple[int, list[_Domain]]]:
+def _holds_by(
+    domains: list[SliceDomain], idx: int
+) -> dict[tuple[str, ...], tuple[int, list[SliceDomain]]]:
     """Per domain of level `idx` (containing the outer slice level): the outer slices it holds,
     and its domains of the outer slice level."""
     holds: dict[tuple[str, ...], int] = {}
-    members: dict[tuple[str, ...], list[_Domain]] = {}
+    members: dict[tuple[str, ...], list[SliceDomain]] = {}
     for d in domains:
         key = d.key[: idx + 1]
         holds[key] = holds.get(key, 0) + d.holds
@@ -296,8 +328,8 @@ def _plural(n: int, size: int) -> str:
 
 
 def _unplaced(
-    domains: list[_Domain],
-    slots: Sequence[Slot],
+    domains: list[SliceDomain],
+    total: int,
     levels: Sequence[str],
     chain: Chain,
     count: int,
@@ -323,5 +355,5 @@ def _unplaced(
         parts.append(f"the largest {levels[idx]} holds {_plural(most, size)}")
         if k + 1 < len(chain):
             layer = [c for d in layer for c in d.inner]
-    parts.append(f"{sum(s.cap for s in slots)} pods fit over all nodes")
+    parts.append(f"{total} pods fit over all nodes")
     return "; ".join(parts)

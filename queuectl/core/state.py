@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from queuectl.core.bank import Ledger
+from queuectl.core.node_index import ChangeLog, PlacementKey, ShapeIndex, same_place
 from queuectl.core.notes import WakeNotes
 from queuectl.core.quota import QNode, add_usage, available_then
 from queuectl.core.topology import (
@@ -141,6 +142,10 @@ class Caches:
 
     flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
     """flavor -> its schedulable nodes; cleared on any node or spec change"""
+    placement: dict[PlacementKey, ShapeIndex] = field(default_factory=dict)
+    """(flavor, pod selector, tolerations, Topology levels, per-pod node requests) -> what its
+    nodes hold of that shape (`node_index`), following `State.node_log`; cleared with
+    `flavor_nodes`"""
     old_work: dict[str, tuple[list[Charge], list[Charge]]] = field(default_factory=dict)
     """queue -> (admitted before `old_work_at`, still protected by minimum runtime) at that
     time: victim searches of one cycle share it; any change of the queue's charges drops it"""
@@ -185,6 +190,8 @@ class State:
     evicting: set[str] = field(default_factory=set)
     """admitted workloads already told to stop (drain, max execution time)"""
     node_used: NodeUse = field(default_factory=dict)
+    node_log: ChangeLog = field(default_factory=ChangeLog)
+    """The nodes whose `node_used` changed, in order (for `Caches.placement`)."""
     tree: Tree = field(default_factory=Tree)
     stale_tree: bool = True
     borrowers: dict[QNode, dict[FlavorResource, set[str]]] = field(default_factory=dict)
@@ -298,6 +305,8 @@ class State:
         """
         self._tree_usage(charge, sign, mark)
         add_use(self.node_used, charge.nodes, sign)
+        if charge.nodes:
+            self.node_log.add(charge.nodes)
         if sign < 0 and charge.nodes and mark:
             self.wake.nodes_dirty = True
 
@@ -413,6 +422,7 @@ class State:
 
     # --- nodes ------------------------------------------------------------------------------
     def set_node(self, node: Node | None, name: str) -> None:
+        old = self.nodes.get(name)
         if node is None:
             self.nodes.pop(name, None)
             self.capacity.pop(name, None)
@@ -420,6 +430,10 @@ class State:
             self.nodes[name] = node
             self.capacity[name] = node_capacity(node)
         self.cache.flavor_nodes.clear()
+        if old is not None and node is not None and same_place(old, node):
+            self.node_log.add((name,))  # only what it holds changed: indexes re-count it
+        else:
+            self.cache.placement.clear()
         self.wake.nodes_dirty = True
 
     def nodes_for(self, flavor: Flavor, ps: PodSet) -> list[Node]:

@@ -9,8 +9,9 @@ stay whole for large gangs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
-from queuectl.core.slices import place_sliced, spread
+from queuectl.core.slices import Chain, SliceDomain, SliceView, domains_of, place_sliced, spread
 from queuectl.core.slots import Slot, distribute, label
 from queuectl.core.types import (
     GPU,
@@ -108,6 +109,50 @@ def _in_one_domain(
     return best[1], domains[best[1]]
 
 
+class NodeView(SliceView, Protocol):
+    """The nodes as placement reads them, for a gang of `count` pods: a plain walk (`_Plain`)
+    or the index kept between evaluations (`node_index.ShapeIndex`); both give the same
+    answers."""
+
+    def slots(self, count: int) -> list[Slot]:
+        """Every node with room, in node order, its room capped at `count`."""
+        ...
+
+    def total(self, count: int) -> int: ...
+
+    def smallest(self, idx: int, count: int) -> tuple[tuple[str, ...], list[Slot]] | None:
+        """The domain of level `idx` that holds `count` pods with the least room (ties: the
+        smallest label values), with its nodes that have room."""
+        ...
+
+    def largest(self, idx: int, count: int) -> int:
+        """What the domain of level `idx` that holds the most pods holds."""
+        ...
+
+
+class _Plain:
+    """The view of a plain walk: the slots counted for this one placement."""
+
+    def __init__(self, slots: list[Slot], levels: Sequence[str]) -> None:
+        self._slots = slots
+        self._levels = levels
+
+    def slots(self, count: int) -> list[Slot]:
+        return self._slots
+
+    def total(self, count: int) -> int:
+        return sum(s.cap for s in self._slots)
+
+    def smallest(self, idx: int, count: int) -> tuple[tuple[str, ...], list[Slot]] | None:
+        return _in_one_domain(self._slots, count, self._levels, idx)
+
+    def largest(self, idx: int, count: int) -> int:
+        return _largest_domain(self._slots, self._levels, idx)
+
+    def slice_domains(self, chain: Chain, count: int) -> list[SliceDomain]:
+        return domains_of(self._slots, self._levels, chain)
+
+
 def place(
     nodes: Sequence[Node],
     capacities: Mapping[str, Mapping[str, int]],
@@ -124,9 +169,16 @@ def place(
         cap = pods_fit(n, capacities[n.name], used.get(n.name, empty), per_pod, count)
         if cap > 0:
             slots.append(Slot(n, cap))
+    return place_on(_Plain(slots, levels), levels, request, count)
+
+
+def place_on(
+    view: NodeView, levels: Sequence[str], request: TopologyRequest | None, count: int
+) -> TopologyAssignment | str:
+    """Place `count` pods on the nodes `view` shows; an error message when no placement
+    exists."""
     if request is not None and request.slices:
-        return place_sliced(slots, levels, request, count)
-    total = sum(s.cap for s in slots)
+        return place_sliced(view, levels, request, count)
     wanted = request.required or request.preferred if request is not None else None
     if wanted is not None:
         if wanted not in levels:
@@ -134,7 +186,7 @@ def place(
         idx = levels.index(wanted)
         lowest = idx if request is not None and request.required else 0
         for i in range(idx, lowest - 1, -1):
-            found = _in_one_domain(slots, count, levels, i)
+            found = view.smallest(i, count)
             if found is not None:
                 domain, members = found
                 if request is not None and request.balanced:
@@ -142,13 +194,15 @@ def place(
                 picks = distribute(members, count, levels, i + 1)
                 return _assignment(picks, levels, levels[i], domain)
         if request is not None and request.required:
-            largest = _largest_domain(slots, levels, idx)
+            largest = view.largest(idx, count)
             return (
                 f"no {wanted} domain has room for {count} pods "
-                f"(the largest holds {largest}; {total} fit over all nodes)"
+                f"(the largest holds {largest}; {view.total(count)} fit over all nodes)"
             )
+    total = view.total(count)
     if total < count:
         return f"the nodes hold {total} of {count} pods"
+    slots = view.slots(count)
     if request is not None and request.balanced:
         return _evenly(slots, levels, 0, count, (None, ()))
     return _assignment(distribute(slots, count, levels, 0), levels, None, ())
