@@ -86,9 +86,9 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     (a higher priority) wait. Alice, bound to queuectl-batch-user in this namespace, reads the
     line urgent, first, second with the scheduler's reason for each; she is refused another
     namespace's LocalQueue and the ClusterQueue's list, which a cluster admin reads. With her
-    own kubeconfig, `queuectl list workloads` and `describe localqueue` rank her jobs through the
-    same API and say so. The job at the head of her line has an estimated start (running's
-    time limit is known), the others say why they have none."""
+    own kubeconfig, `queuectl list workloads`, `describe localqueue` and `describe workload`
+    rank her jobs through the same API and say so. The job at the head of her line has an
+    estimated start (running's time limit is known), the others say why they have none."""
     control_plane.kubectl("apply", "-f", str(ROLES))
     user = f"alice-{namespace}"
     control_plane.kubectl(
@@ -172,3 +172,17 @@ def test_a_namespace_user_reads_their_line_in_order_and_nothing_else(
     assert "visibility API" in described.stderr
     ranked = [w for line in described.stdout.splitlines() for w in line.split() if w in expected]
     assert ranked == expected
+    described = subprocess.run(
+        [sys.executable, "-m", "queuectl.cli.main", "describe", "workload", wl_names["urgent"],
+         "-n", namespace, "--kubeconfig", str(kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert described.returncode == 0, described.stderr
+    assert "visibility API" in described.stderr
+    fields = dict(
+        (k.strip(), v.strip())
+        for k, _, v in (ln.partition(":") for ln in described.stdout.splitlines())
+        if v
+    )
+    assert fields["Position"] == f"1 in ClusterQueue {cq} (1 in LocalQueue lq)", fields
+    assert fields["ETA"].startswith("in "), fields  # running's time limit is known

@@ -180,3 +180,22 @@ def usage_rows(workloads: Iterable[Obj]) -> dict[tuple[str, str], int]:
                 fr = (ps.flavors.get(res, "-"), res)
                 out[fr] = out.get(fr, 0) + total
     return out
+
+
+def podsets_table(obj: wlv.Obj, term: Term) -> str:
+    """A Workload's pod sets: what each pod asks, its topology, and where it was placed."""
+    rows = []
+    for ps in wlv.podsets(obj):
+        per_pod = ", ".join(f"{r}={quantity(r, v)}" for r, v in sorted(ps.requests.items()))
+        flavors = ",".join(sorted(set(ps.flavors.values()))) or "-"
+        rows.append(
+            [
+                ps.name,
+                str(ps.count),
+                per_pod or "-",
+                ps.topology or "-",
+                flavors,
+                ps.placement or "-",
+            ]
+        )
+    return table(["NAME", "COUNT", "PER POD", "TOPOLOGY", "FLAVOR", "PLACEMENT"], rows, term)

@@ -1,4 +1,5 @@
-"""`queuectl list workloads` for someone who may not list cluster-wide: a namespace user.
+"""`queuectl list workloads` and `describe` for someone who may not list cluster-wide: a
+namespace user.
 
 Without the ClusterQueues and every namespace's Workloads no core can be fed, so the line and
 the reasons come from the controller instead, through the visibility API (which the API server
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api import resource as rest
 from queuectl.api.resource import Resource
@@ -18,7 +20,7 @@ from queuectl.api.views import ObjectView
 from queuectl.cli import _sections as sec
 from queuectl.cli import _workloads as wlv
 from queuectl.cli._kube import ApiFailure, CliError, Obj
-from queuectl.cli._render import Term, table
+from queuectl.cli._render import Term, duration, table
 
 API = f"/apis/{names.VISIBILITY_GROUP}/{names.VISIBILITY_VERSION}"
 Record = dict[str, Any]
@@ -142,3 +144,68 @@ def describe_local_queue(api: Api, name: str, ns: str, term: Term) -> str:
             pending,
         ]
     )
+
+
+def describe_workload(api: Api, name: str, ns: str, term: Term, now: float | None = None) -> str:
+    """`describe workload` (or a job) for a namespace user: the Workload as it stands and, while
+    it waits, its place in line, the scheduler's reason and its estimated start, from the
+    controller (the user cannot feed a core of their own)."""
+    at = time.time() if now is None else now
+    wl = next((o for o in api.list(rest.WORKLOADS, ns) if wlv.name(o) == name), None)
+    if wl is None:
+        raise CliError(f'Workload "{name}" not found in namespace {ns}')
+    queue = wlv.queue(wl)
+    lq = next((o for o in api.list(rest.LOCAL_QUEUES, ns) if ObjectView(o).name == queue), None)
+    cq = str(ObjectView(lq).spec.get("clusterQueue") or "") if lq is not None else ""
+    st = wlv.status(wl)
+    pairs = [
+        ("Name", name),
+        ("Namespace", ns),
+        ("LocalQueue", queue or "-"),
+        ("ClusterQueue", cq or "-"),
+        ("Priority", str(wlv.priority(wl))),
+        ("State", term.paint(wlv.state(wl), "green" if st == "admitted" else "yellow")),
+        ("Created", f"{duration(at - (wlv.created(wl) or at))} ago"),
+    ]
+    if st == "admitted":
+        pairs.append(("Runtime", duration(wlv.runtime(wl, at))))
+    if st == "pending" and queue:
+        pairs += _line_of(api, name, ns, queue, cq, at)
+    if (use := wlv.gpu_use(wl, at)) is not None:
+        pairs.append(("GPU use", use))
+    return "\n".join(
+        [
+            sec.fields(pairs, term),
+            "",
+            sec.heading("Pod sets", term),
+            sec.podsets_table(wl, term),
+        ]
+    )
+
+
+def _line_of(
+    api: Api, name: str, ns: str, queue: str, cq: str, now: float
+) -> list[tuple[str, str]]:
+    """Position, reason and ETA of a pending Workload, as the visibility API says them."""
+    try:
+        items = api.request("GET", pending_path(ns, queue)).get("items") or []
+    except ApiFailure as err:
+        return [("Position", f"unknown: the visibility API answered {err.status}: {err.message}")]
+    mine = next((i for i in items if (i.get("metadata") or {}).get("name") == name), None)
+    if mine is None:
+        return [("Position", "not in line (the controller does not hold it in line now)")]
+    in_cq = int(mine.get("positionInClusterQueue", 0)) + 1
+    in_lq = int(mine.get("positionInLocalQueue", 0)) + 1
+    start = convert.parse_time(mine.get("estimatedStartTime"))
+    said = str(mine.get("estimatedStartMessage") or "")
+    eta = (
+        f"in {duration(max(start - now, 0))} (about {convert.format_time(start)}); {said}"
+        if start is not None
+        else (said or "unknown")
+    )
+    return [
+        ("Position", f"{in_cq} in ClusterQueue {cq} ({in_lq} in LocalQueue {queue})"),
+        ("Why", str(mine.get("message") or mine.get("reason") or "-")),
+        ("ETA", eta),
+        ("Source", "the controller's visibility API"),
+    ]

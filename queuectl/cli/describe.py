@@ -71,10 +71,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             snap = Snapshot.load(api)
         except CliError as err:
-            if not (_visible.denied(err) and args.kind == "localqueue"):
+            if not (_visible.denied(err) and args.kind in ("localqueue", "workload")):
                 raise
             print(f"queuectl: note: {_visible.FALLBACK_NOTE.format(ns=ns)}", file=sys.stderr)
-            print(_visible.describe_local_queue(api, args.name, ns, Term.detect(sys.stdout)))
+            term = Term.detect(sys.stdout)
+            if args.kind == "localqueue":
+                print(_visible.describe_local_queue(api, args.name, ns, term))
+            else:
+                print(_visible.describe_workload(api, args.name, ns, term))
             return 0
     finally:
         api.close()
@@ -351,7 +355,12 @@ def workload(snap: Snapshot, name: str, ns: str, term: Term) -> str:
     maxexec = ObjectView(obj).spec.get("maximumExecutionTimeSeconds")
     if maxexec:
         pairs.append(("Max runtime", duration(float(maxexec))))
-    parts = [sec.fields(pairs, term), "", sec.heading("Pod sets", term), _podsets(obj, term)]
+    parts = [
+        sec.fields(pairs, term),
+        "",
+        sec.heading("Pod sets", term),
+        sec.podsets_table(obj, term),
+    ]
     if st == "pending":
         expl = snap.explain(key) if snap.sched.workload(key) is not None else None
         parts += ["", sec.heading("Why pending (the scheduler's own reasoning, now)", term)]
@@ -388,21 +397,3 @@ def _checks(gates: list[dict[str, Any]], now: float, term: Term) -> str:
             ]
         )
     return table(["CHECK", "STATE", "SINCE", "MESSAGE"], rows, term)
-
-
-def _podsets(obj: wlv.Obj, term: Term) -> str:
-    rows = []
-    for ps in wlv.podsets(obj):
-        per_pod = ", ".join(f"{r}={quantity(r, v)}" for r, v in sorted(ps.requests.items()))
-        flavors = ",".join(sorted(set(ps.flavors.values()))) or "-"
-        rows.append(
-            [
-                ps.name,
-                str(ps.count),
-                per_pod or "-",
-                ps.topology or "-",
-                flavors,
-                ps.placement or "-",
-            ]
-        )
-    return table(["NAME", "COUNT", "PER POD", "TOPOLOGY", "FLAVOR", "PLACEMENT"], rows, term)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from queuectl import convert
 from queuectl.api import resource as rest
 from queuectl.api.resource import Resource
 from queuectl.cli import _visible, listing
@@ -109,3 +110,50 @@ def test_describe_a_localqueue_whose_line_is_not_served_says_what_to_ask_for() -
         _visible.describe_local_queue(user, "lq2", "team-a", Term(color=False))
     with pytest.raises(CliError, match='LocalQueue "nope" not found in namespace team-a'):
         _visible.describe_local_queue(user, "nope", "team-a", Term(color=False))
+
+
+def test_describe_workload_shows_its_place_reason_and_eta_from_the_visibility_api() -> None:
+    """alice's urgent job waits 2nd in the ClusterQueue (1st in her queue): describe says where,
+    why and when it should start, and where those words came from."""
+    user = NamespaceUser([item("urgent", 1, "waits for 8 GPUs"), item("early", 2, "behind")])
+    user.line[0] |= {
+        "positionInLocalQueue": 0,
+        "estimatedStartTime": convert.format_time(NOW + 3600),
+        "estimatedStartMessage": "assuming running jobs end at their time limits",
+    }
+    out = _visible.describe_workload(user, "urgent", "team-a", Term(color=False), now=NOW)
+    fields = dict(
+        (k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in out.splitlines()[:12])
+    )
+    assert fields["ClusterQueue"] == "gpus" and fields["State"].lower().startswith("pending")
+    assert fields["Position"] == "2 in ClusterQueue gpus (1 in LocalQueue lq)"
+    assert fields["Why"] == "waits for 8 GPUs"
+    assert fields["ETA"].startswith("in 1h") and "time limits" in fields["ETA"]
+    assert "visibility API" in fields["Source"]
+    assert "main" in out.split("Pod sets", 1)[1]  # its pod sets follow
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "position"),
+    [
+        ("running", [], None),  # admitted: no line to show
+        ("early", [], "not in line (the controller does not hold it in line now)"),
+    ],
+)
+def test_describe_workload_outside_the_line(
+    name: str, line: list[Any], position: str | None
+) -> None:
+    out = _visible.describe_workload(
+        NamespaceUser(line), name, "team-a", Term(color=False), now=NOW
+    )
+    shown = [ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Position")]
+    assert shown == ([position] if position else [])
+
+
+def test_describe_workload_says_when_its_line_is_not_served_or_it_does_not_exist() -> None:
+    user = NamespaceUser([])
+    user.objects["workloads"].append(workload("team-a", "other", "lq2", 8))
+    out = _visible.describe_workload(user, "other", "team-a", Term(color=False), now=NOW)
+    assert "Position:" in out and "the visibility API answered 503" in out
+    with pytest.raises(CliError, match='Workload "nope" not found in namespace team-a'):
+        _visible.describe_workload(user, "nope", "team-a", Term(color=False), now=NOW)
