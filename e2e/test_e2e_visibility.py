@@ -21,11 +21,11 @@ from e2e.harness import (
     gpu_job,
     one_queue,
     priority_class,
-    running_controller,
     running_pods,
     wait_for,
     workload_of,
 )
+from e2e.visibility_harness import API, ROLES, available, visibility_controller
 from queuectl import convert
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
@@ -34,9 +34,6 @@ from queuectl.testenv.kubeconfig import write_kubeconfig
 from queuectl.testenv.pki import CertificateAuthority
 from queuectl.testenv.pytest_plugin import StandardFleet
 
-ROLES = Path(__file__).parent.parent / "deploy" / "kustomize" / "base" / "rbac" / "user_roles.yaml"
-API = f"/apis/{names.VISIBILITY_GROUP}/{names.VISIBILITY_VERSION}"
-
 
 @pytest.fixture(scope="module")
 def controller(
@@ -44,13 +41,8 @@ def controller(
 ) -> Iterator[ControllerProcess]:
     """This module's controller registers the visibility APIService (pointing at itself)."""
     log_dir = tmp_path_factory.mktemp("controller-visibility")
-    try:
-        with running_controller(control_plane, log_dir, ["--register-visibility"]) as proc:
-            yield proc
-    finally:
-        control_plane.kubectl(  # a crashed controller could not remove them itself
-            "delete", "--ignore-not-found", f"apiservice/{names.VISIBILITY_API_SERVICE}"
-        )
+    with visibility_controller(control_plane, log_dir) as proc:
+        yield proc
 
 
 def raw(cluster: Cluster, path: str, user: str | None = None) -> tuple[bool, str]:
@@ -58,16 +50,6 @@ def raw(cluster: Cluster, path: str, user: str | None = None) -> tuple[bool, str
     args = ["get", "--raw", path] + ([f"--as={user}"] if user else [])
     done = cluster.kubectl(*args, check=False)
     return done.returncode == 0, done.stdout if done.returncode == 0 else done.stderr
-
-
-def available(cluster: Cluster) -> bool:
-    got = cluster.kubectl(
-        "get", "apiservice", names.VISIBILITY_API_SERVICE, "-o", "json", check=False
-    )
-    if got.returncode != 0:
-        return False
-    conds = json.loads(got.stdout).get("status", {}).get("conditions") or []
-    return any(c["type"] == "Available" and c["status"] == "True" for c in conds)
 
 
 def line(cluster: Cluster, path: str, user: str | None = None) -> list[Any] | None:

@@ -27,18 +27,15 @@ from e2e.harness import (
     gpu_job,
     local_queue,
     one_queue,
-    running_controller,
     running_pods,
     wait_for,
     workload_of,
 )
-from e2e.test_e2e_visibility import ROLES, available
+from e2e.visibility_harness import API, ROLES, available, visibility_controller
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.nodes import H100
 from queuectl.testenv.pytest_plugin import StandardFleet
-
-API = f"/apis/{names.VISIBILITY_GROUP}/{names.VISIBILITY_VERSION}"
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +43,8 @@ def controller(
     control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControllerProcess]:
     """This module's controller registers the visibility APIService (pointing at itself)."""
-    log_dir = tmp_path_factory.mktemp("controller-webview")
-    try:
-        with running_controller(control_plane, log_dir, ["--register-visibility"]) as proc:
-            yield proc
-    finally:
-        control_plane.kubectl(
-            "delete", "--ignore-not-found", f"apiservice/{names.VISIBILITY_API_SERVICE}"
-        )
+    with visibility_controller(control_plane, tmp_path_factory.mktemp("controller-webview")) as c:
+        yield c
 
 
 @contextlib.contextmanager

@@ -45,17 +45,18 @@ def proto_from_module(module: str = KUBELET_MODULE, path: str = PROTO_IN_MODULE)
     return Path(json.loads(done.stdout)["Dir"]) / path
 
 
-def generate(proto: Path, out: Path) -> None:
-    """protoc (grpcio-tools) over `proto` into `out`: messages, their .pyi, the gRPC stubs.
+def generate(proto: Path, out: Path, name: str = "api") -> None:
+    """protoc (grpcio-tools) over `proto`, as `<name>.proto`, into `out`: messages, their .pyi,
+    the gRPC stubs.
 
-    protoc writes `import api_pb2` in the gRPC module; it is made relative so the stubs
+    protoc writes `import <name>_pb2` in the gRPC module; it is made relative so the stubs
     import as a package (`queuectl.agent.deviceplugin.v1beta1`)."""
     try:
         from grpc_tools import protoc
     except ImportError:
         raise GenerateError("grpcio-tools is missing: pip install grpcio-tools") from None
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "api.proto"
+        src = Path(tmp) / f"{name}.proto"
         shutil.copyfile(proto, src)
         argv = [
             "protoc",
@@ -67,9 +68,9 @@ def generate(proto: Path, out: Path) -> None:
         ]
         if protoc.main(argv) != 0:
             raise GenerateError(f"protoc failed on {proto}")
-    grpc_module = out / "api_pb2_grpc.py"
+    grpc_module = out / f"{name}_pb2_grpc.py"
     text = grpc_module.read_text()
-    grpc_module.write_text(text.replace("import api_pb2 as", "from . import api_pb2 as"))
+    grpc_module.write_text(text.replace(f"import {name}_pb2 as", f"from . import {name}_pb2 as"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from queuectl.agent.deviceplugin.gen import KUBELET_MODULE, GenerateError, proto_from_module
+from queuectl.agent.deviceplugin.gen import generate as protoc_stubs
 
 PROTO_IN_MODULE = "pkg/apis/podresources/v1/api.proto"
 STUBS = Path(__file__).resolve().parent / "v1"
@@ -24,29 +24,8 @@ GENERATED = ("podresources_v1_pb2.py", "podresources_v1_pb2.pyi", "podresources_
 
 
 def generate(proto: Path, out: Path) -> None:
-    """protoc (grpcio-tools) over `proto` into `out`, the gRPC module's import made relative."""
-    try:
-        from grpc_tools import protoc
-    except ImportError:
-        raise GenerateError("grpcio-tools is missing: pip install grpcio-tools") from None
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / PROTO
-        shutil.copyfile(proto, src)
-        argv = [
-            "protoc",
-            f"-I{tmp}",
-            f"--python_out={out}",
-            f"--pyi_out={out}",
-            f"--grpc_python_out={out}",
-            str(src),
-        ]
-        if protoc.main(argv) != 0:
-            raise GenerateError(f"protoc failed on {proto}")
-    grpc_module = out / GENERATED[2]
-    text = grpc_module.read_text()
-    grpc_module.write_text(
-        text.replace("import podresources_v1_pb2 as", "from . import podresources_v1_pb2 as")
-    )
+    """protoc (grpcio-tools) over `proto` into `out`, as the device plugin's stubs are made."""
+    protoc_stubs(proto, out, PROTO.removesuffix(".proto"))
 
 
 def main(argv: list[str] | None = None) -> int:
