@@ -95,8 +95,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if kubeconfig is None:
             from queuectl.testenv import ControlPlane
+            from queuectl.testenv.components import NODE_LEASE_SECONDS
 
-            plane = ControlPlane(progress=_progress).start()
+            lease = NODE_LEASE_S if scenario.fleet is not None else NODE_LEASE_SECONDS
+            plane = ControlPlane(progress=_progress, node_lease_seconds=lease).start()
             kubeconfig = plane.kubeconfig
             for rec in plane.supervisor.records:
                 pids[rec.name] = rec.pid
@@ -291,8 +293,16 @@ def _cpu(before: ProcSample | None, after: ProcSample | None) -> float | None:
 
 
 HEARTBEAT_RESOURCES = frozenset({"leases", "nodes", "nodes/status"})
-"""Lease and Node requests: the nodes' heartbeats (kwok renews each node's Lease every 10 s),
-the controller's own Lease. Counted apart so a scenario with nodes compares with one without."""
+"""Lease and Node requests: the nodes' heartbeats (kwok renews each node's Lease every quarter
+of its duration), the controller's own Lease. Counted apart so a scenario with nodes compares
+with one without."""
+
+NODE_LEASE_S = 600
+"""A topology scenario's node Lease duration in its own testenv: kwok renews each of its
+hundreds of nodes' Leases every 150 s instead of every 10 s. The reference's scenario creates
+its nodes as plain objects on an API server with no node lifecycle at all; at the testenv's
+default, 640 nodes' heartbeats were 36 requests/s, a third of the API server's work, which
+only the scenario with nodes paid (docs/design/bench.md)."""
 
 
 def _topology_figures(scenario: Scenario, rec: Recorder, driver: Load) -> dict[str, Any]:

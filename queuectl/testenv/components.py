@@ -22,6 +22,9 @@ KUBERNETES_SERVICE_IP = "10.96.0.1"  # the first address of SERVICE_CIDR
 POD_CIDR = "10.0.0.1/16"  # kwok hands out pod IPs from here; a /16 holds 65k pods
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 NODE_LEASE_SECONDS = 40
+"""kwok's node Lease duration (renewed every quarter of it), as a kubelet's default."""
+NODE_MONITOR_GRACE_SECONDS = 50
+"""kube-controller-manager's default time before a node without a fresh Lease is NotReady."""
 CLIENT_QPS = 200
 CLIENT_BURST = 400
 
@@ -134,7 +137,9 @@ def apiserver_argv(
     ]
 
 
-def controller_manager_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
+def controller_manager_argv(
+    b: Binaries, lay: Layout, p: Ports, node_lease_seconds: int = NODE_LEASE_SECONDS
+) -> list[str]:
     kubeconfig = lay.kubeconfig("controller-manager")
     return [
         str(b.path("kube-controller-manager")),
@@ -152,6 +157,8 @@ def controller_manager_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
         f"--kube-api-qps={CLIENT_QPS}",
         f"--kube-api-burst={CLIENT_BURST}",
         "--profiling=false",
+        # A node is NotReady only once its Lease is older than its whole duration.
+        f"--node-monitor-grace-period={max(NODE_MONITOR_GRACE_SECONDS, node_lease_seconds)}s",
     ]
 
 
@@ -181,14 +188,16 @@ def scheduler_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
     ]
 
 
-def kwok_argv(b: Binaries, lay: Layout, p: Ports) -> list[str]:
+def kwok_argv(
+    b: Binaries, lay: Layout, p: Ports, node_lease_seconds: int = NODE_LEASE_SECONDS
+) -> list[str]:
     argv = [
         str(b.path("kwok")),
         f"--kubeconfig={lay.kubeconfig('kwok')}",
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={names.ANNOTATION_KWOK_NODE}="
         f"{names.KWOK_NODE_FAKE}",
-        f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
+        f"--node-lease-duration-seconds={node_lease_seconds}",
         f"--cidr={POD_CIDR}",
         "--node-ip=10.254.0.1",  # the InternalIP every fake node reports
         f"--server-address=127.0.0.1:{p.kwok}",

@@ -56,7 +56,11 @@ class ControlPlane(Cluster):
         progress: Progress = _quiet,
         binaries: Binaries | None = None,
         real_nodes: int = 0,
+        node_lease_seconds: int = comp.NODE_LEASE_SECONDS,
     ) -> None:
+        """`node_lease_seconds`: the fake nodes' Lease duration (kwok renews each every quarter
+        of it); a benchmark with hundreds of nodes lengthens it so that their heartbeats do not
+        load the API server under test (the controller-manager's grace period follows)."""
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="queuectl-testenv-"))
         super().__init__(self.work_dir / "kubeconfig")
         self.name = name
@@ -69,6 +73,7 @@ class ControlPlane(Cluster):
         self.ports: comp.Ports | None = None
         self.start_seconds: float | None = None
         self.real_nodes = real_nodes
+        self.node_lease_seconds = node_lease_seconds
         # Set by realnode.prepare(): the host address real nodes reach the API server at.
         self.node_gateway: str | None = None
         self._probes: dict[str, Probe | None] = {}
@@ -129,7 +134,7 @@ class ControlPlane(Cluster):
         insecure = insecure_tls()  # these two serve health on a self-signed cert of their own
         self.start_process(
             "kube-controller-manager",
-            comp.controller_manager_argv(b, lay, p),
+            comp.controller_manager_argv(b, lay, p, self.node_lease_seconds),
             ready=http_probe(f"https://127.0.0.1:{p.controller_manager}/healthz", insecure),
         )
         self.start_process(
@@ -139,7 +144,7 @@ class ControlPlane(Cluster):
         )
         self.start_process(
             "kwok",
-            comp.kwok_argv(b, lay, p),
+            comp.kwok_argv(b, lay, p, self.node_lease_seconds),
             ready=http_probe(f"http://127.0.0.1:{p.kwok}/healthz"),
         )
         # The controller-manager's service-account controller must be working before any pod.

@@ -56,6 +56,12 @@ def test_components_agree_on_ports_and_files(tmp_path: Path) -> None:
     assert f"--service-account-key-file={lay.cert('sa')}" in api
     kwok = comp.kwok_argv(b, lay, ports)
     assert all(Path(a.split("=", 1)[1]).exists() for a in kwok if a.startswith("--config="))
+    # Nodes' Leases and the controller-manager's patience agree: at the default a node goes
+    # NotReady after 50 s without a renewal; with a benchmark's 600 s Lease, after 600 s.
+    assert "--node-lease-duration-seconds=40" in kwok
+    assert "--node-monitor-grace-period=50s" in kcm
+    assert "--node-lease-duration-seconds=600" in comp.kwok_argv(b, lay, ports, 600)
+    assert "--node-monitor-grace-period=600s" in comp.controller_manager_argv(b, lay, ports, 600)
     config = yaml.safe_load(comp.scheduler_config(lay))
     assert config["clientConnection"]["kubeconfig"] == str(lay.kubeconfig("scheduler"))
     # The aggregation layer's front proxy, for the visibility API: its own CA and client cert.
