@@ -9,11 +9,14 @@ to the domain, the failed node is cordoned, so kube-scheduler puts them on a liv
 
 Pure: `plan` reads the Workload's admission, the flavors and the nodes as the API serves them
 and either returns the new admission or says why the whole gang must be requeued. A swap is
-taken only when it leaves what the job's pods carry unchanged (the placement computed from the
-admission: node labels, tolerations, domain, pins), so the job is never found to have drifted
+taken only when it leaves the placement the job's template carries unchanged (node labels,
+tolerations, domain: computed from the admission), so the job is never found to have drifted
 from its admission and the recreated pods can land only in the domain quota was counted for.
-That rules out gangs pinned pod by pod (sliced or balanced pod sets, several pod sets placed
-together) and a gang that lived on the failed node alone: those are requeued whole.
+That rules out a gang that lived on the failed node alone (its domain is that node) and several
+pod sets placed together (pinned to their nodes): those are requeued whole. A pod set pinned
+pod by pod (sliced or balanced) is swapped: its pins are in the running job's template, which
+cannot change, so the pinning webhook pins a recreated pod to its index's place in the
+Workload's assignment as it is now (webhooks/pinned.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from queuectl import convert
@@ -166,8 +169,6 @@ def plan(
         per_pod = _per_pod(psa)
     except (KeyError, ValueError, TypeError):
         return "its admission cannot be read"
-    if before.pins:
-        return "its pods are pinned to their nodes one by one"
     need = topology.node_requests(per_pod, {core.GPU: before.gpu_resource or core.GPU})
     for obj in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):
         name = str(obj["metadata"]["name"])
@@ -187,7 +188,7 @@ def plan(
         (after,) = placement.placements(
             convert.admission_from_status(moved), flavors, view.pod_sets
         )
-        if after != before:
+        if replace(after, pins=()) != replace(before, pins=()):
             continue  # its pods would have to carry another placement than they do
         return Swap(failed, name, pods, moved)
     where = ", ".join(f"{k}={'|'.join(v)}" for k, v in sorted(before.domain.items()))

@@ -3,8 +3,8 @@
 Team A's two-pod gang runs in rack r1 on nodes a and b; a fails. When rack r1 still has a free
 H100 node, only a's pod moves there and the gang keeps running; when it has none (or the free
 node is of another kind, busy, cordoned, too small, in another rack), or the gang cannot keep
-its placement (it lived on a alone, its pods are pinned one by one, it has several pod sets),
-the whole gang is requeued as before.
+its placement (it lived on a alone, it has several pod sets), the whole gang is requeued as
+before. A gang pinned pod by pod is swapped too: the pinning webhook reads the assignment.
 """
 
 from __future__ import annotations
@@ -153,7 +153,6 @@ def test_a_failed_nodes_pods_move_within_the_domain_or_the_gang_is_requeued(
 @pytest.mark.parametrize(
     ("case", "wl", "why"),
     [
-        ("pinned pod by pod", workload(TWO_ON_A_B, sliced=True), "pinned"),
         ("several pod sets", workload(TWO_ON_A_B, pod_sets=2), "several pod sets"),
         ("nothing of it on the node", workload([("b", 2)]), "none of its pods"),
         ("no free node", workload(TWO_ON_A_B), "no free node of its kind in "),
@@ -163,6 +162,14 @@ def test_why_a_gang_is_not_swapped(case: str, wl: dict[str, Any], why: str) -> N
     nodes = [node("a", ready=False), node("b")]
     found = hotswap.plan(wl, "a", 0 if "nothing" in case else 1, nodes, FLAVORS, {"a", "b"})
     assert isinstance(found, str) and why in found, case
+
+
+def test_a_gang_pinned_pod_by_pod_is_swapped_its_pins_follow_the_assignment() -> None:
+    """Its pins are in the running job's template; the pinning webhook reads the assignment."""
+    wl = workload(TWO_ON_A_B, sliced=True)
+    found = hotswap.plan(wl, "a", 1, [node("a"), node("b"), node("c")], FLAVORS, {"a", "b"})
+    assert isinstance(found, hotswap.Swap) and found.replacement == "c"
+    assert hosts_of(found.admission) == [("c", 1), ("b", 1)]
 
 
 def test_the_swap_keeps_the_rest_of_the_status_and_leaves_the_workload_untouched() -> None:
