@@ -254,12 +254,44 @@ def test_a_silent_agent_makes_gpus_unknown_without_evicting(
         control_plane.kubectl("delete", "job", job, "-n", namespace, "--wait=false")
 
 
+RACK_ONLY = {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK}
+SLICED = {
+    **RACK_ONLY,
+    names.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK,
+    names.ANNOTATION_PODSET_SLICE_SIZE: "2",
+}
+
+
+def pinned_host(pod: dict[str, Any]) -> str | None:
+    """The host the pinning webhook gave the pod (None: it was not pinned)."""
+    affinity = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    hosts = {
+        tuple(e["values"])
+        for t in affinity.get("nodeSelectorTerms") or ()
+        for e in t.get("matchExpressions") or ()
+        if e["key"] == names.LABEL_HOSTNAME
+    }
+    return hosts.pop()[0] if len(hosts) == 1 else None
+
+
+@pytest.mark.parametrize(
+    ("shape", "annotations"), [("rack", RACK_ONLY), ("sliced-indexed", SLICED)]
+)
 def test_a_dark_node_under_a_rack_gang_is_hot_swapped_the_rest_keeps_running(
-    control_plane: Cluster, namespace: str, controller: ControllerProcess
+    control_plane: Cluster,
+    namespace: str,
+    controller: ControllerProcess,
+    shape: str,
+    annotations: dict[str, str],
 ) -> None:
     """Two racks of five H100 nodes behind a flavor with block/rack/host topology; a gang of two
-    8-GPU pods required in one rack. One of its nodes goes dark: its pod moves to a free node of
-    the same rack, the other pod keeps running, the Workload is never evicted."""
+    8-GPU pods required in one rack (`rack`), or an Indexed Job whose pods are pinned one by
+    one to their nodes (`sliced-indexed`: a slice of 2 per rack). One of its nodes goes dark:
+    its pod moves to a free node of the same rack (a pinned pod is pinned there by the webhook,
+    from the Workload's new assignment), the other pod keeps running, the Workload is never
+    evicted."""
     prefix = f"swap{int(time.time()) % 100000}"
     nodes = control_plane.add_gpu_nodes(
         10, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix}
@@ -282,20 +314,22 @@ def test_a_dark_node_under_a_rack_gang_is_hot_swapped_the_rest_keeps_running(
     )
     wait_for("the pool's capacity", lambda: capacity(controller, prefix) == 80)
 
-    rack = {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK}
-    job = gpu_job("gang", namespace, "lq", pods=2, gpus=8, annotations=rack)
+    job = gpu_job("gang", namespace, "lq", pods=2, gpus=8, annotations=annotations)
     job["spec"]["backoffLimit"] = 2  # the moved pod counts as one failure of the Job
+    if shape == "sliced-indexed":
+        job["spec"]["completionMode"] = "Indexed"
     apply(control_plane, job)
     pods = wait_for(
         "the gang running",
         lambda: (r := running_pods(control_plane, namespace, "gang")) and len(r) == 2 and r,
     )
+    if shape == "sliced-indexed":
+        assert all(pinned_host(p) == p["spec"]["nodeName"] for p in pods)
     (gang_rack,) = {rack_of[p["spec"]["nodeName"]] for p in pods}
     dark = sorted(p["spec"]["nodeName"] for p in pods)[0]
     (survivor,) = [p for p in pods if p["spec"]["nodeName"] != dark]
     first = workload_of(control_plane, namespace, "gang")
     assert first is not None
-
     go_dark(control_plane, dark, [p for p in pods if p["spec"]["nodeName"] == dark])
 
     def swapped() -> list[dict[str, Any]] | None:
@@ -313,6 +347,9 @@ def test_a_dark_node_under_a_rack_gang_is_hot_swapped_the_rest_keeps_running(
     (psa,) = wl["status"]["admission"]["podSetAssignments"]
     counted = [d["values"][-1] for d in psa["topologyAssignment"]["domains"]]
     assert dark not in counted and {rack_of[n] for n in counted} == {gang_rack}
+    if shape == "sliced-indexed":  # pinned where the assignment now says
+        assert all(pinned_host(p) == p["spec"]["nodeName"] for p in running)
+        assert {p["spec"]["nodeName"] for p in running} == set(counted)
     reasons = {
         e.get("reason")
         for e in items(control_plane, "events.events.k8s.io", namespace)
