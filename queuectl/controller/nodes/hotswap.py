@@ -45,7 +45,8 @@ class Swap:
     failed: str
     replacement: str
     pods: int
-    """How many of the gang's pods were counted on the failed node."""
+    """How many of the gang's pods move: those bound to the failed node or counted there,
+    whichever is more."""
     admission: dict[str, Any]
     """The Workload's status.admission with the failed node's domains naming the replacement."""
 
@@ -84,14 +85,8 @@ def busy_nodes(workloads: Iterable[Obj], pods: Iterable[Obj]) -> set[str]:
     or running a pod that asks for an extended resource (a GPU or a slice of one)."""
     out: set[str] = set()
     for wl in workloads:
-        view = WorkloadView(wl)
-        if not view.holds_quota:
-            continue
-        for psa in (view.admission or {}).get("podSetAssignments") or ():
-            topo = psa.get("topologyAssignment") or {}
-            levels = topo.get("levels") or ()
-            if levels and levels[-1] == names.LABEL_HOSTNAME:
-                out.update(d["values"][-1] for d in topo.get("domains") or () if d.get("values"))
+        if WorkloadView(wl).holds_quota:
+            out |= assigned_nodes(wl)
     for pod in pods:
         spec = ObjectView(pod).spec
         node = spec.get("nodeName")
