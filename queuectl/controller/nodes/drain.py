@@ -365,7 +365,8 @@ class Drainer:
             if not should_evict(wl):
                 return
             assert wl is not None
-            outcome, why = await self.swapper.swap(wl, node_name, describe(reason))
+            force = reason in failure.NODE_FAILURE_REASONS
+            outcome, why = await self.swapper.swap(wl, node_name, describe(reason), force=force)
             if outcome is not Outcome.NONE:
                 return
             message = (

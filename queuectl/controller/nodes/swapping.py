@@ -1,9 +1,10 @@
 """The shell of node hot swap (`hotswap.py`): run under a Workload's key by the drainer before
-it would evict the Workload from a failed node.
+it would evict the Workload from a drained node (failed, or with a bad GPU).
 
 It writes the Workload's new topology assignment (conditional on the version it decided on),
-then force-deletes the gang's pods on the failed node (no kubelet will confirm them): the job's
-own controller recreates them, and their template's node affinity and the cordon put them on a
+then deletes the gang's pods on the failed node (at once where the node itself failed: no
+kubelet will confirm them; with their grace period where only a GPU did): the job's own
+controller recreates them, and their template's node affinity and the cordon put them on a
 live node of the domain. The pods it deleted are remembered, so a drain pass that still sees
 them in the cache does not take them for the gang's and evict it.
 """
@@ -61,9 +62,13 @@ class Swapper:
             and podowners.pod_workload(pod, self.owners) == key
         ]
 
-    async def swap(self, wl: Obj, node_name: str, why_failed: str) -> tuple[Outcome, str]:
+    async def swap(
+        self, wl: Obj, node_name: str, why_failed: str, *, force: bool
+    ) -> tuple[Outcome, str]:
         """Move the gang's pods off `node_name` when its domain has room, and why not
-        otherwise; `why_failed` says what is wrong with the node (for the Event)."""
+        otherwise; `why_failed` says what is wrong with the node (for the Event). `force`: the
+        node failed, so its pods are deleted at once (no kubelet will confirm them); on a node
+        drained for a GPU its kubelet works, and the pods get their grace period to stop."""
         key = WorkloadView(wl).key
         pods = self.pods_on(key, node_name)
         if not pods and node_name not in hotswap.assigned_nodes(wl):
@@ -86,7 +91,7 @@ class Swapper:
             if await self.writes.write_status(wl, patch) is None:
                 return Outcome.RETRY, ""
         for pod in pods:
-            await self._delete(pod)
+            await self._delete(pod, force)
         metrics.CONTROLLER_NODE_HOT_SWAPS.inc()
         note = (
             f"Node {node_name} {why_failed}: its {found.pods} pod(s) move to node "
@@ -96,12 +101,16 @@ class Swapper:
         self.events.emit(wl, "Normal", names.EVENT_NODE_HOT_SWAPPED, "HotSwap", note)
         return Outcome.SWAPPED, ""
 
-    async def _delete(self, pod: Obj) -> None:
+    async def _delete(self, pod: Obj, force: bool) -> None:
         meta = pod["metadata"]
         try:
-            await self.kube.delete(k.PODS, meta["name"], meta["namespace"], grace_period_s=0)
+            if force:
+                await self.kube.delete(k.PODS, meta["name"], meta["namespace"], grace_period_s=0)
+            else:
+                await self.kube.delete(k.PODS, meta["name"], meta["namespace"])
         except KubeError as err:
             if not err.not_found:
                 raise
         self.deleted.add(str(meta.get("uid")))
-        metrics.CONTROLLER_PODS_FORCE_DELETED.inc()
+        if force:
+            metrics.CONTROLLER_PODS_FORCE_DELETED.inc()

@@ -234,6 +234,7 @@ async def rack_world(spare_in_rack: bool) -> tuple[World, str, Failures]:
 async def test_a_dark_node_under_a_rack_gang_moves_its_pod_to_the_racks_free_node() -> None:
     w, key, h = await rack_world(spare_in_rack=True)
     swaps = sample(metrics.CONTROLLER_NODE_HOT_SWAPS)
+    forced = sample(metrics.CONTROLLER_PODS_FORCE_DELETED)
     h.go_dark("n1", since=w.now)
     w.now += 301
     await h.drainer.pass_once()
@@ -245,6 +246,7 @@ async def test_a_dark_node_under_a_rack_gang_moves_its_pod_to_the_racks_free_nod
     assert hosts_of(WorkloadView(wl).admission or {}) == [("n3", 1), ("n2", 1)]
     assert w.job()["spec"]["suspend"] is False  # the gang keeps running
     assert ("delete", "pods", "train-n1") in w.kube.writes  # its pod there is recreated
+    assert sample(metrics.CONTROLLER_PODS_FORCE_DELETED) == forced + 1  # no kubelet confirms
     assert ("delete", "pods", "train-n2") not in w.kube.writes
     assert sample(metrics.CONTROLLER_NODE_HOT_SWAPS) == swaps + 1
     # The core counts the pod on n3 now.
@@ -273,3 +275,25 @@ async def test_a_dark_node_under_a_rack_gang_without_a_free_node_requeues_the_ga
     assert evicted.get("reason") == names.REASON_EVICTED_NODE_FAILURES
     assert "no node hot swap: no free node of its kind in " in evicted["message"]
     assert w.job()["spec"]["suspend"] is True
+
+
+async def test_a_bad_gpu_under_a_rack_gang_moves_its_pod_with_its_grace_period() -> None:
+    """The node's kubelet works: the pod is deleted as usual (its grace period to stop), not
+    forced, and not counted as force-deleted."""
+    w, key, h = await rack_world(spare_in_rack=True)
+    forced = sample(metrics.CONTROLLER_PODS_FORCE_DELETED)
+    deletes: list[tuple[str, Any]] = []
+    real_delete = w.kube.delete
+
+    async def delete(res: Any, name: str, namespace: str | None = None, **kw: Any) -> Any:
+        deletes.append((name, kw.get("grace_period_s")))
+        return await real_delete(res, name, namespace, **kw)
+
+    w.kube.delete = delete  # type: ignore[method-assign]
+    h.break_gpu("n1")
+    await h.drainer.pass_once()
+    assert await h.run_queued() == [key]
+    assert hosts_of(WorkloadView(w.workload()).admission or {}) == [("n3", 1), ("n2", 1)]
+    assert deletes == [("train-n1", None)]
+    assert sample(metrics.CONTROLLER_PODS_FORCE_DELETED) == forced
+    assert not WorkloadView(w.workload()).is_true(names.COND_EVICTED)
