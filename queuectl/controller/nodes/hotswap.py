@@ -43,10 +43,12 @@ class Swap:
     """Move the pods the admission counted on `failed` to `replacement`."""
 
     failed: str
-    replacement: str
+    replacement: str | None
+    """None: the admission counted none of the gang's pods on the failed node (the scheduler
+    put them there, the core counted them on other nodes of the domain): they are made again
+    in the domain and nothing in the admission moves."""
     pods: int
-    """How many of the gang's pods move: those bound to the failed node or counted there,
-    whichever is more."""
+    """How many of the gang's pods the admission counted on the failed node."""
     admission: dict[str, Any]
     """The Workload's status.admission with the failed node's domains naming the replacement."""
 
@@ -136,15 +138,18 @@ def plan(
     busy: Set[str],
 ) -> Swap | str:
     """A hot swap of `failed` for the Workload `wl`, or why there is none (the gang is then
-    requeued whole). `on_failed` is how many of its pods are bound to the failed node (the
-    scheduler may place a pod on any node of the domain, not only where the core counted it),
-    `nodes` the cluster's Nodes, `flavors` the ResourceFlavors by name, `busy` the nodes that
-    are not free (`busy_nodes`).
+    requeued whole). `on_failed` is how many of its pods are bound to the failed node, `nodes`
+    the cluster's Nodes, `flavors` the ResourceFlavors by name, `busy` the nodes that are not
+    free (`busy_nodes`).
 
     Only a gang of one pod set placed by topology down to its hosts is swapped (with several
-    pod sets, which of them a pod on the failed node belongs to is not known). The replacement
-    is the first node by name that is free, schedulable, of the same kind, in the gang's domain
-    and holds every pod the failed node held or was counted with."""
+    pod sets, which of them a pod on the failed node belongs to is not known). What moves is
+    what the admission counted on the failed node: the scheduler may place a pod on any node
+    of the domain, not only where the core counted it, so a pod bound there but counted
+    elsewhere only needs making again (and a swap written before a restart, whose pods were
+    not deleted yet, is finished without another node). The replacement is the first node by
+    name that is free, schedulable, of the same kind, in the gang's domain and holds the
+    counted pods."""
     view = WorkloadView(wl)
     admission = view.admission or {}
     assignments: list[Obj] = list(admission.get("podSetAssignments") or ())
@@ -154,9 +159,11 @@ def plan(
     levels = (psa.get("topologyAssignment") or {}).get("levels") or ()
     if not levels or levels[-1] != names.LABEL_HOSTNAME:
         return "it was not placed by topology down to its nodes"
-    pods = max(on_failed, _on_node(psa, failed))
-    if pods == 0:
+    pods = _on_node(psa, failed)
+    if pods == 0 and on_failed == 0:
         return f"none of its pods is on node {failed}"
+    if pods == 0:
+        return Swap(failed, None, 0, copy.deepcopy(dict(admission)))
     try:
         (before,) = placement.placements(
             convert.admission_from_status(admission), flavors, view.pod_sets

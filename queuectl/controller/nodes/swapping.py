@@ -93,10 +93,17 @@ class Swapper:
         for pod in pods:
             await self._delete(pod, force)
         metrics.CONTROLLER_NODE_HOT_SWAPS.inc()
-        note = (
-            f"Node {node_name} {why_failed}: its {found.pods} pod(s) move to node "
-            f"{found.replacement} of the same domain; the rest of the gang keeps running"
-        )
+        if found.replacement is None:
+            note = (
+                f"Node {node_name} {why_failed}: the gang's {len(pods)} pod(s) there are made "
+                "again in its domain, where its admission counts them already; the rest of "
+                "the gang keeps running"
+            )
+        else:
+            note = (
+                f"Node {node_name} {why_failed}: its {found.pods} pod(s) move to node "
+                f"{found.replacement} of the same domain; the rest of the gang keeps running"
+            )
         log.info("workload %s: %s", key, note)
         self.events.emit(wl, "Normal", names.EVENT_NODE_HOT_SWAPPED, "HotSwap", note)
         return Outcome.SWAPPED, ""

@@ -125,10 +125,11 @@ TWO_ON_A_B = [("a", 1), ("b", 1)]
             (),
             None,
         ),
-        # The scheduler put two of the gang's pods on a (counted on a and b): both must fit.
-        ("two pods were on a; c holds them", [node("c")], TWO_ON_A_B, 2, (), "c"),
-        ("two pods were on a; c holds one", [node("c", gpus=4)], TWO_ON_A_B, 2, (), None),
+        # The scheduler put both pods on a (counted on a and b): the one counted on a moves to
+        # c, the other is made again in the rack, where b is counted for it already.
+        ("two pods were on a, one counted there", [node("c", gpus=4)], TWO_ON_A_B, 2, (), "c"),
         ("the gang lived on a alone", [node("c")], [("a", 2)], 2, (), None),
+        ("the gang was counted on a alone", [node("c", gpus=8)], [("a", 2)], 2, (), None),
     ],
 )
 def test_a_failed_nodes_pods_move_within_the_domain_or_the_gang_is_requeued(
@@ -145,7 +146,7 @@ def test_a_failed_nodes_pods_move_within_the_domain_or_the_gang_is_requeued(
         assert isinstance(found, str), case
         return
     assert isinstance(found, hotswap.Swap), f"{case}: {found}"
-    assert (found.failed, found.replacement, found.pods) == ("a", want, on_failed)
+    assert (found.failed, found.replacement, found.pods) == ("a", want, dict(wl)["a"])
     moved = dict(wl)
     assert hosts_of(found.admission) == [(want if h == "a" else h, moved[h]) for h, _ in wl]
 
@@ -162,6 +163,15 @@ def test_why_a_gang_is_not_swapped(case: str, wl: dict[str, Any], why: str) -> N
     nodes = [node("a", ready=False), node("b")]
     found = hotswap.plan(wl, "a", 0 if "nothing" in case else 1, nodes, FLAVORS, {"a", "b"})
     assert isinstance(found, str) and why in found, case
+
+
+def test_a_pod_the_scheduler_put_on_the_failed_node_but_counted_elsewhere_is_made_again() -> None:
+    """Counted on b and d, bound to a: nothing in the admission moves, no free node needed."""
+    wl = workload([("b", 1), ("d", 1)])
+    found = hotswap.plan(wl, "a", 1, [node("a"), node("b"), node("d")], FLAVORS, {"a", "b", "d"})
+    assert isinstance(found, hotswap.Swap)
+    assert (found.replacement, found.pods) == (None, 0)
+    assert found.admission == wl["status"]["admission"]
 
 
 def test_a_gang_pinned_pod_by_pod_is_swapped_its_pins_follow_the_assignment() -> None:
@@ -297,3 +307,23 @@ async def test_a_bad_gpu_under_a_rack_gang_moves_its_pod_with_its_grace_period()
     assert deletes == [("train-n1", None)]
     assert sample(metrics.CONTROLLER_PODS_FORCE_DELETED) == forced
     assert not WorkloadView(w.workload()).is_true(names.COND_EVICTED)
+
+
+async def test_a_swap_written_before_a_restart_is_finished_without_another_node() -> None:
+    """The admission names n3 already (a swap written, then the controller restarted before
+    deleting the pod on n1): a new drainer deletes the pod and evicts nothing, although the
+    rack has no free node left."""
+    w, key, h = await rack_world(spare_in_rack=True)
+    wl = w.workload()
+    admission = WorkloadView(wl).admission or {}
+    domains = admission["podSetAssignments"][0]["topologyAssignment"]["domains"]
+    domains[0]["values"] = ["r1", "n3"]
+    w.add(k.WORKLOADS, merge(copy.deepcopy(wl), {"status": {"admission": admission}}))
+    h.go_dark("n1", since=w.now)
+    w.now += 301
+    await h.drainer.pass_once()
+    assert await h.run_queued() == [key]
+    after = WorkloadView(w.workload())
+    assert after.holds_quota and not after.is_true(names.COND_EVICTED)
+    assert hosts_of(after.admission or {}) == [("n3", 1), ("n2", 1)]
+    assert ("delete", "pods", "train-n1") in w.kube.writes
