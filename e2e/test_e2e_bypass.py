@@ -20,7 +20,7 @@ from e2e.harness import ControllerProcess
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.invariants import Sampler
 
-OPERATORS = ("jobset", "lws", "ray", "training-operator", "trainer")
+OPERATORS = ("jobset", "lws", "ray", "training-operator", "mpi-operator", "trainer")
 pytestmark = pytest.mark.operator(*OPERATORS)
 
 

@@ -26,10 +26,12 @@ from e2e.harness import (
     get,
     gpu_job,
     is_true,
+    items,
     local_queue,
     pods_of,
     running_controller,
     running_pods,
+    topology,
     wait_for,
     workload_of,
 )
@@ -250,3 +252,110 @@ def test_a_silent_agent_makes_gpus_unknown_without_evicting(
     assert second["spec"]["nodeName"] == idle
     for job in ("first", "second"):
         control_plane.kubectl("delete", "job", job, "-n", namespace, "--wait=false")
+
+
+RACK_ONLY = {names.ANNOTATION_PODSET_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK}
+SLICED = {
+    **RACK_ONLY,
+    names.ANNOTATION_PODSET_SLICE_REQUIRED_TOPOLOGY: names.LABEL_TOPOLOGY_RACK,
+    names.ANNOTATION_PODSET_SLICE_SIZE: "2",
+}
+
+
+def pinned_host(pod: dict[str, Any]) -> str | None:
+    """The host the pinning webhook gave the pod (None: it was not pinned)."""
+    affinity = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    hosts = {
+        tuple(e["values"])
+        for t in affinity.get("nodeSelectorTerms") or ()
+        for e in t.get("matchExpressions") or ()
+        if e["key"] == names.LABEL_HOSTNAME
+    }
+    return hosts.pop()[0] if len(hosts) == 1 else None
+
+
+@pytest.mark.parametrize(
+    ("shape", "annotations"), [("rack", RACK_ONLY), ("sliced-indexed", SLICED)]
+)
+def test_a_dark_node_under_a_rack_gang_is_hot_swapped_the_rest_keeps_running(
+    control_plane: Cluster,
+    namespace: str,
+    controller: ControllerProcess,
+    shape: str,
+    annotations: dict[str, str],
+) -> None:
+    """Two racks of five H100 nodes behind a flavor with block/rack/host topology; a gang of two
+    8-GPU pods required in one rack (`rack`), or an Indexed Job whose pods are pinned one by
+    one to their nodes (`sliced-indexed`: a slice of 2 per rack). One of its nodes goes dark:
+    its pod moves to a free node of the same rack (a pinned pod is pinned there by the webhook,
+    from the Workload's new assignment), the other pod keeps running, the Workload is never
+    evicted."""
+    prefix = f"swap{int(time.time()) % 100000}"
+    nodes = control_plane.add_gpu_nodes(
+        10, racks_per_block=2, name_prefix=prefix, labels={POOL: prefix}
+    )
+    rack_of = {n.name: n.rack for n in nodes}
+    topo = f"topo-{prefix}"
+    levels = (names.LABEL_TOPOLOGY_BLOCK, names.LABEL_TOPOLOGY_RACK, names.LABEL_HOSTNAME)
+    cq = f"cq-{namespace}"
+    apply(
+        control_plane,
+        topology(topo, *levels),
+        {
+            "apiVersion": names.API_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": prefix},
+            "spec": {"nodeLabels": {POOL: prefix}, "topologyName": topo},
+        },
+        cluster_queue(cq, namespace, {prefix: 80}),
+        local_queue("lq", namespace, cq),
+    )
+    wait_for("the pool's capacity", lambda: capacity(controller, prefix) == 80)
+
+    job = gpu_job("gang", namespace, "lq", pods=2, gpus=8, annotations=annotations)
+    job["spec"]["backoffLimit"] = 2  # the moved pod counts as one failure of the Job
+    if shape == "sliced-indexed":
+        job["spec"]["completionMode"] = "Indexed"
+    apply(control_plane, job)
+    pods = wait_for(
+        "the gang running",
+        lambda: (r := running_pods(control_plane, namespace, "gang")) and len(r) == 2 and r,
+    )
+    if shape == "sliced-indexed":
+        assert all(pinned_host(p) == p["spec"]["nodeName"] for p in pods)
+    (gang_rack,) = {rack_of[p["spec"]["nodeName"]] for p in pods}
+    dark = sorted(p["spec"]["nodeName"] for p in pods)[0]
+    (survivor,) = [p for p in pods if p["spec"]["nodeName"] != dark]
+    first = workload_of(control_plane, namespace, "gang")
+    assert first is not None
+    go_dark(control_plane, dark, [p for p in pods if p["spec"]["nodeName"] == dark])
+
+    def swapped() -> list[dict[str, Any]] | None:
+        running = running_pods(control_plane, namespace, "gang")
+        if len(running) != 2 or dark in {p["spec"]["nodeName"] for p in running}:
+            return None
+        return running
+
+    running = wait_for("the dark node's pod running elsewhere in its rack", swapped, timeout=90)
+    assert {rack_of[p["spec"]["nodeName"]] for p in running} == {gang_rack}
+    assert survivor["metadata"]["uid"] in {p["metadata"]["uid"] for p in running}
+    wl = workload_of(control_plane, namespace, "gang")
+    assert wl is not None and wl["metadata"]["uid"] == first["metadata"]["uid"]
+    assert not is_true(wl, names.COND_EVICTED) and is_true(wl, names.COND_ADMITTED)
+    (psa,) = wl["status"]["admission"]["podSetAssignments"]
+    counted = [d["values"][-1] for d in psa["topologyAssignment"]["domains"]]
+    assert dark not in counted and {rack_of[n] for n in counted} == {gang_rack}
+    if shape == "sliced-indexed":  # pinned where the assignment now says
+        assert all(pinned_host(p) == p["spec"]["nodeName"] for p in running)
+        assert {p["spec"]["nodeName"] for p in running} == set(counted)
+    reasons = {
+        e.get("reason")
+        for e in items(control_plane, "events.events.k8s.io", namespace)
+        if (e.get("regarding") or {}).get("name") == wl["metadata"]["name"]
+    }
+    assert names.EVENT_NODE_HOT_SWAPPED in reasons
+    assert metric(controller.metrics(), "queuectl_node_hot_swaps_total") >= 1
+    control_plane.kubectl("delete", "job", "gang", "-n", namespace, "--wait=false")
+    come_back(control_plane, dark)

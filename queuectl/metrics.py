@@ -401,6 +401,12 @@ CONTROLLER_UNKNOWN_GPUS = Gauge(
     "GPUs of nodes whose agent went silent (the controller's gpu.queuectl.io/unknown taint).",
     registry=CONTROLLER_REGISTRY,
 )
+CONTROLLER_NODE_HOT_SWAPS = Counter(
+    "queuectl_node_hot_swaps_total",
+    "Topology gangs that kept running when a node failed: its pods moved to a free node of "
+    "the gang's domain instead of the whole gang being requeued.",
+    registry=CONTROLLER_REGISTRY,
+)
 CONTROLLER_PODS_FORCE_DELETED = Counter(
     "queuectl_pods_force_deleted_total",
     "Pods force-deleted on a failed node after their deletion deadline (no kubelet confirms).",

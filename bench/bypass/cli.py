@@ -1,11 +1,12 @@
 """`python -m bench bypass`: the bypass fuzzer on a local control plane of its own.
 
 Starts the control plane, the fuzzer's kwok H100 and A100 nodes, the real operators (JobSet,
-LWS, KubeRay, training-operator, Trainer) and the controller, then for each job kind admits a
-workload that fills an 8-GPU ClusterQueue, queues a second, and tries every generated mutation
-of the kind, its children and its pods as a plain user (bench/bypass/mutations.py), while the
-invariant sampler holds every GPU pod to what was admitted. Writes
-bench/results/bypass-<stamp>.md and .json; exit status 1 when any attempt is a violation.
+LWS, KubeRay, training-operator, mpi-operator, Trainer) and the controller, then for each job
+kind admits a workload that fills an 8-GPU ClusterQueue, queues a second, and tries every
+generated mutation of the kind, its children and its pods as a plain user
+(bench/bypass/mutations.py), while the invariant sampler holds every GPU pod to what was
+admitted. Writes bench/results/bypass-<stamp>.md and .json; exit status 1 when any attempt is
+a violation.
 """
 
 from __future__ import annotations

@@ -167,6 +167,32 @@ def _pytorch(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
     ]
 
 
+def _mpijob(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
+    """A launcher (CPU only; its Job is made by mpi-operator while the MPIJob waits) and
+    `pods` GPU workers, shaped like mpi-operator's examples/v2beta1/pi."""
+    launcher = pod_template(gpus=0, name="mpi-launcher", cpu="1")
+    worker = pod_template(name="mpi-worker")
+    for t in (launcher, worker):
+        del t["spec"]["restartPolicy"]
+    # OnFailure: a worker deleted (the fuzzer deletes one after a template change) is made
+    # again, as for PyTorchJob.
+    return [
+        {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": _meta(name, ns, queue),
+            "spec": {
+                "slotsPerWorker": 1,
+                "runPolicy": {"cleanPodPolicy": "Running"},
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": launcher},
+                    "Worker": {"replicas": pods, "restartPolicy": "OnFailure", "template": worker},
+                },
+            },
+        }
+    ]
+
+
 def _trainjob(name: str, ns: str, queue: str, pods: int) -> list[Obj]:
     gpus = {names.GPU_RESOURCE: str(GPUS_PER_POD)}
     return [
@@ -290,6 +316,13 @@ CASES: dict[str, KindCase] = {
             _pytorch,
             "PyTorchJob",
             ("training-operator",),
+        ),
+        KindCase(
+            "MPIJob",
+            "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs",
+            _mpijob,
+            "MPIJob",
+            ("mpi-operator",),
         ),
         KindCase(
             "TrainJob",

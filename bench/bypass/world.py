@@ -49,7 +49,7 @@ USER_RESOURCES = {
     "apps": ["statefulsets", "statefulsets/scale", "deployments", "replicasets"],
     "jobset.x-k8s.io": ["jobsets"],
     "ray.io": ["rayjobs", "rayclusters"],
-    "kubeflow.org": ["pytorchjobs", "pytorchjobs/scale"],
+    "kubeflow.org": ["pytorchjobs", "pytorchjobs/scale", "mpijobs", "mpijobs/scale"],
     "trainer.kubeflow.org": ["trainjobs"],
     "leaderworkerset.x-k8s.io": ["leaderworkersets", "leaderworkersets/scale"],
 }

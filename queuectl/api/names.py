@@ -322,6 +322,9 @@ EVENT_NODE_DRAIN_DEFERRED: Final = "NodeDrainDeferred"
 EVENT_NODE_RESTORED: Final = "NodeRestored"
 EVENT_NODE_GPUS_UNKNOWN: Final = "NodeGPUsUnknown"
 EVENT_NODE_GPUS_KNOWN: Final = "NodeGPUsKnown"
+# Event reason on a Workload whose pods on a failed node moved to a free node of its domain
+# (node hot swap: the rest of the gang keeps running).
+EVENT_NODE_HOT_SWAPPED: Final = "NodeHotSwapped"
 # Drain reasons of a node that failed otherwise than by a GPU (the drained record's reason).
 REASON_NODE_NOT_READY: Final = "NodeNotReady"
 REASON_NODE_UNREACHABLE: Final = "NodeUnreachable"

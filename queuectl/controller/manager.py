@@ -150,6 +150,7 @@ class Controller:
             lambda key, action: self.enqueue(f"wl:{key}", action),
             options.enforce,
             self.leading,
+            pods=ready_pods,
         )
         self.cache.store(k.ADMISSION_CHECKS).listeners.append(  # built-ins set Active
             lambda kind, obj, old: (

@@ -81,10 +81,9 @@ def _read_index(pod: Obj, key: str) -> int | None:
     return _int(view.labels.get(key)) if key in view.labels else _int(view.annotation(key))
 
 
-def pin_of(pod: Obj) -> dict[str, str] | None:
-    """The node labels pod `pod` is pinned to by its `queuectl.io/pod-pins` annotation and its
-    own index; None when it carries none, or its index lies outside the pins (a malformed
-    annotation is the controller's alone to write, and pins nothing)."""
+def _doc(pod: Obj) -> tuple[list[str], list[tuple[int, list[str]]], int] | None:
+    """(levels, pins, the pod's index) from its annotation; None without one, or when it is
+    malformed (the controller's alone to write) or the pod carries no index."""
     raw = ObjectView(pod).annotation(names.ANNOTATION_POD_PINS)
     if not raw:
         return None
@@ -98,8 +97,31 @@ def pin_of(pod: Obj) -> dict[str, str] | None:
             index = None if group is None or index is None else group * int(doc["per"]) + index
     except (ValueError, KeyError, TypeError, IndexError):
         return None
-    if index is None:
-        return None
+    return None if index is None else (levels, pods, index)
+
+
+def pin_of(pod: Obj) -> dict[str, str] | None:
+    """The node labels pod `pod` is pinned to by its `queuectl.io/pod-pins` annotation and its
+    own index; None when it carries none, or its index lies outside the pins (a malformed
+    annotation is the controller's alone to write, and pins nothing)."""
+    found = _doc(pod)
+    return None if found is None else _at(found[1], found[0], found[2])
+
+
+def index_of(pod: Obj) -> int | None:
+    """The pod's index in its pod set, as its pins annotation says where to read it."""
+    found = _doc(pod)
+    return None if found is None else found[2]
+
+
+def pin_in(topology_assignment: Mapping[str, Any], index: int) -> dict[str, str] | None:
+    """The node labels pod `index` is placed on by a Workload's status topology assignment of
+    a pod set placed in slices or balanced (its domains are in pod order); None past them."""
+    levels = [str(lv) for lv in topology_assignment.get("levels") or ()]
+    pods = [
+        (int(d.get("count", 0)), [str(v) for v in d.get("values") or ()])
+        for d in topology_assignment.get("domains") or ()
+    ]
     return _at(pods, levels, index)
 
 

@@ -207,6 +207,14 @@ class ControlPlane(Cluster):
         self.progress(f"  {name} restarted in {time.monotonic() - started:.1f}s (pid {record.pid})")
         return record
 
+    def stop_process(self, name: str) -> None:
+        """Stop one component and leave it stopped (a real node's kubelet, to fail its node);
+        `restart_process` starts it again."""
+        if name not in self._probes:
+            raise ValueError(f"{name!r} was not started by this ControlPlane object")
+        self.supervisor.stop(name)
+        self.progress(f"  {name} stopped")
+
     def stop(self) -> list[str]:
         """Stop every process this environment started; return their names."""
         stopped = self.supervisor.stop_all()

@@ -143,6 +143,14 @@ class Supervisor:
         self._save()
         return new
 
+    def stop(self, name: str, timeout: float = 10.0) -> bool:
+        """Stop `name` (SIGTERM, then SIGKILL) and keep its record, so `restart` starts it
+        again and `stop_all` still knows it; False when it was not running."""
+        record = self.get(name)
+        if record is None:
+            raise ValueError(f"no process named {name!r} is recorded")
+        return self._stop(record, timeout)
+
     def exit_code(self, record: ProcessRecord) -> int | None:
         """The exit code if we started it in this process and it has ended."""
         child = self._children.get(record.pid)

@@ -183,7 +183,11 @@ def decisions(
         (names.WEBHOOK_PATH_VALIDATE_WORKLOAD, lambda r: validate_workload(r, users), OnError.DENY),
         (names.WEBHOOK_PATH_MUTATE_POD, lambda r: mutate_pod(r, lookup, kinds), OnError.DENY),
         (names.WEBHOOK_PATH_MUTATE_LWS, mutate_lws, OnError.DENY),
-        (names.WEBHOOK_PATH_MUTATE_PINNED_POD, mutate_pinned_pod, OnError.DENY),
+        (
+            names.WEBHOOK_PATH_MUTATE_PINNED_POD,
+            lambda r: mutate_pinned_pod(r, lookup, kinds),
+            OnError.DENY,
+        ),
         (
             names.WEBHOOK_PATH_VALIDATE_POD,
             lambda r: validate_pod(r, lookup, users, kinds),

@@ -1,6 +1,7 @@
 """The enforcement loop: what runs is the truth. From the pods the controller already watches
-(bound and unfinished, cache.py), it keeps each Workload's pods (`podowners.claim`: the
-workload label on the pod or its uid-checked controllers) and compares them with the admission
+(bound and unfinished, cache.py), it reads each Workload's pods from the index the pods-ready
+timeouts keep (`WorkloadPods`: the workload label on the pod or its uid-checked controllers,
+one owner-chain walk per pod event for both) and compares them with the admission
 (`enforce.excess`); pods beyond it stop the Workload.
 
 - A job kind's Workload is evicted with reason PodsExceedAdmission, as for any eviction: the
@@ -36,7 +37,6 @@ from queuectl.controller.enforcement.enforce import (
     FLAVOR,
     Excess,
     admitted_devices,
-    counts,
     describe,
     excess,
     gpu_names,
@@ -47,8 +47,8 @@ from queuectl.controller.nodes.drain import should_evict
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
-from queuectl.controller.watch.podowners import claim
 from queuectl.controller.watch.watcher import Key, key_of
+from queuectl.controller.watch.workload_pods import WorkloadPods
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.workload_writes import WorkloadWrites, split_key
 from queuectl.jobs import podgroup as pg
@@ -82,7 +82,9 @@ class Enforcer:
         options: EnforceOptions = EnforceOptions(),
         leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
+        pods: WorkloadPods | None = None,
     ) -> None:
+        """`pods`: the controller's pod index (one of its own without)."""
         self.kube = kube
         self.cache = cache
         self.writes = writes
@@ -91,64 +93,73 @@ class Enforcer:
         self.options = options
         self.leading = leading
         self.clock = clock
-        self.owners = cache.pod_owners()
-        self._pods: dict[str, dict[Key, tuple[Obj, int]]] = {}
-        """Workload key -> its counted pods, each with its GPUs."""
+        self.pods = pods if pods is not None else WorkloadPods(cache, lambda _: None)
         self._gpus: dict[str, int] = {}
-        self._of: dict[Key, str] = {}
+        """Workload key -> the GPUs its counted pods ask for."""
+        self._pod_gpus: dict[Key, tuple[str, int]] = {}
+        """Pod -> its Workload and its GPUs, as counted in `_gpus`."""
         self._dirty: set[str] = set()
         self._acting: dict[str, float] = {}
         """Workload key -> when its action was queued."""
         self.wake = asyncio.Event()
         if options.enabled:
-            cache.store(k.PODS).listeners.append(self._on_pod)
+            self.pods.subscribers.append(self._on_pod)
             cache.store(k.WORKLOADS).listeners.append(self._on_workload)
 
     # --- the index ------------------------------------------------------------------------
     def pods_of(self, wl_key: str) -> list[Obj]:
-        return [pod for pod, _ in (self._pods.get(wl_key) or {}).values()]
+        return self.pods.pods(wl_key)
 
-    def _on_pod(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        key = key_of(obj)
+    def _on_pod(self, pod: Obj, before: str | None, wl_key: str | None) -> None:
+        """A pod the index moved: keep the GPU totals, and check its Workload at once."""
+        key = key_of(pod)
         self._drop(key)
-        if kind == "DELETED" or not counts(obj):
+        if wl_key is None:
             return
-        found = claim(obj, self.owners)
-        if found.unresolved or found.workload is None:
-            return
-        wl_key = found.workload
-        gpus = gpus_of(obj, gpu_names(self.cache.store(k.RESOURCE_FLAVORS).values()))
-        self._of[key] = wl_key
-        self._pods.setdefault(wl_key, {})[key] = (obj, gpus)
+        gpus = gpus_of(pod, gpu_names(self.cache.store(k.RESOURCE_FLAVORS).values()))
+        self._pod_gpus[key] = (wl_key, gpus)
         self._gpus[wl_key] = self._gpus.get(wl_key, 0) + gpus
         self._dirty.add(wl_key)
         self.wake.set()
-        self._trip(wl_key, obj)
+        self._trip(wl_key, pod)
 
     def _on_workload(self, kind: str, obj: Obj, old: Obj | None) -> None:
         """A Workload that lets go of its quota (or goes) while its group's pods still run."""
         meta = ObjectView(obj).meta
         wl_key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-        if wl_key in self._pods and (kind == "DELETED" or not WorkloadView(obj).holds_quota):
+        if self.pods.count(wl_key) and (kind == "DELETED" or not WorkloadView(obj).holds_quota):
             self.check(wl_key)
 
     def _drop(self, key: Key) -> None:
-        wl_key = self._of.pop(key, None)
-        if wl_key is None:
+        found = self._pod_gpus.pop(key, None)
+        if found is None:
             return
-        pods = self._pods[wl_key]
-        _, gpus = pods.pop(key)
+        wl_key, gpus = found
         self._gpus[wl_key] -= gpus
-        if not pods:
-            del self._pods[wl_key], self._gpus[wl_key]
+        if not self._gpus[wl_key] and not self.pods.count(wl_key):
+            del self._gpus[wl_key]
 
     def reindex(self) -> None:
-        """Map every watched pod to its Workload again."""
-        self._pods.clear()
+        """Take in the pods whose owners arrived after them, count every Workload's GPUs
+        again (a flavor may have named another device since) and check each pod as on its
+        event (a replica that just began to lead judges them all)."""
+        self.pods.reindex()
+        devices = gpu_names(self.cache.store(k.RESOURCE_FLAVORS).values())
         self._gpus.clear()
-        self._of.clear()
+        self._pod_gpus.clear()
+        counted = []
         for pod in self.cache.store(k.PODS).values():
-            self._on_pod("ADDED", pod, None)
+            key = key_of(pod)
+            if (wl_key := self.pods.workload_of(key)) is not None:
+                gpus = gpus_of(pod, devices)
+                self._pod_gpus[key] = (wl_key, gpus)
+                self._gpus[wl_key] = self._gpus.get(wl_key, 0) + gpus
+                counted.append((wl_key, pod))
+        for wl_key, pod in counted:
+            self._dirty.add(wl_key)
+            self._trip(wl_key, pod)
+        if counted:
+            self.wake.set()
 
     # --- the checks -----------------------------------------------------------------------
     def _trip(self, wl_key: str, pod: Obj) -> None:
@@ -166,7 +177,7 @@ class Enforcer:
         admitted_gpus = sum(admitted_devices(wl, flavors).values())
         here = excess(wl, [pod], self._nodes([pod]), flavors)
         if (
-            len(self._pods.get(wl_key) or ()) > admitted_pods
+            self.pods.count(wl_key) > admitted_pods
             or self._gpus.get(wl_key, 0) > admitted_gpus
             or any(e.kind == FLAVOR for e in here)
         ):

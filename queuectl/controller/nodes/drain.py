@@ -36,6 +36,8 @@ from queuectl.api.views import ObjectView, WorkloadView
 from queuectl.controller.nodes import failure
 from queuectl.controller.nodes.budget import budget_limit as budget_limit
 from queuectl.controller.nodes.budget import flavor_members, over_budget
+from queuectl.controller.nodes.hotswap import assigned_nodes as assigned_nodes
+from queuectl.controller.nodes.swapping import Outcome, Swapper
 from queuectl.controller.watch import kube as k
 from queuectl.controller.watch import podowners
 from queuectl.controller.watch.cache import Cache
@@ -99,22 +101,6 @@ def drain_record(node: Obj) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) else {"reason": str(raw), "cordoned": False}
 
 
-def assigned_nodes(wl: Obj) -> set[str]:
-    """Nodes named by the Workload's topology assignment (hostname level)."""
-    out: set[str] = set()
-    admission = WorkloadView(wl).admission or {}
-    for psa in admission.get("podSetAssignments") or ():
-        topo = psa.get("topologyAssignment") or {}
-        levels = topo.get("levels") or ()
-        if not levels or levels[-1] != names.LABEL_HOSTNAME:
-            continue
-        for d in topo.get("domains") or ():
-            values = d.get("values") or ()
-            if values:
-                out.add(values[-1])
-    return out
-
-
 def should_evict(wl: Obj | None) -> bool:
     """Admitted, not finished, not already being evicted."""
     return (
@@ -149,6 +135,7 @@ class Drainer:
         self.options = options
         self.clock = clock
         self.owners = cache.pod_owners()
+        self.swapper = Swapper(kube, cache, writes, events)
         self.wake = asyncio.Event()
         self.deferred: dict[str, str] = {}
         """Node name -> why its drain waits (reported once per reason)."""
@@ -358,6 +345,8 @@ class Drainer:
         for pod in self.cache.store(k.PODS).values():  # bound, unfinished pods (cache.py)
             if ObjectView(pod).spec.get("nodeName") != node_name:
                 continue
+            if pod["metadata"].get("uid") in self.swapper.deleted:
+                continue  # deleted by a hot swap; the cache has not heard yet
             key = podowners.pod_workload(pod, self.owners)
             if key is not None:
                 keys.add(key)
@@ -376,10 +365,16 @@ class Drainer:
             if not should_evict(wl):
                 return
             assert wl is not None
+            force = reason in failure.NODE_FAILURE_REASONS
+            outcome, why = await self.swapper.swap(wl, node_name, describe(reason), force=force)
+            if outcome is not Outcome.NONE:
+                return
             message = (
                 f"Node {node_name} {describe(reason)}; the workload is stopped and "
                 "requeued ahead of its peers"
             )
+            if assigned_nodes(wl):
+                message += f" (no node hot swap: {why})"
             await self.writes.evict(wl, names.REASON_EVICTED_NODE_FAILURES, message)
             after = self.cache.get(k.WORKLOADS, name, ns) or {}
             cond = WorkloadView(after).condition(names.COND_EVICTED) or {}

@@ -1,7 +1,9 @@
 """Each Workload's running pods and which of them are Ready, from the pod watch.
 
-Read by the pods-ready timeouts (how many are Ready) and by the preemption notice (which pods
-to tell, `workloads/notice.py`).
+Read by the pods-ready timeouts (how many are Ready), by the preemption notice (which pods
+to tell, `workloads/notice.py`) and by the enforcement loop (which pods each Workload runs;
+it subscribes to every pod's move, `subscribers`), so a pod's owner chain is walked once per
+pod event, not once per reader.
 
 The pods-ready timeouts (`workloads/pods_ready.py`) ask how many of an admitted Workload's
 pods are Ready, and want to hear when that changes, for every kind alike: so the answer is
@@ -25,6 +27,10 @@ from queuectl.controller.watch.kube import Obj
 from queuectl.controller.watch.podowners import claim, finished
 from queuectl.controller.watch.watcher import Key, key_of
 
+PodMove = Callable[[Obj, str | None, str | None], None]
+"""subscriber(pod, Workload before, Workload after): called on every pod event, after the
+index took it in; None where the pod was (or is now) no Workload's counted pod."""
+
 
 def is_ready(pod: Obj) -> bool:
     """Bound, unfinished, not being deleted, and its Ready condition True."""
@@ -46,7 +52,21 @@ class WorkloadPods:
         """Pod -> the Workload its chain names."""
         self._ready: dict[str, dict[Key, bool]] = {}
         """Workload key -> its bound, unfinished pods, each with whether it is Ready."""
+        self.subscribers: list[PodMove] = []
         cache.store(k.PODS).listeners.append(self._on_pod)
+
+    def count(self, wl_key: str) -> int:
+        """`wl_key`'s bound, unfinished pods."""
+        return len(self._ready.get(wl_key) or ())
+
+    def workload_of(self, key: Key) -> str | None:
+        return self._of.get(key)
+
+    def reindex(self) -> None:
+        """Walk the owner chains of the pods left out so far (their owner arrived after them)."""
+        for pod in self.cache.store(k.PODS).values():
+            if key_of(pod) not in self._of:
+                self._taken(pod, self._index(pod))
 
     def ready(self, wl_key: str) -> int:
         return sum(1 for r in (self._ready.get(wl_key) or {}).values() if r)
@@ -64,8 +84,14 @@ class WorkloadPods:
         namespace = wl_key.partition("/")[0]
         for pod in self.cache.store(k.PODS).values():
             if ObjectView(pod).namespace == namespace and key_of(pod) not in self._of:
-                self._index(pod)
+                self._taken(pod, self._index(pod))
         return self.ready(wl_key)
+
+    def _taken(self, pod: Obj, found: tuple[str, bool] | None) -> None:
+        """Tell the subscribers of a pod the index took in outside of its event."""
+        if found is not None:
+            for subscriber in self.subscribers:
+                subscriber(pod, None, found[0])
 
     def _on_pod(self, kind: str, obj: Obj, old: Obj | None) -> None:
         key = key_of(obj)
@@ -77,6 +103,9 @@ class WorkloadPods:
             self.on_change(wl_before)  # a Ready pod stopped being Ready, or went
         if wl_after is not None and now and (wl_after != wl_before or not was):
             self.on_change(wl_after)  # a pod became Ready
+        if wl_before is not None or wl_after is not None:
+            for subscriber in self.subscribers:
+                subscriber(obj, wl_before, wl_after)
 
     def _forget(self, key: Key) -> tuple[str, bool] | None:
         wl_key = self._of.pop(key, None)

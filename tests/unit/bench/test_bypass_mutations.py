@@ -57,6 +57,10 @@ COUNTS = {
     },
     "RayJob": {"/spec/rayClusterSpec/workerGroupSpecs/0/replicas"},
     "PyTorchJob": {"/spec/pytorchReplicaSpecs/Worker/replicas"},
+    "MPIJob": {
+        "/spec/mpiReplicaSpecs/Worker/replicas",
+        "/spec/mpiReplicaSpecs/Launcher/replicas",
+    },
     "TrainJob": {"/spec/trainer/numNodes"},
     "LeaderWorkerSet": {"/spec/replicas", "/spec/leaderWorkerTemplate/size"},
 }

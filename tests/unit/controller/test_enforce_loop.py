@@ -9,9 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from queuectl.api import names
+from queuectl.controller.enforcement import enforce_loop
 from queuectl.controller.enforcement.enforce_loop import Enforcer
 from queuectl.controller.watch import kube as k
+from queuectl.controller.watch import podowners, workload_pods
 from queuectl.controller.watch.cache import Cache
+from queuectl.controller.watch.workload_pods import WorkloadPods
 
 GPU = names.GPU_RESOURCE
 
@@ -251,3 +254,43 @@ def test_an_evicted_group_whose_pods_are_going_is_not_judged_again() -> None:
     cache.store(k.PODS).apply("MODIFIED", going)
     cache.store(k.WORKLOADS).apply("MODIFIED", waiting(wl))
     assert actions == []
+
+
+def test_one_owner_chain_walk_per_pod_event_for_the_enforcer_and_the_pods_ready_index(
+    monkeypatch: Any,
+) -> None:
+    """The controller's wiring: the enforcer reads the pods-ready index, so a Job's pod event
+    walks the pod's owner chain once (it was walked twice, once per index)."""
+    cache = Cache(None, (k.PODS, k.JOBS, k.WORKLOADS, k.NODES, k.RESOURCE_FLAVORS))  # type: ignore[arg-type]
+    walks: list[str] = []
+    real_claim = workload_pods.claim
+
+    def counting(pod: Any, owners: Any) -> Any:
+        walks.append(pod["metadata"]["name"])
+        return real_claim(pod, owners)
+
+    monkeypatch.setattr(workload_pods, "claim", counting)
+    monkeypatch.setattr(podowners, "claim", counting)  # any other reader's walk counts too
+    monkeypatch.setattr(enforce_loop, "claim", counting, raising=False)
+    rec = Recorder()
+    index = WorkloadPods(cache, lambda _: None)
+    enforcer = Enforcer(
+        rec,  # type: ignore[arg-type]
+        cache,
+        rec,  # type: ignore[arg-type]
+        rec,  # type: ignore[arg-type]
+        lambda key, act: None,
+        pods=index,
+    )
+    job = {"metadata": {"name": "train", "namespace": "ns", "uid": "j1", "resourceVersion": "1"}}
+    job["metadata"]["labels"] = {names.LABEL_WORKLOAD: "job-train"}
+    cache.store(k.JOBS).apply("ADDED", job)
+    cache.store(k.WORKLOADS).apply("ADDED", admitted("job-train", 2))
+    for i, name in enumerate(("train-0", "train-1", "train-0")):
+        cache.store(k.PODS).apply("MODIFIED" if i == 2 else "ADDED", pod(name, rv=str(i + 2)))
+    assert walks == ["train-0", "train-1", "train-0"]
+    assert sorted(p["metadata"]["name"] for p in enforcer.pods_of("ns/job-train")) == [
+        "train-0",
+        "train-1",
+    ]
+    assert enforcer._gpus == {"ns/job-train": 2}

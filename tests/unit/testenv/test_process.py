@@ -121,3 +121,19 @@ def test_restart_replaces_one_process_in_place(tmp_path: Path) -> None:
             sup.restart("zz")
     finally:
         sup.stop_all(timeout=5)
+
+
+def test_one_process_is_stopped_and_started_again_by_its_name(tmp_path: Path) -> None:
+    """A real node's kubelet is stopped to fail its node, then started again."""
+    sup = Supervisor(tmp_path)
+    kubelet, other = sup.spawn("kubelet", SLEEP), sup.spawn("other", SLEEP)
+    try:
+        assert sup.stop("kubelet", timeout=5) is True
+        assert not kubelet.alive() and other.alive()
+        assert sup.stop("kubelet", timeout=5) is False  # already stopped
+        again = sup.restart("kubelet")
+        assert again.alive() and again.pid != kubelet.pid
+        with pytest.raises(ValueError, match="no process named 'nobody'"):
+            sup.stop("nobody")
+    finally:
+        sup.stop_all(timeout=5)
