@@ -56,8 +56,8 @@ NS = "gpu-use"
 
 
 def uuids() -> list[str]:
-    reader = ScriptedReader.from_scenario(yaml.safe_load(HGX_H100.read_text()), time.time)
-    return [reader.device(i).uuid for i in range(reader.device_count())]
+    """The emulated node's GPU UUIDs by index (both readers name GPUs alike for one file)."""
+    return ScriptedReader.from_scenario(yaml.safe_load(HGX_H100.read_text()), time.time).uuids()
 
 
 @pytest.fixture(scope="module")

@@ -314,6 +314,11 @@ class ScriptedReader:
     def device_count(self) -> int:
         return len(self._gpus)
 
+    def uuids(self) -> list[str]:
+        """The GPUs' UUIDs by index: what the NVML emulator reports for the same scenario file,
+        so a test knows the devices a real kubelet will hand out."""
+        return [self.device(i).uuid for i in range(self.device_count())]
+
     def device(self, index: int) -> GpuInfo:
         self._advance()
         gpu = self._gpus[index]

@@ -48,8 +48,7 @@ int main(void) {
 
 def uuids() -> list[str]:
     """The emulated node's GPU UUIDs by index (both readers name GPUs alike for one file)."""
-    reader = ScriptedReader.from_scenario(yaml.safe_load(HGX_H100.read_text()), time.time)
-    return [reader.device(i).uuid for i in range(reader.device_count())]
+    return ScriptedReader.from_scenario(yaml.safe_load(HGX_H100.read_text()), time.time).uuids()
 
 
 @pytest.fixture(scope="module")
