@@ -125,6 +125,8 @@ def search(
     if not enough(node, need, found.takeable):
         return fail(hopeless=not (found.own or targets or found.blocked))
 
+    placeable = preempt.room_needed(placeable)
+
     def fits() -> bool:
         return fits_in(node, need) and placeable()
 

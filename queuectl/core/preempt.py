@@ -179,6 +179,8 @@ def search(
         return fail(hopeless=not (found.any() or found.blocked))
 
     # 3. The fewest that make room.
+    placeable = room_needed(placeable)
+
     def fits() -> bool:
         return fits_in(node, need) and placeable()
 
@@ -188,6 +190,18 @@ def search(
     return Decision(
         "preempt", victims=victims, need=dict(need), retry_at=found.retry, borrows=would_borrow
     )
+
+
+def room_needed(placeable: Callable[[], bool]) -> Callable[[], bool]:
+    """`placeable` as the victim search asks it, decided once before any victim is taken:
+    taking victims only frees room on the nodes, which never makes a placement impossible, so a
+    preemptor that the nodes already hold needs only quota from its victims (no placement per
+    candidate victim set)."""
+    return _always if placeable() else placeable
+
+
+def _always() -> bool:
+    return True
 
 
 def within_queue_allows(policy: str, w: Workload, c: Charge) -> bool:

@@ -154,3 +154,17 @@ def test_a_balanced_spread_differs_by_at_most_one_slice_unless_a_domain_is_full(
                 assert nb == cap[b], (a, na, b, nb, cap[b])
     if placed.note is None:
         assert max(shares.values()) - min(shares.values()) <= 1
+
+
+@PROPS
+@given(cases(), st.data())
+def test_freeing_room_never_makes_a_placement_impossible(case: Case, data: st.DataObject) -> None:
+    """What lets the victim search check placement once: a gang the nodes hold now, they still
+    hold once victims' pods are gone (any of its pods, on any nodes)."""
+    if isinstance(put(case.nodes, case.request, case.count), str):
+        return
+    freed = [
+        Node(n.name, n.labels, n.allocatable, {GPU: data.draw(st.integers(0, n.used[GPU]))})
+        for n in case.nodes
+    ]
+    assert not isinstance(put(freed, case.request, case.count), str)
