@@ -110,6 +110,8 @@ def assign(state: State, w: Workload, now: float) -> Decision:
     if not needs_preempt:
         return Decision("fit", admission=admission, borrows=borrows)
     d = search(state, w, cq, node, acc, _placer(state, w, chosen), now)
+    if d.kind == "preempt" and notes.topology:
+        d.needs_room = True  # a flavor failed on placement: freed room may fit it there
     if d.kind == "fail":
         d.shorts = notes.shorts
         d.depends = notes.depends

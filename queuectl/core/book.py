@@ -49,6 +49,9 @@ class Waiting(NamedTuple):
     own: Freed = {}
     """Its queue's usage of `need`, less what it holds itself, when it was last evaluated: more
     admitted since may put the queue at its borrowing limit, where no victim makes it fit."""
+    needs_room: bool = False
+    """Its answer read the nodes' free room (`Decision.needs_room`): room freed anywhere may
+    change it. Without, only node changes do (room freed cannot)."""
 
 
 class Deferred:

@@ -45,3 +45,7 @@ class Decision:
     cross: bool = False
     """For a failed victim search: it looked at other queues' borrowed work (new borrowing in
     the tree may give it candidates)."""
+    needs_room: bool = False
+    """For a preemption: the answer read the nodes' free room (a flavor failed on placement, or
+    the nodes as they are do not hold it, so its victims were chosen to free room too). Without
+    it, room freed on the nodes cannot change the answer (`preempt.room_needed`)."""

@@ -125,7 +125,7 @@ def search(
     if not enough(node, need, found.takeable):
         return fail(hopeless=not (found.own or targets or found.blocked))
 
-    placeable = preempt.room_needed(placeable)
+    placeable, needs_room = preempt.room_needed(placeable)
 
     def fits() -> bool:
         return fits_in(node, need) and placeable()
@@ -134,7 +134,14 @@ def search(
     victims = _fewest(state, frs, reach, shares, targets, found.own, fits)
     if victims is None:
         return fail()
-    return Decision("preempt", victims=victims, need=dict(need), retry_at=found.retry, borrows=True)
+    return Decision(
+        "preempt",
+        victims=victims,
+        need=dict(need),
+        retry_at=found.retry,
+        borrows=True,
+        needs_room=needs_room,
+    )
 
 
 @dataclass(slots=True)

@@ -19,7 +19,10 @@ class WakeNotes:
     all_dirty: bool = True
     """Wake every parked bucket (a spec or topology changed, or the tree was rebuilt)."""
     nodes_dirty: bool = False
-    """Nodes changed: wake buckets that failed on node placement."""
+    """Nodes changed (added, removed, relabelled, tainted): any placement may differ."""
+    nodes_freed: bool = False
+    """Room was freed on nodes (work that held it went): wake buckets that failed on node
+    placement, and waiters whose answer read the room (`Waiting.needs_room`)."""
     dirty_roots: set[QNode] = field(default_factory=set)
     """Trees where quota was freed since the last wake."""
     borrowed: dict[QNode, set[FlavorResource]] = field(default_factory=dict)
@@ -45,7 +48,7 @@ class WakeNotes:
 
     def woken(self) -> None:
         """Parked work has been looked at: forget what changed since the last wake."""
-        self.all_dirty = self.nodes_dirty = False
+        self.all_dirty = self.nodes_dirty = self.nodes_freed = False
         self.dirty_roots.clear()
         self.borrowed.clear()
         self.grown.clear()

@@ -60,7 +60,7 @@ def wake(book: Book) -> None:
                         book.set_aside.add(leaf.name, bucket, True)
                     else:
                         lq.unpark(bucket, recheck=True)
-        if notes.nodes_dirty:
+        if notes.nodes_dirty or notes.nodes_freed:
             for q in book.pending.values():
                 q.unpark_all(topology_only=True)
     notes.woken()

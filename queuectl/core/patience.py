@@ -106,7 +106,18 @@ def waits(book: Book, w: Workload, d: Decision, now: float) -> Waiting | None:
     released = tuple((q, wake.released.get(q, 0)) for q in others)
     own = _own_usage(node, d.need, _summed(book.state.held_for.get(w.key, ())))
     return Waiting(
-        until, window, victims, short, dict(d.need), one, seen, borrows, released, d.retry_at, own
+        until,
+        window,
+        victims,
+        short,
+        dict(d.need),
+        one,
+        seen,
+        borrows,
+        released,
+        d.retry_at,
+        own,
+        d.needs_room,
     )
 
 
@@ -151,6 +162,8 @@ def keeps_waiting(book: Book, w: Workload, now: float) -> bool:
     wake = state.wake
     if now >= waiting.until or wake.all_dirty or wake.nodes_dirty:
         return False
+    if wake.nodes_freed and waiting.needs_room:
+        return False  # freed room may place it, or change which victims free enough
     if waiting.retry_at is not None and now >= waiting.retry_at:
         return False  # protected work came of age: the victim search may answer otherwise
     if any(

@@ -179,7 +179,7 @@ def search(
         return fail(hopeless=not (found.any() or found.blocked))
 
     # 3. The fewest that make room.
-    placeable = room_needed(placeable)
+    placeable, needs_room = room_needed(placeable)
 
     def fits() -> bool:
         return fits_in(node, need) and placeable()
@@ -188,16 +188,24 @@ def search(
     if victims is None:
         return fail()
     return Decision(
-        "preempt", victims=victims, need=dict(need), retry_at=found.retry, borrows=would_borrow
+        "preempt",
+        victims=victims,
+        need=dict(need),
+        retry_at=found.retry,
+        borrows=would_borrow,
+        needs_room=needs_room,
     )
 
 
-def room_needed(placeable: Callable[[], bool]) -> Callable[[], bool]:
-    """`placeable` as the victim search asks it, decided once before any victim is taken:
-    taking victims only frees room on the nodes, which never makes a placement impossible, so a
-    preemptor that the nodes already hold needs only quota from its victims (no placement per
-    candidate victim set)."""
-    return _always if placeable() else placeable
+def room_needed(placeable: Callable[[], bool]) -> tuple[Callable[[], bool], bool]:
+    """`placeable` as the victim search asks it, and whether the preemptor needs room on the
+    nodes, decided once before any victim is taken: taking victims only frees room, which never
+    makes a placement impossible, so a preemptor that the nodes already hold needs only quota
+    from its victims (no placement per candidate victim set, and room freed later cannot
+    change its victims)."""
+    if placeable():
+        return _always, False
+    return placeable, True
 
 
 def _always() -> bool:

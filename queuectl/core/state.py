@@ -308,7 +308,7 @@ class State:
         if charge.nodes:
             self.node_log.add(charge.nodes)
         if sign < 0 and charge.nodes and mark:
-            self.wake.nodes_dirty = True
+            self.wake.nodes_freed = True
 
     def preemptible(self, cq: str, now: float) -> tuple[list[Charge], list[Charge]]:
         """A queue's admitted work split into (preemptible by age, protected in the order it

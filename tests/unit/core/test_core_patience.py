@@ -9,7 +9,16 @@ from core_helpers import admitted, gpu_queue, job, quota, scheduler
 from core_worlds import FAST, World, any_world, contended_world, drive, nothing
 from hypothesis import given
 
-from queuectl.core import CycleResult, Flavor, PreemptionPolicy, Scheduler, waits_for_completions
+from queuectl.core import (
+    GPU,
+    CycleResult,
+    Flavor,
+    Node,
+    PreemptionPolicy,
+    Scheduler,
+    Topology,
+    waits_for_completions,
+)
 from queuectl.core.patience import DEFAULT_PATIENCE_SECONDS, MAX_ALLOWANCE_SECONDS
 
 WITHIN = PreemptionPolicy(within_cluster_queue="LowerPriority")
@@ -339,3 +348,54 @@ def test_with_no_flow_long_grace_victims_are_preempted_at_once() -> None:
     s.run_cycle(1.0)
     s.upsert_workload(job("train/urgent", "train", 4, priority=10, created=20))
     assert len(s.run_cycle(2.0).preemptions) == 4
+
+
+def racked_busy_cohort(free_nodes: int) -> Scheduler:
+    """`busy_cohort` on a topology flavor: one rack of 8-GPU nodes, `free_nodes` of them empty
+    beyond the 8 GPUs the cohort's work holds; a queue `solo` in a cohort of its own shares
+    the rack and runs solo/0 (8 GPUs). train/urgent (4 x 1 GPU, required rack) waits for
+    completions in its cohort."""
+    s = Scheduler()
+    s.upsert_topology(Topology("t", ("rack", "kubernetes.io/hostname")))
+    s.upsert_flavor(Flavor("h100", {"gpu": "h100"}, topology_name="t"))
+    for i in range(2 + free_nodes):
+        name = f"n{i}"
+        s.upsert_node(
+            Node(name, {"gpu": "h100", "rack": "r0", "kubernetes.io/hostname": name}, {GPU: 8})
+        )
+    s.upsert_cluster_queue(gpu_queue("train", quota("h100", 4), preemption=WITHIN))
+    s.upsert_cluster_queue(gpu_queue("infer", quota("h100", 4)))
+    s.upsert_cluster_queue(gpu_queue("solo", quota("h100", 8), cohort="elsewhere"))
+    s.upsert_workload(job("solo/0", "solo", 8, created=0))
+    for i in range(4):
+        s.upsert_workload(job(f"train/low-{i}", "train", 1, created=i))
+        s.upsert_workload(job(f"infer/{i}", "infer", 1, created=i))
+    assert len(s.run_cycle(1.0).admitted) == 9
+    for i in range(4):
+        s.delete_workload(f"infer/{i}")
+        s.upsert_workload(job(f"infer/{i + 4}", "infer", 1, created=10 + i))
+    assert admitted(s.run_cycle(2.0)) == [f"infer/{i}" for i in range(4, 8)]
+    s.upsert_workload(
+        job("train/urgent", "train", 1, pods=4, priority=10, created=20, required="rack")
+    )
+    assert s.run_cycle(3.0).preemptions == ()
+    info = s.pending_info("train/urgent")
+    assert info is not None and waits_for_completions(info.reason, info.message)
+    return s
+
+
+def test_room_freed_elsewhere_does_not_wake_a_waiter_the_nodes_already_hold() -> None:
+    """solo/0 finishes in another cohort: its node's room cannot change what train/urgent
+    waits for (the rack holds it; it lacks quota), so the next cycle does not evaluate it."""
+    s = racked_busy_cohort(free_nodes=1)
+    s.delete_workload("solo/0")
+    r = s.run_cycle(3.5)
+    assert (r.evaluated, r.preemptions, r.admitted) == (0, (), ())
+
+
+def test_room_freed_wakes_a_waiter_whose_victims_were_chosen_to_free_room_too() -> None:
+    """With no free node, the rack holds train/urgent only once its victims' GPUs are free:
+    room freed anywhere may change its answer, so solo/0 finishing gets it evaluated."""
+    s = racked_busy_cohort(free_nodes=0)
+    s.delete_workload("solo/0")
+    assert s.run_cycle(3.5).evaluated >= 1
