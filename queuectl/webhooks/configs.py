@@ -59,6 +59,15 @@ CLAIMS_A_JOB_UNSELECTED = (
     "'batch.kubernetes.io/controller-uid' in object.metadata.labels && "
     "object.metadata.labels['batch.kubernetes.io/controller-uid'] == r.uid))"
 )
+CLAIMS_A_KUBEFLOW_JOB_UNLABELLED = (
+    "request.operation == 'CREATE' && has(object.metadata.ownerReferences) && "
+    "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && "
+    "r.apiVersion.startsWith('kubeflow.org/')) && !(has(object.metadata.labels) && "
+    f"'{names.LABEL_WORKLOAD}' in object.metadata.labels)"
+)
+"""CEL: a pod created naming a Kubeflow job (PyTorchJob, MPIJob) as its controller without the
+workload label its operator copies from the admitted templates: made by hand, not by the
+operator, so it is judged (`owners.unlabelled_pod_problems`); the operator's pods never wait."""
 """CEL: a pod created naming a Job as its controller without that Job's `controller-uid`
 label. The Job controller labels every pod it makes so (unless the Job sets `manualSelector`),
 so only forged claims and manual selectors' pods are sent, and the cluster's Job pods never wait
@@ -396,13 +405,17 @@ def render_webhook_configurations(
         ),
     ]
     # A pod claiming a queued Job that its selector does not match would be released by the
-    # Job controller and run outside the queue; fail closed like the hooks above (only such
+    # Job controller and run outside the queue, and one claiming a Kubeflow job without the
+    # workload label was not made by its operator; fail closed like the hooks above (only such
     # claims, and pods of Jobs with a manual selector, are sent).
     job_pod = unlabelled(
         VALIDATE_JOB_POD,
         names.WEBHOOK_PATH_VALIDATE_POD,
         POD_RULES,
-        {"name": "claims-a-job-unselected", "expression": CLAIMS_A_JOB_UNSELECTED},
+        {
+            "name": "claims-a-job-unselected",
+            "expression": f"({CLAIMS_A_JOB_UNSELECTED}) || ({CLAIMS_A_KUBEFLOW_JOB_UNLABELLED})",
+        },
     )
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -14,6 +14,7 @@ from queuectl.api.selectors import selector_matches
 from queuectl.api.views import ObjectView
 from queuectl.jobs import JobKind
 from queuectl.jobs.frozen import child_problems
+from queuectl.jobs.kubeflow import ReplicaSpecsKind
 from queuectl.jobs.registry import KINDS, MAX_OWNER_DEPTH, Registry, owner
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.review import Request
@@ -130,4 +131,35 @@ def released_pod_problems(pod: Obj, lookup: QueueLookup, kinds: Registry = KINDS
         "selector matches: the Job controller would release it, and it would run outside the "
         "queue that admitted the Job. Let the Job create its pods; to queue a pod of your own, "
         f"create it without the ownerReference and with the label {names.LABEL_QUEUE_NAME}"
+    ]
+
+
+def unlabelled_pod_problems(pod: Obj, lookup: QueueLookup, kinds: Registry = KINDS) -> list[str]:
+    """A pod created claiming, as its controller, a queued job whose operator makes its pods
+    straight from the job's templates (the Kubeflow kinds: PyTorchJob, MPIJob), without the
+    `queuectl.io/workload` label the controller puts on those templates when it admits the job.
+    Every pod the operator makes carries it; one that does not was made by hand, and no
+    Workload's count would include it (found by the bypass fuzzer: an 8-GPU pod claiming an
+    admitted MPIJob ran beside its workers)."""
+    ref = ObjectView(pod).controller_ref
+    group = str((ref or {}).get("apiVersion") or "").rpartition("/")[0]
+    kind = kinds.for_group_kind(group, str((ref or {}).get("kind") or ""))
+    if ref is None or not isinstance(kind, ReplicaSpecsKind):
+        return []
+    name = str(ref.get("name") or "")
+    found = lookup.owner_object(kind.resource, str(ObjectView(pod).namespace), name)
+    if found is None or ObjectView(found).meta.get("uid") != ref.get("uid"):
+        return []
+    if kind.queue_name(found) is None and owner(found, kinds, lookup.owner_object) is None:
+        return []
+    want = kind.workload_name(found)
+    if ObjectView(pod).labels.get(names.LABEL_WORKLOAD) == want:
+        return []
+    what = kind.resource.kind
+    return [
+        f"it claims {what} {name!r} as its controller but lacks the label "
+        f"{names.LABEL_WORKLOAD}={want} that every pod {what}'s operator makes from its admitted "
+        f"templates carries: it would run outside the queue that admitted the {what}. Let the "
+        f"operator create its pods; to queue a pod of your own, create it without the "
+        f"ownerReference and with the label {names.LABEL_QUEUE_NAME}"
     ]

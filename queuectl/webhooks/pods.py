@@ -29,7 +29,7 @@ from queuectl.jobs.registry import KINDS, Registry
 from queuectl.webhooks.formats import label_format_problems, podset_group_problems
 from queuectl.webhooks.lookup import QueueLookup
 from queuectl.webhooks.owned import owned_key_problems
-from queuectl.webhooks.owners import released_pod_problems
+from queuectl.webhooks.owners import released_pod_problems, unlabelled_pod_problems
 from queuectl.webhooks.review import (
     DEFAULT_CONTROLLER_USERS,
     Request,
@@ -141,6 +141,7 @@ def validate_pod(
         problems = _update_problems(pod, old)
     if operation == "CREATE":
         problems += released_pod_problems(pod, lookup, kinds)
+        problems += unlabelled_pod_problems(pod, lookup, kinds)
     problems += owned_key_problems(request, lookup, None, kinds)
     if problems:
         return deny(request, f"{_ref(request, pod)}: " + "; ".join(problems))
