@@ -469,6 +469,19 @@ def process_name(name: str) -> str:
     return f"operator-{name}"
 
 
+def ensure_running(plane: ControlPlane, name: str, progress: Progress | None = None) -> None:
+    """Start the operator, or start it again when its process has died: mpi-operator exits
+    when it cannot renew its leader Lease for a few seconds, as across a restart of the API
+    server (the fault tests), and the tests after such a restart would meet it dead."""
+    record = plane.supervisor.get(process_name(name))
+    if record is not None and record.alive():
+        return
+    if record is not None:
+        (progress or plane.progress)(f"  {process_name(name)} exited; starting it again")
+        plane.supervisor.forget(process_name(name))
+    start(plane, name, progress)
+
+
 def start(plane: ControlPlane, name: str, progress: Progress | None = None) -> Path:
     """Build (once), install the CRDs and run the operator; returns its binary."""
     op = lookup(name)

@@ -143,6 +143,20 @@ class Supervisor:
         self._save()
         return new
 
+    def forget(self, name: str) -> None:
+        """Drop the record of `name`, a process that is no longer running (it exited on its
+        own), so that it can be started again under its name."""
+        old = self.get(name)
+        if old is None:
+            return
+        if old.alive():
+            raise ValueError(f"{name!r} is still running: stop it first")
+        child = self._children.pop(old.pid, None)
+        if child is not None:
+            child.poll()  # reap it
+        self._records.remove(old)
+        self._save()
+
     def stop(self, name: str, timeout: float = 10.0) -> bool:
         """Stop `name` (SIGTERM, then SIGKILL) and keep its record, so `restart` starts it
         again and `stop_all` still knows it; False when it was not running."""

@@ -216,10 +216,10 @@ def operators(control_plane: Cluster) -> Callable[[str], None]:
     running: set[str] = set()
 
     def ensure(name: str) -> None:
-        if name in running:
-            return
         if isinstance(control_plane, ControlPlane):
-            operator_table.start(control_plane, name)
+            operator_table.ensure_running(control_plane, name)  # again if it died since
+        elif name in running:
+            return
         elif not operator_table.crds_installed(control_plane, name):
             raise TestEnvError(
                 f"the cluster from {EXTERNAL_KUBECONFIG_ENV} does not run the {name} operator",

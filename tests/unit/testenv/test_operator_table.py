@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,46 @@ def test_a_failed_build_leaves_nothing_that_looks_built(tmp_path: Path) -> None:
             "tool-v1", make, announce="", what="tool", progress=lambda _: None, root=tmp_path
         )
     assert not (tmp_path / "tool-v1").exists()
+
+
+class _Plane:
+    """What `operators.ensure_running` reads of a ControlPlane: its supervisor and progress."""
+
+    def __init__(self, work_dir: Path) -> None:
+        from queuectl.testenv.process import Supervisor
+
+        self.supervisor = Supervisor(work_dir)
+        self.said: list[str] = []
+
+    def progress(self, line: str) -> None:
+        self.said.append(line)
+
+
+def test_an_operator_that_died_is_started_again_and_a_running_one_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mpi-operator exits when it cannot renew its leader Lease (the API server restarted
+    under it): the next module that asks for it gets it running again."""
+    plane = _Plane(tmp_path)
+    started: list[str] = []
+
+    def start(p: object, name: str, progress: object = None) -> Path:
+        started.append(name)
+        plane.supervisor.spawn(
+            operators.process_name(name), [sys.executable, "-c", "import time; time.sleep(30)"]
+        )
+        return tmp_path
+
+    monkeypatch.setattr(operators, "start", start)
+    try:
+        operators.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
+        operators.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
+        assert started == ["mpi-operator"]  # running: left alone
+        record = plane.supervisor.get("operator-mpi-operator")
+        assert record is not None
+        plane.supervisor.stop("operator-mpi-operator", timeout=5)  # it dies
+        operators.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
+        assert started == ["mpi-operator", "mpi-operator"]
+        assert any("exited; starting it again" in line for line in plane.said)
+    finally:
+        plane.supervisor.stop_all(timeout=5)

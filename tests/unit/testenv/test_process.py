@@ -137,3 +137,24 @@ def test_one_process_is_stopped_and_started_again_by_its_name(tmp_path: Path) ->
             sup.stop("nobody")
     finally:
         sup.stop_all(timeout=5)
+
+
+def test_a_process_that_exited_on_its_own_can_be_started_again_under_its_name(
+    tmp_path: Path,
+) -> None:
+    """An operator that exits (mpi-operator losing its leader Lease while the API server
+    restarts) is forgotten and started again; a running one is never forgotten."""
+    sup = Supervisor(tmp_path)
+    gone = sup.spawn("operator-x", [sys.executable, "-c", "pass"])
+    sup._children[gone.pid].wait(timeout=10)
+    assert not gone.alive()
+    with pytest.raises(ValueError, match="already recorded"):
+        sup.spawn("operator-x", [sys.executable, "-c", "pass"])
+    sup.forget("operator-x")
+    again = sup.spawn("operator-x", [sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(ValueError, match="still running"):
+            sup.forget("operator-x")
+        assert [r.pid for r in Supervisor(tmp_path).records] == [again.pid]
+    finally:
+        sup.stop_all(timeout=5)
