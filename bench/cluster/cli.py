@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import apimetrics, ratios, report, setup, stats, watch
+from bench.cluster import apimetrics, ideal, ratios, report, setup, stats, watch
 from bench.cluster.controller import ControllerProcess
 from bench.cluster.kubeapi import Api, ApiError
 from bench.cluster.load import Load
@@ -161,6 +161,14 @@ def _compare(res: dict[str, Any], scenario: Scenario, args: argparse.Namespace) 
     sizes = {s.cls: s.size_class for s in scenario.streams}
     res["ratios"] = ratios.compare(
         res, base, str(path), sizes, scenario.ratio_targets, scenario.peer_here
+    )
+    try:
+        against_scenario = load(str(base.get("scenario") or against))
+    except (OSError, ValueError, KeyError) as err:
+        res.setdefault("errors", []).append(f"cannot model the arrivals of {against}: {err}")
+        return
+    res["ratios"]["arrivals"] = ideal.expected_ratios(
+        scenario, against_scenario, base.get("tta_avg_s") or {}
     )
 
 
