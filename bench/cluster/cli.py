@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench run", description=__doc__)
     p.add_argument(
         "scenario",
-        help="baseline | large-scale | tas | tas-gpu | smoke | tas-smoke, or a YAML/JSON path",
+        help="baseline | large-scale | tas | tas-flat | tas-gpu | smoke | tas-smoke, "
+        "or a YAML/JSON path",
     )
     p.add_argument("--kubeconfig", help="a running cluster (default: start a testenv)")
     p.add_argument(

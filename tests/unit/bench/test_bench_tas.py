@@ -3,6 +3,7 @@ GPU variant, the checks that refuse a mistaken scenario, and the ratios to a bas
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -48,6 +49,14 @@ def test_tas_is_baselines_queue_tree_and_work_split_over_pods_and_placements() -
         assert modes["preferred"].preferred == "rack"
         slices = {"small": 1, "medium": 2, "large": 4}[size]
         assert modes["balanced"].slices == (("rack", slices),)
+
+
+def test_tas_flat_is_tas_with_no_nodes_and_no_placement_so_the_two_tell_placement_apart() -> None:
+    tas, flat = load("tas"), load("tas-flat")
+    assert flat.fleet is None and all(s.placement is None for s in flat.streams)
+    assert flat.queue == tas.queue and flat.ratio_targets == tas.ratio_targets
+    unplaced = [dataclasses.replace(s, placement=None) for s in tas.streams]
+    assert list(flat.streams) == unplaced  # the same arrivals, pods and priorities
 
 
 def test_tas_fleet_is_one_block_of_ten_racks_of_64_nodes() -> None:
