@@ -12,15 +12,17 @@ from queuectl.jobs import JobKind, JsonPatch, MissingInput, ReadsInputs
 from queuectl.webhooks.lookup import QueueLookup
 
 
-async def read_missing(kind: JobKind, job: Obj, lookup: QueueLookup) -> None:
-    """Before a job's CREATE is decided: the input it names, when the cache lacks it, is read
-    from the API server (`QueueLookup.read_input`), so a runtime applied in the same
-    `kubectl apply` as its TrainJob is found, not refused as missing."""
+async def read_current(kind: JobKind, job: Obj, lookup: QueueLookup) -> None:
+    """Before a job's CREATE is decided: the input it names is read from the API server
+    (`QueueLookup.read_input`, one GET), so the record is the input as it stands now: a
+    runtime applied in the same `kubectl apply` as its TrainJob is found, not refused as
+    missing, and a runtime changed a moment before is recorded as changed (trainer builds the
+    JobSet from it) by the mutating webhook and checked against the same by the validating
+    one, whichever replica's watch is behind."""
     if not isinstance(kind, ReadsInputs):
         return
     ref = kind.input_ref(job)
-    if lookup.input_object(ref.resource, ref.namespace, ref.name) is None:
-        await lookup.read_input(ref.resource, ref.namespace, ref.name)
+    await lookup.read_input(ref.resource, ref.namespace, ref.name)
 
 
 def _found(kind: ReadsInputs, job: Obj, lookup: QueueLookup) -> Obj | None:

@@ -61,8 +61,8 @@ def _job_ref(request: Request, kind: JobKind) -> str:
 
 
 async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = KINDS) -> None:
-    """What a job route awaits before its decision: a created job's input the cache lacks
-    (`inputs.read_missing`), and the owners its ownerReferences name that the cache lacks
+    """What a job route awaits before its decision: a created job's input as the API server
+    has it (`inputs.read_current`), and the owners its ownerReferences name that the cache lacks
     (`read_owners`)."""
     job = request.get("object")
     kind = kind_of(request, kinds)
@@ -70,7 +70,7 @@ async def read_inputs(request: Request, lookup: QueueLookup, kinds: Registry = K
         return
     old = request.get("oldObject")
     if request.get("operation") == "CREATE":
-        await inputs.read_missing(kind, job, lookup)
+        await inputs.read_current(kind, job, lookup)
     # A child resumed (or made running) right after its owner: the cache may not have seen
     # the owner's resume yet, and the decision asks whether the owner still holds back.
     starts = not kind.is_suspended(job) and (not isinstance(old, dict) or kind.is_suspended(old))

@@ -62,8 +62,9 @@ class QueueLookup(Protocol):
         ...
 
     async def read_input(self, resource: Resource, namespace: str, name: str) -> None:
-        """Make `input_object` see an object the cache has not received yet, when it exists:
-        read it from the API server. Best effort: a failure leaves the answer to the cache."""
+        """Make `input_object` see the object as the API server has it now (one read), also
+        one the cache has not received yet. Best effort: a failure leaves the answer to the
+        cache."""
         ...
 
     def owner_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
@@ -93,7 +94,8 @@ class InMemoryLookup:
     owners: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
     """(plural, namespace, name) -> a job kind's object, as the cache holds it."""
     api_server: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
-    """What `read_owner` finds that the cache (`owners`) has not received yet."""
+    """What `read_owner` and `read_input` find that the cache (`owners`, `inputs`) has not
+    received yet."""
 
     def local_queue(self, namespace: str, name: str) -> str | None:
         return self.local_queues.get((namespace, name))
@@ -120,7 +122,9 @@ class InMemoryLookup:
         return self.inputs.get((resource.plural, namespace, name))
 
     async def read_input(self, resource: Resource, namespace: str, name: str) -> None:
-        return None
+        key = (resource.plural, namespace, name)
+        if key in self.api_server:
+            self.inputs[key] = self.api_server[key]
 
     def owner_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
         return self.owners.get((resource.plural, namespace, name))

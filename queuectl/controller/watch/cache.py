@@ -2,7 +2,8 @@
 
 Nothing in the controller asks the API server a question it can answer from here: the webhooks'
 lookups, the scheduling inputs and the reconcile decisions all read this cache. The one read
-it makes itself (`read_input`) is for an object the watch has not delivered yet.
+it makes itself (`read_input`) is for an object a webhook decision must see as it stands now
+(one the watch has not delivered yet, or a TrainJob's runtime at the job's create).
 """
 
 from __future__ import annotations
@@ -162,20 +163,17 @@ class Cache:
         the whole webhook call); what it finds goes into the store as the watch would put it.
         An unwatched resource (its CRD not served) is left alone."""
         store = self.stores.get(resource.plural)
-        if store is None or store.get(namespace, name) is not None:
-            return
-        await self._read(store, resource, namespace, name)
+        if store is not None:
+            await self._read(store, resource, namespace, name)
 
     def owner_object(self, resource: Resource, namespace: str, name: str) -> Obj | None:
         return self.input_object(resource, namespace, name)
 
     async def read_owner(self, resource: Resource, namespace: str, name: str) -> None:
-        """As `read_input`, also when the store holds an object of that name: the caller
-        found it under another uid (deleted and created again since the watch's last word).
-        An older answer never replaces a newer one (`Store.upsert_local`)."""
-        store = self.stores.get(resource.plural)
-        if store is not None:
-            await self._read(store, resource, namespace, name)
+        """As `read_input`: the caller found the owner under another uid (deleted and created
+        again since the watch's last word). An older answer never replaces a newer one
+        (`Store.upsert_local`)."""
+        await self.read_input(resource, namespace, name)
 
     async def _read(self, store: Store, resource: Resource, namespace: str, name: str) -> None:
         try:

@@ -3,6 +3,8 @@ cache like the kinds themselves: watched once served, and answered to the webhoo
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
@@ -47,9 +49,11 @@ def trainjob_review(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def mutate(cache: Cache, job: dict[str, Any]) -> dict[str, Any]:
+async def mutate(
+    cache: Cache, job: dict[str, Any], path: str = names.WEBHOOK_PATH_MUTATE_JOB
+) -> dict[str, Any]:
     async with TestClient(TestServer(make_app(cache))) as client:
-        http = await client.post(names.WEBHOOK_PATH_MUTATE_JOB, json=trainjob_review(job))
+        http = await client.post(path, json=trainjob_review(job))
         answer: dict[str, Any] = (await http.json())["response"]
         return answer
 
@@ -73,3 +77,28 @@ async def test_a_runtime_that_exists_nowhere_is_still_refused_by_name() -> None:
     assert answer["allowed"] is False
     assert "'torch-distributed'" in answer["status"]["message"]
     assert "does not exist" in answer["status"]["message"]
+
+
+async def test_a_runtime_changed_just_before_its_trainjob_is_recorded_as_it_stands_now() -> None:
+    """An admin changes the runtime and a user creates a TrainJob at once: neither webhook's
+    cache has the change yet (two replicas, each behind its own watch). The record is the
+    runtime as the API server has it, what trainer will build the JobSet from, and the
+    validating webhook accepts that record rather than refusing the user's create as forged."""
+    kube = FakeKube()
+    before: dict[str, Any] = docs()["torch-distributed"]
+    before["metadata"]["resourceVersion"] = "1"
+    now = docs()["torch-distributed"]
+    now["spec"]["mlPolicy"]["torch"]["numProcPerNode"] = 4
+    kube.put(CLUSTER_RUNTIMES, now)
+    mutating, validating = (Cache.for_kinds(kube, KINDS.values()) for _ in range(2))  # type: ignore[arg-type]
+    for replica in (mutating, validating):
+        replica.store(CLUSTER_RUNTIMES).apply("ADDED", copy.deepcopy(before))
+
+    answer = await mutate(mutating, docs()["pretrain"])
+    assert answer["allowed"] is True, answer
+    made = apply_patch(docs()["pretrain"], decode_patch(answer))
+    record = json.loads(made["metadata"]["annotations"][names.ANNOTATION_TRAINJOB_RUNTIME])
+    assert record["mlPolicy"]["torch"]["numProcPerNode"] == 4
+
+    verdict = await mutate(validating, made, names.WEBHOOK_PATH_VALIDATE_JOB)
+    assert verdict["allowed"] is True, verdict
