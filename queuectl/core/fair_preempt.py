@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from queuectl.core import preempt, reasons
+from queuectl.core.charges import Charge, victim_rank
 from queuectl.core.decision import Decision
 from queuectl.core.preempt import (
     Across,
@@ -53,7 +54,7 @@ from queuectl.core.preempt import (
 )
 from queuectl.core.quota import QNode, available, weighted
 from queuectl.core.reach import Reach, own_usage, set_aside
-from queuectl.core.state import Charge, State, victim_rank
+from queuectl.core.state import State
 from queuectl.core.types import ClusterQueue, FairPreemptionStrategy, FlavorResource, Workload
 
 FINAL: Final = "LessThanOrEqualToFinalShare"

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from itertools import islice
 
 from queuectl.core import reasons
+from queuectl.core.caches import Pool
+from queuectl.core.charges import Charge, Rank, victim_rank
 from queuectl.core.decision import Decision
 from queuectl.core.quota import QNode, available, share
 from queuectl.core.reach import Reach
 from queuectl.core.results import PendingInfo, waiting_for_quota
-from queuectl.core.state import Charge, Pool, Rank, State, victim_rank
+from queuectl.core.state import State
 from queuectl.core.types import ClusterQueue, FlavorResource, PreemptionPolicy, Workload
 
 
