@@ -69,7 +69,7 @@ class State:
     in_cycle: bool = False
     """Inside an admission loop (`begin_loop`..`end_loop`): the loop-only memos are kept."""
     pooling: bool = False
-    """Settling nominations before the loop: victim pools are memoised (`preempt.usable_pool`) as
+    """Settling nominations before the loop: victim pools are memoised (`candidates.usable_pool`) as
     in the loop; `begin_loop` clears them."""
     usage_at_loop_start: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """node -> its usage before the running admission loop first changed it (kept only while
