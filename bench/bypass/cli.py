@@ -24,8 +24,7 @@ from bench.bypass.kinds import CASES
 from bench.bypass.report import table, write
 from bench.bypass.world import Pool, client_of
 from bench.chaos.world import Replica
-from queuectl.testenv import ControlPlane
-from queuectl.testenv import operators as operator_table
+from queuectl.testenv import ControlPlane, operatorrun
 from queuectl.testenv.invariants import Sampler
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
@@ -76,7 +75,7 @@ def main(argv: list[str]) -> int:
     }
     try:
         wanted = sorted({op for c in cases for op in c.operators})
-        operator_table.start_all(plane, wanted, _progress)
+        operatorrun.start_all(plane, wanted, _progress)
         with plane.api_client() as api:
             rest, user = client_of(api)
             replica = Replica("controller", plane.kubeconfig, work)  # it installs our CRDs

@@ -19,7 +19,15 @@ from queuectl.api import gpushare
 from queuectl.cli._devgpus import scenario_path, start_gpu_agent
 from queuectl.cli._numbers import whole
 from queuectl.cli.main import Subparsers
-from queuectl.testenv import ControlPlane, TestEnvError, ensure_binaries, operators, realnode
+from queuectl.testenv import (
+    ControlPlane,
+    TestEnvError,
+    ensure_binaries,
+    operatorbuild,
+    operatorrun,
+    operators,
+    realnode,
+)
 from queuectl.testenv.certmanager import ensure_cert_manager, start_cert_manager
 from queuectl.testenv.nodeconfig import REAL_NODE_LABEL
 from queuectl.testenv.nodes import H100
@@ -144,7 +152,7 @@ def up(args: argparse.Namespace) -> int:
             start_cert_manager(plane, ensure_cert_manager(_err))
         for operator in args.operators:
             _err(f"Starting the {operator} operator")
-            operators.start(plane, operator, _err)
+            operatorrun.start(plane, operator, _err)
         for start in EXTRA_PROCESSES:
             start(plane)
         if args.emulated_gpus is not None:
@@ -241,7 +249,7 @@ def build(args: argparse.Namespace) -> int:
         )
         for operator in args.operators:
             began = time.monotonic()
-            binary = operators.build(operator, _err)
+            binary = operatorbuild.build(operator, _err)
             print(f"{operator} operator ready: {binary} ({time.monotonic() - began:.0f}s).")
     except TestEnvError as exc:
         _err(f"queuectl dev build failed: {exc}")

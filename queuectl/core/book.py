@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from queuectl.core import reasons
+from queuectl.core.charges import Charge
 from queuectl.core.freedlog import Flows, Freed
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import QNode
 from queuectl.core.results import PendingInfo, QueueHolding
 from queuectl.core.starting import Starts
-from queuectl.core.state import Charge, State
+from queuectl.core.state import State
 from queuectl.core.types import FlavorResource, Workload
 
 

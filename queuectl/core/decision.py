@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from queuectl.core.charges import Charge
 from queuectl.core.results import PendingInfo
-from queuectl.core.state import Charge
 from queuectl.core.types import Admission, FlavorResource
 
 

@@ -38,22 +38,21 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from queuectl.core import preempt, reasons
-from queuectl.core.decision import Decision
-from queuectl.core.preempt import (
+from queuectl.core.candidates import (
     Across,
     Candidates,
     across_rule,
     borrowing,
-    enough,
-    fits_in,
     from_own_queue,
-    no_victims,
     still_lent,
     usable_pool,
 )
+from queuectl.core.charges import Charge, victim_rank
+from queuectl.core.decision import Decision
+from queuectl.core.preempt import enough, fits_in, no_victims
 from queuectl.core.quota import QNode, available, weighted
 from queuectl.core.reach import Reach, own_usage, set_aside
-from queuectl.core.state import Charge, State, victim_rank
+from queuectl.core.state import State
 from queuectl.core.types import ClusterQueue, FairPreemptionStrategy, FlavorResource, Workload
 
 FINAL: Final = "LessThanOrEqualToFinalShare"

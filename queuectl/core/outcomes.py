@@ -7,12 +7,12 @@ from dataclasses import dataclass, field, replace
 
 from queuectl.core import reasons
 from queuectl.core.book import Book
+from queuectl.core.charges import Charge, charge_for
 from queuectl.core.decision import Decision
 from queuectl.core.queues import Bucket, PendingQueue
 from queuectl.core.quota import available
 from queuectl.core.results import Admitted, Eviction, PendingInfo, Preemption
 from queuectl.core.starting import flavors_of
-from queuectl.core.state import Charge, charge_for
 from queuectl.core.types import Admission, FlavorResource, Workload
 
 

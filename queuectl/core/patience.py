@@ -20,12 +20,13 @@ from collections.abc import Iterable
 
 from queuectl.core import reasons
 from queuectl.core.book import Book, Waiting
+from queuectl.core.charges import Charge
 from queuectl.core.decision import Decision
 from queuectl.core.freedlog import Freed
 from queuectl.core.outcomes import Out, nominate, reserve
 from queuectl.core.quota import QNode, available
 from queuectl.core.results import PendingInfo
-from queuectl.core.state import Charge, State
+from queuectl.core.state import State
 from queuectl.core.types import FlavorResource, Workload
 
 DEFAULT_PATIENCE_SECONDS = 5.0

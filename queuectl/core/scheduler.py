@@ -13,6 +13,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from queuectl.core.book import Book
+from queuectl.core.charges import charge_for
 from queuectl.core.cycle import run_cycle
 from queuectl.core.explain import explain, pending_info
 from queuectl.core.fair_preempt import strategies
@@ -29,7 +30,6 @@ from queuectl.core.results import (
     QuotaHold,
 )
 from queuectl.core.starting import note_workload
-from queuectl.core.state import charge_for
 from queuectl.core.types import (
     AdmissionCheck,
     ClusterQueue,

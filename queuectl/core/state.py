@@ -2,29 +2,23 @@
 
 `State` owns every mutation of usage, so the tree and the per-node counts can never disagree with
 the set of charges. Assignment and preemption read it and simulate on it (apply/unapply), always
-restoring what they touched before they return.
+restoring what they touched before they return. A charge and its victim rank are `charges.py`;
+the answers remembered beside the state are `caches.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from queuectl.core.bank import Ledger
-from queuectl.core.node_index import ChangeLog, PlacementKey, ShapeIndex, same_place
+from queuectl.core.caches import Caches
+from queuectl.core.charges import Charge
+from queuectl.core.node_index import ChangeLog, same_place
 from queuectl.core.notes import WakeNotes
 from queuectl.core.quota import QNode, add_usage, available_then
-from queuectl.core.topology import (
-    NodeUse,
-    add_use,
-    charge_of,
-    node_capacity,
-    node_requests,
-    tolerated,
-)
+from queuectl.core.topology import NodeUse, add_use, node_capacity, tolerated
 from queuectl.core.tree import Tree, build
 from queuectl.core.types import (
-    Admission,
     AdmissionCheck,
     ClusterQueue,
     Cohort,
@@ -36,135 +30,6 @@ from queuectl.core.types import (
     Topology,
     Workload,
 )
-
-
-@dataclass(slots=True, eq=False)
-class Charge:
-    """An admitted workload's hold on quota and nodes (it stays while the workload drains)."""
-
-    key: str
-    cq: str
-    usage: dict[FlavorResource, int]
-    nodes: NodeUse
-    priority: int
-    created: float
-    admitted_at: float
-    min_runtime: float
-    admission: Admission
-
-
-def charge_for(
-    w: Workload,
-    admission: Admission,
-    admitted_at: float,
-    flavors: Mapping[str, Flavor] | None = None,
-) -> Charge:
-    """The hold of an admitted workload; `flavors` rename node resources (MIG flavors)."""
-    usage: dict[FlavorResource, int] = {}
-    nodes: NodeUse = {}
-    per_pod = {ps.name: ps.requests for ps in w.podsets}
-    for psa in admission.podsets:
-        renames: dict[str, str] = {}
-        for res, amount in psa.usage.items():
-            flavor = psa.flavors.get(res)
-            if flavor is None or amount <= 0:
-                continue
-            fr = (flavor, res)
-            usage[fr] = usage.get(fr, 0) + amount
-            spec = flavors.get(flavor) if flavors is not None else None
-            if spec is not None and res in spec.node_resources:
-                renames[res] = spec.node_resources[res]
-        if psa.topology is not None:
-            requests = node_requests(per_pod.get(psa.name, {}), renames)
-            add_use(nodes, charge_of(psa.topology, requests))
-    return Charge(
-        key=w.key,
-        cq=admission.cluster_queue,
-        usage=usage,
-        nodes=nodes,
-        priority=w.priority,
-        created=w.created,
-        admitted_at=admitted_at,
-        min_runtime=w.minimum_runtime_seconds,
-        admission=admission,
-    )
-
-
-Rank = tuple[int, float, float, str]
-"""Victim order inside one queue (see `victim_rank`)."""
-
-
-def victim_rank(c: Charge) -> Rank:
-    """Where admitted work stands as a victim inside its queue: the lowest rank goes first.
-
-    1. lower priority first;
-    2. then the most recently admitted (it has lost the least work);
-    3. then the most recently created;
-    4. then by key, so that the order is total and decisions are deterministic.
-    (Across queues, `preempt` puts other queues first, the nearest in the tree, then the
-    largest fair share first.)
-    """
-    return (c.priority, -c.admitted_at, -c.created, c.key)
-
-
-@dataclass(slots=True, eq=False)
-class Pool:
-    """One queue's preemptible work holding some of a short set of (flavor, resource)s."""
-
-    work: tuple[list[Charge], list[Charge]]
-    """The `State.old_work` entry it was computed from (a new entry: the queue changed)."""
-    usable: list[Charge]
-    end: float | None
-    """When its first protected work holding some of the short set comes of age."""
-    ranked: list[tuple[Rank, Charge]] | None = None
-    prios: list[int] = field(default_factory=list)
-    cum: dict[FlavorResource, list[int]] = field(default_factory=dict)
-    """(flavor, resource) -> usage of the first k ranked, at index k: every policy takes a
-    prefix of `ranked` (a priority bound), so a search sums candidates without visiting them."""
-
-    def rank(self, frs: frozenset[FlavorResource]) -> list[tuple[Rank, Charge]]:
-        if self.ranked is None:
-            self.ranked = sorted((victim_rank(c), c) for c in self.usable)
-            self.prios = [c.priority for _, c in self.ranked]
-            for fr in frs:
-                acc, total = [0], 0
-                for _, c in self.ranked:
-                    total += c.usage.get(fr, 0)
-                    acc.append(total)
-                self.cum[fr] = acc
-        return self.ranked
-
-
-@dataclass(slots=True)
-class Caches:
-    """Remembered answers, each valid while what it depends on is unchanged (see each field);
-    dropping any of them changes no decision, only the work to reach it."""
-
-    flavor_nodes: dict[str, list[Node]] = field(default_factory=dict)
-    """flavor -> its schedulable nodes; cleared on any node or spec change"""
-    placement: dict[PlacementKey, ShapeIndex] = field(default_factory=dict)
-    """(flavor, pod selector, tolerations, Topology levels, per-pod node requests) -> what its
-    nodes hold of that shape (`node_index`), following `State.node_log`; cleared with
-    `flavor_nodes`"""
-    old_work: dict[str, tuple[list[Charge], list[Charge]]] = field(default_factory=dict)
-    """queue -> (admitted before `old_work_at`, still protected by minimum runtime) at that
-    time: victim searches of one cycle share it; any change of the queue's charges drops it"""
-    old_work_at: float = float("nan")
-    cross_epoch: dict[QNode, int] = field(default_factory=dict)
-    """root -> how many times a queue of the tree went over its own quota (held quota aside) of
-    something: only that can bring new reclaim candidates inside one admission loop (it stamps
-    `no_cross`)"""
-    no_cross: dict[
-        tuple[QNode, frozenset[FlavorResource]],
-        tuple[int, set[str], list[tuple[str, float]]],
-    ] = field(default_factory=dict)
-    """(root, short (flavor, resource)s) -> (cross epoch, queues that had preemptible work of
-    them, (queue, end) of protected work): the last victim search over the tree's borrowers;
-    kept only inside an admission loop (see `preempt.search`)"""
-    usable_memo: dict[str, dict[frozenset[FlavorResource], Pool]] = field(default_factory=dict)
-    """queue -> short (flavor, resource)s -> its `Pool`: a successful search walks ~150
-    borrowers, most unchanged since the last walk. Kept only inside an admission loop, where
-    `evicting` does not change and `mark_victim` drops the queue's entries."""
 
 
 @dataclass(slots=True)
@@ -204,7 +69,7 @@ class State:
     in_cycle: bool = False
     """Inside an admission loop (`begin_loop`..`end_loop`): the loop-only memos are kept."""
     pooling: bool = False
-    """Settling nominations before the loop: victim pools are memoised (`preempt.usable_pool`) as
+    """Settling nominations before the loop: victim pools are memoised (`candidates.usable_pool`) as
     in the loop; `begin_loop` clears them."""
     usage_at_loop_start: dict[QNode, dict[FlavorResource, int]] = field(default_factory=dict)
     """node -> its usage before the running admission loop first changed it (kept only while

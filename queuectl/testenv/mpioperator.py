@@ -8,7 +8,7 @@ already in use". Its readiness is that /healthz.
 
 training-operator v1.8.1 serves an MPIJob of its own (kubeflow.org/v1) under the same CRD name
 `mpijobs.kubeflow.org`, so the testenv runs training-operator without its MPIJob scheme and
-without that CRD (operators.TRAINING_OPERATOR_SCHEMES), as Kubeflow's docs say to when the
+without that CRD (trainingoperator.TRAINING_OPERATOR_SCHEMES), as Kubeflow's docs say to when the
 standalone mpi-operator runs beside it.
 """
 

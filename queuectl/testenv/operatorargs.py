@@ -1,6 +1,6 @@
 """Per-run files of one operator process: its ports, serving certificate and config file.
 
-Kept apart from operators.py (which builds and starts) so the generated config can be read and
+Kept apart from operatorrun.py (which starts them) so the generated config can be read and
 unit-tested in one place, as components.py does for the control plane.
 """
 

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from queuectl.testenv import operatorbuild, operatorrun
 from queuectl.testenv import operators as operator_table
 from queuectl.testenv.build import Binaries, ensure_binaries
 from queuectl.testenv.cluster import Cluster
@@ -98,7 +99,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     for name in operator_table.parse_names(",".join(sorted(wanted))) if wanted else []:
         # Built outside any test's timeout; a failure is reported again by `operators(name)`.
         with contextlib.suppress(TestEnvError):
-            operator_table.build(name, progress)
+            operatorbuild.build(name, progress)
     if any(item.get_closest_marker("real_node") for item in session.items):
         # kubelet & co. also build outside any test's timeout; on an error the real-node
         # fixture calls it again and reports the error as its own.
@@ -217,10 +218,10 @@ def operators(control_plane: Cluster) -> Callable[[str], None]:
 
     def ensure(name: str) -> None:
         if isinstance(control_plane, ControlPlane):
-            operator_table.ensure_running(control_plane, name)  # again if it died since
+            operatorrun.ensure_running(control_plane, name)  # again if it died since
         elif name in running:
             return
-        elif not operator_table.crds_installed(control_plane, name):
+        elif not operatorrun.crds_installed(control_plane, name):
             raise TestEnvError(
                 f"the cluster from {EXTERNAL_KUBECONFIG_ENV} does not run the {name} operator",
                 f"start it with `queuectl dev up --operators {name}` or unset the variable",

@@ -2,7 +2,8 @@
 
 Used by the certificate manager (to know what to patch), by `queuectl dev up` (url: client config,
 https://127.0.0.1:PORT) and by the kustomize base (service: client config; rendered by
-`python -m queuectl.webhooks.configs`). Static configurations, one set for all replicas.
+`python -m queuectl.webhooks.configs`). Static configurations, one set for all replicas. Which
+requests each hook is sent (rules, selectors, CEL match conditions) is `matching.py`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from typing import Any
 
 import yaml
 
-from queuectl.api import names, owned
+from queuectl.api import names
 from queuectl.jobs.registry import KINDS, Registry
+from queuectl.webhooks import matching
 
 TIMEOUT_SECONDS = 5
-SYSTEM_NAMESPACES = ("kube-system",)  # plus the namespace queuectl is installed in
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-QUEUECTL_RESOURCES = ["clusterqueues", "cohorts", "localqueues"]
 
 # Webhook names (fully qualified, as the API requires); stable so patches can find them.
 MUTATE_QUEUED_JOB = "queued-job.mutate.queuectl.io"
@@ -29,11 +28,6 @@ MUTATE_DEFAULT_QUEUE_JOB = "default-queue-job.mutate.queuectl.io"
 MUTATE_KUEUE_LABELLED_JOB = "kueue-labelled-job.mutate.queuectl.io"
 VALIDATE_QUEUED_JOB = "queued-job.validate.queuectl.io"
 VALIDATE_OWNED_JOB = "owned-job.validate.queuectl.io"
-CONTROLLED = (
-    "(has({o}.metadata.ownerReferences) && "
-    "{o}.metadata.ownerReferences.exists(r, has(r.controller) && r.controller))"
-)
-"""CEL: the object `{o}` has a controller ownerReference."""
 VALIDATE_SCALE = "scale.validate.queuectl.io"
 VALIDATE_RESOURCES = "resources.validate.queuectl.io"
 VALIDATE_WORKLOADS = "workloads.validate.queuectl.io"
@@ -43,53 +37,11 @@ VALIDATE_QUEUED_POD = "queued-pod.validate.queuectl.io"
 # Pods created carrying the pod-pins annotation (an admitted sliced job's): pinned to their
 # index's nodes (webhooks/pinned.py).
 MUTATE_PINNED_POD = "pinned-pod.mutate.queuectl.io"
-CARRIES_PINS = (
-    "has(object.metadata.annotations) && "
-    f"'{names.ANNOTATION_POD_PINS}' in object.metadata.annotations"
-)
 # Objects without the queue label that carry one of queuectl's own keys (webhooks/owned.py).
 VALIDATE_OWNED_KEYS_JOB = "owned-keys-job.validate.queuectl.io"
 VALIDATE_OWNED_KEYS_POD = "owned-keys-pod.validate.queuectl.io"
 # Unlabelled pods created claiming a Job whose selector labels they lack (webhooks/owners.py).
 VALIDATE_JOB_POD = "job-pod.validate.queuectl.io"
-CLAIMS_A_JOB_UNSELECTED = (
-    "request.operation == 'CREATE' && has(object.metadata.ownerReferences) && "
-    "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && "
-    "r.apiVersion == 'batch/v1' && r.kind == 'Job' && !(has(object.metadata.labels) && "
-    "'batch.kubernetes.io/controller-uid' in object.metadata.labels && "
-    "object.metadata.labels['batch.kubernetes.io/controller-uid'] == r.uid))"
-)
-CLAIMS_A_KUBEFLOW_JOB_UNLABELLED = (
-    "request.operation == 'CREATE' && has(object.metadata.ownerReferences) && "
-    "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && "
-    "r.apiVersion.startsWith('kubeflow.org/')) && !(has(object.metadata.labels) && "
-    f"'{names.LABEL_WORKLOAD}' in object.metadata.labels)"
-)
-"""CEL: a pod created naming a Kubeflow job (PyTorchJob, MPIJob) as its controller without the
-workload label its operator copies from the admitted templates: made by hand, not by the
-operator, so it is judged (`owners.unlabelled_pod_problems`); the operator's pods never wait."""
-"""CEL: a pod created naming a Job as its controller without that Job's `controller-uid`
-label. The Job controller labels every pod it makes so (unless the Job sets `manualSelector`),
-so only forged claims and manual selectors' pods are sent, and the cluster's Job pods never wait
-on queuectl."""
-LWS_RULES = [  # accepted while the LWS CRD is absent; matches nothing until it is installed
-    {
-        "apiGroups": ["leaderworkerset.x-k8s.io"],
-        "apiVersions": ["v1"],
-        "resources": ["leaderworkersets"],
-        "operations": ["CREATE", "UPDATE"],
-        "scope": "Namespaced",
-    }
-]
-POD_RULES = [
-    {
-        "apiGroups": [""],
-        "apiVersions": ["v1"],
-        "resources": ["pods"],
-        "operations": ["CREATE", "UPDATE"],
-        "scope": "Namespaced",
-    }
-]
 
 
 @dataclass(frozen=True)
@@ -124,81 +76,6 @@ def _with_ca(config: dict[str, Any], ca_bundle: bytes | None) -> dict[str, Any]:
 def controller_username(namespace: str = names.SYSTEM_NAMESPACE) -> str:
     """The controller's in-cluster user: its ServiceAccount in the namespace it is installed in."""
     return f"system:serviceaccount:{namespace}:{names.CONTROLLER_SERVICE_ACCOUNT}"
-
-
-def excluded_namespaces(namespace: str = names.SYSTEM_NAMESPACE) -> list[str]:
-    """Namespaces the Job webhooks skip: kube-system and queuectl's own (its pods must start)."""
-    return [*SYSTEM_NAMESPACES, namespace]
-
-
-def _namespace_selector(namespace: str) -> dict[str, Any]:
-    return {
-        "matchExpressions": [
-            {
-                "key": NAMESPACE_NAME_LABEL,
-                "operator": "NotIn",
-                "values": excluded_namespaces(namespace),
-            }
-        ]
-    }
-
-
-def _queue_label(operator: str, kueue: str | None = None) -> dict[str, Any]:
-    """Jobs by their queue label; `kueue` adds a term for Kueue's queue label."""
-    terms = [{"key": names.LABEL_QUEUE_NAME, "operator": operator}]
-    if kueue is not None:
-        terms.append({"key": names.LABEL_KUEUE_QUEUE_NAME, "operator": kueue})
-    return {"matchExpressions": terms}
-
-
-def _carries_our_keys(pod: bool) -> str:
-    """CEL: the object, before or after the request, carries one of queuectl's labels or
-    annotations on its metadata (or, for a job kind, in a Job's pod template); for a pod, its
-    old object carries our scheduling gate. Only such objects are sent to the owned-keys
-    webhooks, so the rest of the cluster never waits on queuectl."""
-    parts = []
-    for var in ("object", "oldObject"):
-        metas = [f"{var}.metadata"]
-        if not pod:
-            metas.append(f"{var}.spec.template.metadata")
-        for field, keys in (
-            ("labels", owned.OWNED_LABELS),
-            ("annotations", owned.OWNED_ANNOTATIONS),
-        ):
-            listed = json.dumps(sorted(keys))
-            for meta in metas:
-                steps = meta.split(".")
-                guards = [f"has({'.'.join(steps[: i + 1])})" for i in range(1, len(steps))]
-                parts.append(
-                    f"({var} != null && {' && '.join(guards)} && has({meta}.{field}) && "
-                    f"{listed}.exists(k, k in {meta}.{field}))"
-                )
-    if pod:
-        gates = json.dumps(sorted(owned.OWNED_GATES))
-        parts.append(
-            "(oldObject != null && has(oldObject.spec.schedulingGates) && "
-            f"oldObject.spec.schedulingGates.exists(g, g.name in {gates}))"
-        )
-    return " || ".join(parts)
-
-
-def _job_rules(
-    kinds: Registry, operations: list[str], subresource: str = ""
-) -> list[dict[str, Any]]:
-    """One rule per registered kind (its `subresource` when given: `pytorchjobs/scale`). A rule
-    for a resource whose CRD is not installed, or for a subresource its CRD does not have, is
-    accepted by the API server and matches nothing until the CRD serves it."""
-    suffix = f"/{subresource}" if subresource else ""
-    return [
-        {
-            "apiGroups": [kind.resource.group],
-            "apiVersions": [kind.resource.version],
-            "resources": [kind.resource.plural + suffix],
-            "operations": operations,
-            "scope": "Namespaced",
-        }
-        for kind in kinds.values()
-    ]
 
 
 def _webhook(
@@ -244,20 +121,23 @@ def render_webhook_configurations(
 
     def job_hook(name: str, path: str, operations: list[str], fail: bool) -> dict[str, Any]:
         hook = _webhook(
-            name, client.client_config(path, ca_bundle), _job_rules(kinds, operations), fail=fail
+            name,
+            client.client_config(path, ca_bundle),
+            matching.job_rules(kinds, operations),
+            fail=fail,
         )
-        return hook | {"namespaceSelector": _namespace_selector(namespace)}
+        return hook | {"namespaceSelector": matching.namespace_selector(namespace)}
 
     queued = job_hook(
         MUTATE_QUEUED_JOB, names.WEBHOOK_PATH_MUTATE_JOB, ["CREATE", "UPDATE"], fail=True
     )
-    queued |= {"objectSelector": _queue_label("Exists"), "reinvocationPolicy": "IfNeeded"}
+    queued |= {"objectSelector": matching.queue_label("Exists"), "reinvocationPolicy": "IfNeeded"}
     default = job_hook(
         MUTATE_DEFAULT_QUEUE_JOB, names.WEBHOOK_PATH_MUTATE_UNLABELLED_JOB, ["CREATE"], fail=False
     )
     kueue = "DoesNotExist" if kueue_queue_label else None
     default |= {
-        "objectSelector": _queue_label("DoesNotExist", kueue),
+        "objectSelector": matching.queue_label("DoesNotExist", kueue),
         "reinvocationPolicy": "Never",
     }
     kueue_hooks = []
@@ -266,14 +146,14 @@ def render_webhook_configurations(
             MUTATE_KUEUE_LABELLED_JOB, names.WEBHOOK_PATH_MUTATE_JOB, ["CREATE"], fail=True
         )
         kueue_job |= {
-            "objectSelector": _queue_label("DoesNotExist", "Exists"),
+            "objectSelector": matching.queue_label("DoesNotExist", "Exists"),
             "reinvocationPolicy": "Never",
         }
         kueue_hooks.append(kueue_job)
     validate_job = job_hook(
         VALIDATE_QUEUED_JOB, names.WEBHOOK_PATH_VALIDATE_JOB, ["CREATE", "UPDATE"], fail=True
     )
-    validate_job |= {"objectSelector": _queue_label("Exists")}
+    validate_job |= {"objectSelector": matching.queue_label("Exists")}
     # A queued job's children carry no queue label (their owner is queued): judged against
     # their owner (`jobs.validate_job`, children_only). Only objects some controller owns are
     # sent (old or new: dropping the reference is judged too), so the rest of the cluster's
@@ -283,13 +163,13 @@ def render_webhook_configurations(
         VALIDATE_OWNED_JOB, names.WEBHOOK_PATH_VALIDATE_OWNED_JOB, ["CREATE", "UPDATE"], fail=False
     )
     owned_job |= {
-        "objectSelector": _queue_label("DoesNotExist"),
+        "objectSelector": matching.queue_label("DoesNotExist"),
         "matchConditions": [
             {
                 "name": "controlled",
-                "expression": CONTROLLED.format(o="object")
+                "expression": matching.CONTROLLED.format(o="object")
                 + " || (oldObject != null && "
-                + CONTROLLED.format(o="oldObject")
+                + matching.CONTROLLED.format(o="oldObject")
                 + ")",
             }
         ],
@@ -301,7 +181,7 @@ def render_webhook_configurations(
             {
                 "apiGroups": [names.GROUP],
                 "apiVersions": [names.VERSION],
-                "resources": QUEUECTL_RESOURCES,
+                "resources": matching.QUEUECTL_RESOURCES,
                 "operations": ["CREATE", "UPDATE"],
                 "scope": "*",
             }
@@ -329,10 +209,10 @@ def render_webhook_configurations(
         (MUTATE_QUEUED_POD, names.WEBHOOK_PATH_MUTATE_POD),
         (VALIDATE_QUEUED_POD, names.WEBHOOK_PATH_VALIDATE_POD),
     ):
-        hook = _webhook(name, client.client_config(path, ca_bundle), POD_RULES, fail=True)
+        hook = _webhook(name, client.client_config(path, ca_bundle), matching.POD_RULES, fail=True)
         hook |= {
-            "namespaceSelector": _namespace_selector(namespace),
-            "objectSelector": _queue_label("Exists"),
+            "namespaceSelector": matching.namespace_selector(namespace),
+            "objectSelector": matching.queue_label("Exists"),
         }
         pod_hooks.append(hook)
     # A pod of an admitted sliced job: only pods carrying the pin annotation are sent, so the
@@ -341,12 +221,12 @@ def render_webhook_configurations(
     pinned = _webhook(
         MUTATE_PINNED_POD,
         client.client_config(names.WEBHOOK_PATH_MUTATE_PINNED_POD, ca_bundle),
-        [{**POD_RULES[0], "operations": ["CREATE"]}],
+        [{**matching.POD_RULES[0], "operations": ["CREATE"]}],
         fail=True,
     )
     pinned |= {
-        "namespaceSelector": _namespace_selector(namespace),
-        "matchConditions": [{"name": "carries-pins", "expression": CARRIES_PINS}],
+        "namespaceSelector": matching.namespace_selector(namespace),
+        "matchConditions": [{"name": "carries-pins", "expression": matching.CARRIES_PINS}],
         "reinvocationPolicy": "IfNeeded",
     }
     # LWS's own pod webhook adds the group index to a leader pod: ours runs again after it.
@@ -354,12 +234,12 @@ def render_webhook_configurations(
     lws = _webhook(
         MUTATE_QUEUED_LWS,
         client.client_config(names.WEBHOOK_PATH_MUTATE_LWS, ca_bundle),
-        LWS_RULES,
+        matching.LWS_RULES,
         fail=True,
     )
     lws |= {
-        "namespaceSelector": _namespace_selector(namespace),
-        "objectSelector": _queue_label("Exists"),
+        "namespaceSelector": matching.namespace_selector(namespace),
+        "objectSelector": matching.queue_label("Exists"),
         "reinvocationPolicy": "IfNeeded",
     }
     not_the_controller = {
@@ -373,7 +253,7 @@ def render_webhook_configurations(
     # queued job scaled while the webhook is down would run more pods than it was admitted.
     scale = job_hook(VALIDATE_SCALE, names.WEBHOOK_PATH_VALIDATE_SCALE, [], fail=True)
     scale |= {
-        "rules": _job_rules(kinds, ["UPDATE"], subresource="scale"),
+        "rules": matching.job_rules(kinds, ["UPDATE"], subresource="scale"),
         "matchConditions": [not_the_controller],
     }
 
@@ -385,8 +265,8 @@ def render_webhook_configurations(
         """A fail-closed hook for objects without the queue label, sent only `when` (CEL)."""
         hook = _webhook(name, client.client_config(path, ca_bundle), rules, fail=True)
         return hook | {
-            "namespaceSelector": _namespace_selector(namespace),
-            "objectSelector": _queue_label("DoesNotExist"),
+            "namespaceSelector": matching.namespace_selector(namespace),
+            "objectSelector": matching.queue_label("DoesNotExist"),
             "matchConditions": [not_the_controller, when],
         }
 
@@ -394,14 +274,14 @@ def render_webhook_configurations(
         unlabelled(
             VALIDATE_OWNED_KEYS_JOB,
             names.WEBHOOK_PATH_VALIDATE_JOB,
-            _job_rules(kinds, ["CREATE", "UPDATE"]),
-            {"name": "carries-our-keys", "expression": _carries_our_keys(False)},
+            matching.job_rules(kinds, ["CREATE", "UPDATE"]),
+            {"name": "carries-our-keys", "expression": matching.carries_our_keys(False)},
         ),
         unlabelled(
             VALIDATE_OWNED_KEYS_POD,
             names.WEBHOOK_PATH_VALIDATE_POD,
-            POD_RULES,
-            {"name": "carries-our-keys", "expression": _carries_our_keys(True)},
+            matching.POD_RULES,
+            {"name": "carries-our-keys", "expression": matching.carries_our_keys(True)},
         ),
     ]
     # A pod claiming a queued Job that its selector does not match would be released by the
@@ -411,10 +291,11 @@ def render_webhook_configurations(
     job_pod = unlabelled(
         VALIDATE_JOB_POD,
         names.WEBHOOK_PATH_VALIDATE_POD,
-        POD_RULES,
+        matching.POD_RULES,
         {
             "name": "claims-a-job-unselected",
-            "expression": f"({CLAIMS_A_JOB_UNSELECTED}) || ({CLAIMS_A_KUBEFLOW_JOB_UNLABELLED})",
+            "expression": f"({matching.CLAIMS_A_JOB_UNSELECTED}) || "
+            f"({matching.CLAIMS_A_KUBEFLOW_JOB_UNLABELLED})",
         },
     )
     mutating = {

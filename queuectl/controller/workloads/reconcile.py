@@ -7,8 +7,9 @@ unsuspended). Because every step is decided from API state, a restarted controll
 exactly where the previous one stopped.
 
 This module holds the Workload's own steps; the job side (creating and adopting Workloads) is
-`adoption.py`, the pod-group side `podgroup_steps.py`, pending reasons `pending.py`, and the
-shared writes `workload_writes.py`.
+`adoption.py`, the pod-group side `podgroup_steps.py`, the admission checks' step
+`check_steps.py`, the drain of an evicted Workload `drain_steps.py`, pending reasons
+`pending.py`, and the shared writes `workload_writes.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from queuectl import convert, metrics
+from queuectl import convert
 from queuectl.api import names
 from queuectl.api.views import WorkloadView
 from queuectl.controller.admission import checks, placement, status
@@ -26,9 +27,10 @@ from queuectl.controller.watch import kube as k
 from queuectl.controller.watch.cache import Cache
 from queuectl.controller.watch.kube import Kube, KubeError, Obj
 from queuectl.controller.watch.workload_pods import WorkloadPods
-from queuectl.controller.workloads import settle
 from queuectl.controller.workloads.adoption import JobWorkloads
+from queuectl.controller.workloads.check_steps import CheckSteps
 from queuectl.controller.workloads.children import place_children
+from queuectl.controller.workloads.drain_steps import DrainSteps
 from queuectl.controller.workloads.drift import admitted_pod_sets, drift, follow_job
 from queuectl.controller.workloads.events import EventRecorder
 from queuectl.controller.workloads.notice import PodNotices
@@ -53,15 +55,12 @@ def _without_value(message: str) -> str:
     return message[:300]
 
 
-JOB_CHANGED_HOLD_S = 5.0
-"""How long a Workload requeued for a changed Job stays out of the core until it follows."""
-
-
 class Reconciler:
     """Every reconcile step of the controller, one object shared by the workers and the
     decisions. Its collaborators are explicit: the writes (`workload_writes`), the job side
-    (`adoption`), the pending reasons (`pending`), the pod groups (`podgroup_steps`) and the
-    admission checks queuectl decides itself (`builtin_checks`)."""
+    (`adoption`), the pending reasons (`pending`), the pod groups (`podgroup_steps`), the
+    admission checks' step (`check_steps`), the drain (`drain_steps`) and the admission checks
+    queuectl decides itself (`builtin_checks`)."""
 
     def __init__(
         self,
@@ -99,6 +98,8 @@ class Reconciler:
             self.writes, sched, self.pending, at, self.evict, self.ready_steps.check, self.notices
         )
         self.builtin_checks = BuiltinChecks(kube, cache, clock, at)
+        self.check_steps = CheckSteps(self.writes, self.builtin_checks, self.evict)
+        self.drains = DrainSteps(self.writes, cache, sched)
 
     async def reconcile(self, key: str) -> None:
         """Take the one step due for the Workload `key`, in this order:
@@ -180,11 +181,11 @@ class Reconciler:
     ) -> None:
         """The steps of a Workload holding quota, the first that applies:
 
-        1. Evicted: drain it (`_drain`);
+        1. Evicted: drain it (`drain_steps`);
         2. preempted: write the notice on the job and its running pods (`notice`); evict once
            the grace period is over (deactivated first when its idle policy said Stop);
         3. its LocalQueue stopped with HoldAndDrain: evict;
-        4. admission checks not all Ready: wait, retry or deactivate (`_checks`);
+        4. admission checks not all Ready: wait, retry or deactivate (`check_steps`);
         5. the job changed under its quota: evict, to requeue it as it is now;
         6. the job still suspended: place it (and the children its operator does not place,
            `children`) and start it; started, such a child made unplaced is placed, or the
@@ -193,7 +194,7 @@ class Reconciler:
         """
         st = WorkloadView(wl).status
         if WorkloadView(wl).is_true(names.COND_EVICTED):
-            await self._drain(key, wl, adapter, job, now)
+            await self.drains.drain(key, wl, adapter, job, now)
             return
         deadline = convert.parse_time((st.get("preemption") or {}).get("deadline"))
         if WorkloadView(wl).is_true(names.COND_PREEMPTED) and deadline is not None:
@@ -218,7 +219,7 @@ class Reconciler:
             )
             return
         if checks.entries(wl):
-            gated = await self._checks(wl, now)
+            gated = await self.check_steps.gate(wl, now)
             if gated is None:
                 return
             wl = gated
@@ -299,98 +300,6 @@ class Reconciler:
         deactivated = await self.writes.deactivate(wl)
         if deactivated is not None:
             await self.evict(deactivated, names.REASON_EVICTED_GPU_RESOURCE_REFUSED, note)
-
-    async def _checks(self, wl: Obj, now: float) -> Obj | None:
-        """Two-phase admission: the Workload to go on with once every check is Ready (Admitted
-        written), else None: it waits holding its quota, or a Retry releases the reservation
-        (requeued with back-off by the drain), or a Rejected deactivates it."""
-        wl = await self.builtin_checks.decide(wl) or wl  # checks queuectl itself decides
-        v = checks.of(wl)
-        if v == "admitted":
-            if WorkloadView(wl).is_true(names.COND_ADMITTED):
-                return wl
-            patch = status.checks_passed(wl, now)
-            written = await self.writes.write_status(wl, patch) if patch is not None else None
-            if written is not None:
-                reserved = WorkloadView(written).condition(names.COND_QUOTA_RESERVED) or {}
-                since = convert.parse_time(reserved.get("lastTransitionTime"))
-                if since is not None:
-                    queue = (WorkloadView(written).admission or {}).get("clusterQueue", "")
-                    metrics.CONTROLLER_RESERVATION_TO_ADMISSION.labels(queue).observe(
-                        max(0.0, now - since)
-                    )
-                note = f"Every admission check is Ready ({checks.summary(written)})"
-                self.writes.events.emit(written, "Normal", names.EVENT_ADMITTED, "Admit", note)
-            return written
-        if v == "waiting":
-            return None  # a check controller's write brings it back here
-        said = "; ".join(f"{n}: {m}" if m else n for n, m in checks.deciding(wl, v))
-        if v == "retry":
-            await self.evict(
-                wl,
-                names.REASON_EVICTED_CHECK_RETRY,
-                f"Admission check(s) said Retry ({said}); quota released, tried again later",
-            )
-            return None
-        deactivated = await self.writes.deactivate(wl)
-        if deactivated is not None:
-            await self.evict(
-                deactivated,
-                names.REASON_EVICTED_CHECK_REJECTED,
-                f"Admission check(s) rejected the workload ({said})",
-            )
-        return None
-
-    async def _drain(
-        self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float
-    ) -> None:
-        """Evicted: suspend, wait for the pods to go, put the template back, release quota."""
-        if adapter is not None and job is not None:
-            if not adapter.is_suspended(job):
-                await self.writes.patch_job(adapter, job, adapter.suspend_patch(job))
-                return
-            if not adapter.pods_gone(job):
-                return  # the Job's status update brings us back
-            pod_sets = WorkloadView(wl).pod_sets
-            restore = adapter.restore_patch(job, pod_sets)
-            if restore is not None:
-                if not adapter.can_restore(job):
-                    return  # the Job controller has yet to clear startTime
-                if await self.writes.patch_job(adapter, job, restore, strict=True) is None:
-                    return
-                job = (
-                    self.cache.get(
-                        adapter.resource, job["metadata"]["name"], job["metadata"]["namespace"]
-                    )
-                    or job
-                )
-            if (job["metadata"].get("annotations") or {}).get(names.ANNOTATION_PREEMPTION_DEADLINE):
-                await self.writes.patch_job(
-                    adapter,
-                    job,
-                    {"metadata": {"annotations": {names.ANNOTATION_PREEMPTION_DEADLINE: None}}},
-                )
-        written = await settle.write_requeued(self.writes, wl, now)
-        if written is not None:
-            # Evicted because its Job changed: the core must not admit the stale shape again
-            # before the Workload follows the Job (that write refeeds it, clearing the hold).
-            why = (WorkloadView(written).condition(names.COND_REQUEUED) or {}).get("reason")
-            stale = why == names.REASON_EVICTED_JOB_CHANGED
-            not_before = now + JOB_CHANGED_HOLD_S if stale else 0.0
-            if why in self.writes.backoff:  # backs off before it reserves again
-                requeue = WorkloadView(written).status.get("requeueState") or {}
-                not_before = convert.parse_time(requeue.get("requeueAt")) or now
-            self.sched.requeue_workload(
-                key, not_before=not_before, front=WorkloadView(written).requeued_for_node_failure
-            )
-            self.writes.count("requeued")
-            self.writes.events.emit(
-                wl,
-                "Normal",
-                names.EVENT_REQUEUED,
-                "Requeue",
-                "Pods are gone; quota released; requeued at its original position",
-            )
 
     async def _waiting(
         self, key: str, wl: Obj, adapter: JobKind | None, job: Obj | None, now: float

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from queuectl.cli.main import main
-from queuectl.testenv import operators
+from queuectl.testenv import operatorbuild, operatorrun, operators
 from queuectl.testenv.build import build_once
 from queuectl.testenv.errors import BuildFailed
 from queuectl.testenv.operatorargs import RunDir, kubebuilder_config
@@ -48,11 +48,11 @@ def test_an_unknown_operator_is_refused_naming_the_known_ones(
 
 def test_cache_keys_follow_the_pinned_version_and_never_the_control_plane() -> None:
     jobset = operators.lookup("jobset")
-    key = operators.cache_key(jobset)
+    key = operatorbuild.cache_key(jobset)
     assert key.startswith("operator-jobset-v0.11.0-")
     bumped = dataclasses.replace(jobset, version="v0.12.0")
-    assert operators.cache_key(bumped) != key
-    assert len({operators.cache_key(op) for op in operators.OPERATORS.values()}) == 7
+    assert operatorbuild.cache_key(bumped) != key
+    assert len({operatorbuild.cache_key(op) for op in operators.OPERATORS.values()}) == 7
 
 
 @pytest.mark.parametrize(
@@ -211,7 +211,7 @@ def test_a_failed_build_leaves_nothing_that_looks_built(tmp_path: Path) -> None:
 
 
 class _Plane:
-    """What `operators.ensure_running` reads of a ControlPlane: its supervisor and progress."""
+    """What `operatorrun.ensure_running` reads of a ControlPlane: its supervisor and progress."""
 
     def __init__(self, work_dir: Path) -> None:
         from queuectl.testenv.process import Supervisor
@@ -234,19 +234,19 @@ def test_an_operator_that_died_is_started_again_and_a_running_one_is_left_alone(
     def start(p: object, name: str, progress: object = None) -> Path:
         started.append(name)
         plane.supervisor.spawn(
-            operators.process_name(name), [sys.executable, "-c", "import time; time.sleep(30)"]
+            operatorrun.process_name(name), [sys.executable, "-c", "import time; time.sleep(30)"]
         )
         return tmp_path
 
-    monkeypatch.setattr(operators, "start", start)
+    monkeypatch.setattr(operatorrun, "start", start)
     try:
-        operators.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
-        operators.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
+        operatorrun.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
+        operatorrun.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
         assert started == ["mpi-operator"]  # running: left alone
         record = plane.supervisor.get("operator-mpi-operator")
         assert record is not None
         plane.supervisor.stop("operator-mpi-operator", timeout=5)  # it dies
-        operators.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
+        operatorrun.ensure_running(plane, "mpi-operator")  # type: ignore[arg-type]
         assert started == ["mpi-operator", "mpi-operator"]
         assert any("exited; starting it again" in line for line in plane.said)
     finally:
