@@ -17,8 +17,9 @@ children of their lowest common cohort on the preemptor's side and on T's. A sha
 weighted dominant-resource share at that cohort (`quota.share`: the largest fraction of the
 cohort's pool the node uses beyond its own quota, over the node's weight), so cohort weights
 count at every level; it is read as it will be once the preemptor is admitted and what is on its
-way out is gone (`_Shares`). The rules (Kueue's fair-sharing rules S2-a and S2-b), tried in the
-configured order, each over the queues highest share path first (re-read after every victim):
+way out is gone (`fair_shares.Shares`). The rules (Kueue's fair-sharing rules S2-a and S2-b),
+tried in the configured order, each over the queues highest share path first (re-read after
+every victim):
 - `LessThanOrEqualToFinalShare`: P's share is at most Q's once the victims are gone;
 - `LessThanInitialShare`: P's share is below Q's with the victim back (one victim per queue
   when it comes second: the candidates left failed the first rule).
@@ -49,9 +50,10 @@ from queuectl.core.candidates import (
 )
 from queuectl.core.charges import Charge, victim_rank
 from queuectl.core.decision import Decision
+from queuectl.core.fair_shares import Shares
 from queuectl.core.preempt import enough, fits_in, no_victims
-from queuectl.core.quota import QNode, available, weighted
-from queuectl.core.reach import Reach, own_usage, set_aside
+from queuectl.core.quota import QNode, available
+from queuectl.core.reach import Reach
 from queuectl.core.state import State
 from queuectl.core.types import ClusterQueue, FairPreemptionStrategy, FlavorResource, Workload
 
@@ -129,7 +131,7 @@ def search(
     def fits() -> bool:
         return fits_in(node, need) and placeable()
 
-    shares = _Shares(state, w.key, node, need)
+    shares = Shares(state, w.key, node, need)
     victims = _fewest(state, frs, reach, shares, targets, found.own, fits)
     if victims is None:
         return fail()
@@ -213,73 +215,7 @@ def _targets(
     return out
 
 
-class _Shares:
-    """Weighted dominant-resource shares as they will be once the preemptor and the preemptors
-    nominated before it are admitted and what is on its way out is gone: every queue's usage
-    without quota held for preemptors and work being stopped (`reach.set_aside`), with what
-    each preemptor needs added to its queue (`State.claims`). Without the claims, a second
-    preemptor of the same queue would count its queue's share before the first one's
-    admission, and take more than its share (the victims would then take it back). The
-    victims a search tries are taken off the tree itself (`State.apply`)."""
-
-    __slots__ = ("aside", "below", "frs")
-
-    def __init__(
-        self, state: State, key: str, node: QNode, need: dict[FlavorResource, int]
-    ) -> None:
-        held, _ = set_aside(state)
-        aside = {q: dict(v) for q, v in held.items()}
-        claims = [(q, n) for k, (q, n) in sorted(state.claims.items()) if k != key]
-        frs = set(need)
-        for queue, claim in [*claims, (node.name, need)]:
-            mine = aside.setdefault(queue, {})
-            for fr, n in claim.items():
-                mine[fr] = mine.get(fr, 0) - n  # less set aside: more used
-                frs.add(fr)
-        self.aside = aside
-        self.below: dict[QNode, list[QNode]] = {}
-        for name in sorted(self.aside):
-            child = state.tree.queues.get(name)
-            while child is not None and child.parent is not None:
-                kids = self.below.setdefault(child.parent, [])
-                if child in kids:
-                    break
-                kids.append(child)
-                child = child.parent
-        self.frs = frozenset(frs)
-
-    def usage(self, n: QNode, fr: FlavorResource) -> int:
-        return own_usage(n, fr, self.aside, self.below)
-
-    def of(self, n: QNode) -> float:
-        """`quota.share` of `n` on these usages."""
-        parent = n.parent
-        if parent is None:
-            return 0.0
-        best = 0.0
-        for fr in self.frs.union(n.usage):
-            over = self.usage(n, fr) - n.subtree.get(fr, 0)
-            if over <= 0:
-                continue
-            pool = parent.subtree.get(fr, 0)
-            frac = over / pool if pool > 0 else float(over)
-            if frac > best:
-                best = frac
-        return weighted(best, n.weight)
-
-    def path(self, n: QNode) -> tuple[float, ...]:
-        """Minus the shares from the top cohort's child down to `n`: ascending order visits
-        the highest share at each level first (a tournament down the tree)."""
-        out: list[float] = []
-        cur = n
-        while cur.parent is not None:
-            out.append(-self.of(cur))
-            cur = cur.parent
-        out.reverse()
-        return tuple(out)
-
-
-def _borrows_with(state: State, shares: _Shares, t: _Taken) -> bool:
+def _borrows_with(state: State, shares: Shares, t: _Taken) -> bool:
     """With the victim back (it is off the tree), does its queue use more than its own quota
     of something the victim holds? Then, returning, it borrows: it is never an owner
     reclaiming its quota from the preemptor."""
@@ -292,7 +228,7 @@ def _borrows_with(state: State, shares: _Shares, t: _Taken) -> bool:
         state.apply(t.charge, -1, mark=False)
 
 
-def _mine(state: State, shares: _Shares, side: QNode, taken: list[_Taken]) -> float:
+def _mine(state: State, shares: Shares, side: QNode, taken: list[_Taken]) -> float:
     """The share of the preemptor's side `side`, with the victims taken inside it back: its
     own branch's victims are no credit against others (they may come back at once into what
     is left free, and the share that let the preemptor take from others is gone)."""
@@ -306,7 +242,7 @@ def _mine(state: State, shares: _Shares, side: QNode, taken: list[_Taken]) -> fl
             state.apply(c, -1, mark=False)
 
 
-def _holds(state: State, shares: _Shares, taken: list[_Taken]) -> bool:
+def _holds(state: State, shares: Shares, taken: list[_Taken]) -> bool:
     """With every victim of `taken` off the tree: does each other queue's victim still pass
     its rule, and would its queue borrow again with it back?"""
     for t in taken:
@@ -334,7 +270,7 @@ def _round(
     once: bool,
     frs: frozenset[FlavorResource],
     reach: Reach,
-    shares: _Shares,
+    shares: Shares,
     targets: list[_Target],
     taken: list[_Taken],
     fits: Callable[[], bool],
@@ -372,7 +308,7 @@ def _fewest(
     state: State,
     frs: frozenset[FlavorResource],
     reach: Reach,
-    shares: _Shares,
+    shares: Shares,
     targets: list[_Target],
     own: list[Charge],
     fits: Callable[[], bool],
