@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bench.cluster import cli, report, watch
+from bench.cluster import report, watch
+from bench.cluster import results as figures
 from bench.cluster.lease import LeaseLog
 from bench.cluster.probe import ProbeLog
 from bench.cluster.procstat import ProcSample
@@ -46,7 +47,7 @@ def a_run(scenario_name: str) -> dict[str, Any]:
         evicted_after_runtime=0,
     )
     proc: dict[str, ProcSample | None] = {"controller": ProcSample(1.0, 100.0, 120.0)}
-    res = cli.results(
+    res = figures.results(
         scenario, rec, driver, "2026-11-25T00:00:00Z", 1.0, 0.5, 10,  # type: ignore[arg-type]
         Counter({("workloads/status", "PATCH"): 30}), proc, proc, True, [0.1, 0.1, 0.1],
     )  # fmt: skip

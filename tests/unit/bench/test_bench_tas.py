@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bench.cluster import cli, fleet, ratios, report
+from bench.cluster import results as figures
 from bench.cluster.objects import LABEL_BENCH, Layout, flavor, nodes, topology, workload
 from bench.cluster.procstat import ProcSample
 from bench.cluster.record import Recorder
@@ -209,7 +210,7 @@ def a_tas_run(tta: dict[str, float], name: str = "tas") -> dict[str, Any]:
     )  # fmt: skip
     proc: dict[str, ProcSample | None] = {"controller": ProcSample(1.0, 100.0, 120.0)}
     calls = Counter({("workloads/status", "PATCH"): 30, ("leases", "PUT"): 12})
-    return cli.results(
+    return figures.results(
         scenario, rec, driver, "2026-11-27T00:00:00Z", 1.0, 0.5, 10,  # type: ignore[arg-type]
         calls, proc, proc, True, [0.1],
     )  # fmt: skip
