@@ -4,7 +4,7 @@ with them)."""
 
 from __future__ import annotations
 
-from queuectl.core.quota import QNode, weighted
+from queuectl.core.quota import QNode, share_on
 from queuectl.core.reach import own_usage, set_aside
 from queuectl.core.state import State
 from queuectl.core.types import FlavorResource
@@ -53,16 +53,7 @@ class Shares:
         parent = n.parent
         if parent is None:
             return 0.0
-        best = 0.0
-        for fr in self.frs.union(n.usage):
-            over = self.usage(n, fr) - n.subtree.get(fr, 0)
-            if over <= 0:
-                continue
-            pool = parent.subtree.get(fr, 0)
-            frac = over / pool if pool > 0 else float(over)
-            if frac > best:
-                best = frac
-        return weighted(best, n.weight)
+        return share_on(n, parent, ((fr, self.usage(n, fr)) for fr in self.frs.union(n.usage)))
 
     def path(self, n: QNode) -> tuple[float, ...]:
         """Minus the shares from the top cohort's child down to `n`: ascending order visits

@@ -245,8 +245,15 @@ def share(node: QNode) -> float:
     memo = node.share_memo
     if memo[0] == node.ver:
         return memo[1]
+    node.share_memo = (node.ver, share_on(node, parent, node.usage.items()))
+    return node.share_memo[1]
+
+
+def share_on(node: QNode, parent: QNode, usage: Iterable[tuple[FlavorResource, int]]) -> float:
+    """`share` of `node` on the given usages (its own, or as they will be, fair_shares.Shares):
+    the largest fraction of the parent's pool it uses beyond its own quota, over its weight."""
     best = 0.0
-    for fr, used in node.usage.items():
+    for fr, used in usage:
         over = used - node.subtree.get(fr, 0)
         if over <= 0:
             continue
@@ -254,8 +261,7 @@ def share(node: QNode) -> float:
         frac = over / pool if pool > 0 else float(over)
         if frac > best:
             best = frac
-    node.share_memo = (node.ver, weighted(best, node.weight))
-    return node.share_memo[1]
+    return weighted(best, node.weight)
 
 
 def weighted(share: float, weight: float) -> float:
