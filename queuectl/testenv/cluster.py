@@ -11,13 +11,18 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from queuectl.testenv.errors import ComponentFailed, ToolMissing
 from queuectl.testenv.nodes import H100, FakeNode, GpuNodeSpec, create_gpu_nodes
+
+FIELD_MANAGER = "queuectl-testenv"
+"""The field manager of everything the testenv applies server-side."""
 
 
 def find_kubectl() -> str:
@@ -63,6 +68,21 @@ class Cluster:
         if check and done.returncode != 0:
             raise KubectlFailed(done.returncode, argv, output=done.stdout, stderr=done.stderr)
         return done
+
+    def apply_server_side(
+        self, manifest: Any = None, *, path: str | None = None, force_conflicts: bool = False
+    ) -> None:
+        """Server-side apply as the testenv's field manager: a manifest (an object, or a `List`
+        of them) or a file; with force_conflicts, fields another manager owns are taken."""
+        if (manifest is None) == (path is None):
+            raise ValueError("apply_server_side takes a manifest or a path, not both or neither")
+        force = ["--force-conflicts"] if force_conflicts else []
+        source = path or "-"
+        text = None if manifest is None else yaml.safe_dump(manifest)
+        self.kubectl(
+            "apply", "--server-side", *force, f"--field-manager={FIELD_MANAGER}", "-f", source,
+            input=text,
+        )  # fmt: skip
 
     def add_gpu_nodes(
         self,

@@ -14,8 +14,6 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from queuectl.api import names
 from queuectl.testenv.cluster import Cluster
 from queuectl.testenv.operatorargs import RunDir
@@ -143,11 +141,4 @@ def argv(binary: Path, run: RunDir) -> list[str]:
 
 def apply_node_class(cluster: Cluster) -> None:
     """The one KWOKNodeClass its NodePools point at (see node_pool), before it starts."""
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=queuectl-testenv",
-        "-f",
-        "-",
-        input=yaml.safe_dump(node_class()),
-    )
+    cluster.apply_server_side(node_class())

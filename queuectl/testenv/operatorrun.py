@@ -57,7 +57,7 @@ def install_crds(cluster: Cluster, name: str, *, timeout: float = 60) -> list[st
         for doc in yaml.safe_load_all(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 names.append(str(doc["metadata"]["name"]))
-        _apply(cluster, str(path))
+        cluster.apply_server_side(path=str(path), force_conflicts=True)
     with cluster.api_client() as api:
         ext = k8s.ApiextensionsV1Api(api)
 
@@ -194,23 +194,5 @@ def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
     """Point the API server at the running operator's own webhooks (see operatorhooks)."""
     configs = _configs(name, run)
     manifest = {"apiVersion": "v1", "kind": "List", "items": configs}
-    _apply(cluster, "-", yaml.safe_dump(manifest))
+    cluster.apply_server_side(manifest, force_conflicts=True)
     return [str(c["metadata"]["name"]) for c in configs]
-
-
-def _apply(cluster: Cluster, source: str, manifest: str | None = None) -> None:
-    """Server-side apply as the testenv's field manager: a file, or `-` with `manifest`."""
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=queuectl-testenv",
-        "-f",
-        source,
-        input=manifest,
-    )
-
-
-def start_all(plane: ControlPlane, names: Sequence[str], progress: Progress | None = None) -> None:
-    for name in names:
-        start(plane, name, progress)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-import yaml
 from kubernetes import client as k8s
 
 from queuectl.testenv.cluster import Cluster
@@ -81,11 +80,4 @@ def create_secret(cluster: Cluster) -> None:
             },
         ],
     }
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=queuectl-testenv",
-        "-f",
-        "-",
-        input=yaml.safe_dump(manifest),
-    )
+    cluster.apply_server_side(manifest)

@@ -4,9 +4,12 @@ and put a unit test in the cluster tier)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from queuectl.testenv import pytest_plugin
+from queuectl.testenv.cluster import Cluster
 
 
 class FakeItem:
@@ -31,3 +34,11 @@ def test_a_table_column_is_not_a_cluster_fixture(
 ) -> None:
     used = pytest_plugin._fixtures(FakeItem(fixturenames, params))  # type: ignore[arg-type]
     assert bool(pytest_plugin.CLUSTER_FIXTURES & used) is cluster
+
+
+@pytest.mark.parametrize(
+    ("manifest", "path"), [(None, None), ({"kind": "List", "items": []}, "crds.yaml")]
+)
+def test_a_server_side_apply_takes_a_manifest_or_a_path(manifest: Any, path: str | None) -> None:
+    with pytest.raises(ValueError, match="a manifest or a path, not both or neither"):
+        Cluster("/nonexistent/kubeconfig").apply_server_side(manifest, path=path)
