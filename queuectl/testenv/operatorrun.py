@@ -196,3 +196,8 @@ def register_webhooks(cluster: Cluster, name: str, run: RunDir) -> list[str]:
     manifest = {"apiVersion": "v1", "kind": "List", "items": configs}
     cluster.apply_server_side(manifest, force_conflicts=True)
     return [str(c["metadata"]["name"]) for c in configs]
+
+
+def start_all(plane: ControlPlane, names: Sequence[str], progress: Progress | None = None) -> None:
+    for name in names:
+        start(plane, name, progress)
