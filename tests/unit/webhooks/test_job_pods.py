@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from webhook_cases import NS, request
+from webhook_cases import NS, gpu_pod_claiming, request
 
 from queuectl.api import names
 from queuectl.jobs.batch import JOBS
@@ -44,26 +44,8 @@ def job(labels: dict[str, str] | None = None, owner: Obj | None = None) -> Obj:
 
 def claiming(uid: str = JOB_UID, labels: dict[str, str] | None = None) -> Obj:
     """A bare 8-GPU pod naming Job `train` as its controller."""
-    gpus = {names.GPU_RESOURCE: "8"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "claims-",
-            "namespace": NS,
-            "labels": dict(labels or {}),
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": "train",
-                    "uid": uid,
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": gpus}}]},
-    }
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid}
+    return gpu_pod_claiming(ref, labels)
 
 
 QUEUED = {names.LABEL_QUEUE_NAME: "gpu"}

@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 import pytest
-from webhook_cases import NS, request
+from webhook_cases import NS, gpu_pod_claiming, request
 
 from queuectl.api import names
 from queuectl.jobs.mpi import MPI_JOBS, MPIJob
@@ -44,19 +44,8 @@ OWN = MPIJob().workload_name(mpijob(QUEUED))
 
 def claiming(uid: str = UID, labels: dict[str, str] | None = None) -> Obj:
     """An 8-GPU pod naming MPIJob `train` as its controller."""
-    gpus = {names.GPU_RESOURCE: "8"}
     ref = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "train", "uid": uid}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "claims-",
-            "namespace": NS,
-            "labels": dict(labels or {}),
-            "ownerReferences": [{**ref, "controller": True}],
-        },
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": gpus}}]},
-    }
+    return gpu_pod_claiming(ref, labels)
 
 
 def lookup_with(job: Obj) -> InMemoryLookup:

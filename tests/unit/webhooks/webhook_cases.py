@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from queuectl.api import names
+
 NS = "team-a"
 USER = "alice"
 JOB_KIND = {"group": "batch", "version": "v1", "kind": "Job"}
@@ -69,3 +71,25 @@ def apply_patch(doc: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, A
         else:
             raise AssertionError(f"unexpected op {op}")
     return out
+
+
+def gpu_pod_claiming(
+    owner: dict[str, Any], labels: dict[str, str] | None = None, gpus: str = "8"
+) -> dict[str, Any]:
+    """A bare GPU pod naming `owner` (an ownerReference without `controller`) as its
+    controller: what a user writes to run beside an admitted job."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "claims-",
+            "namespace": NS,
+            "labels": dict(labels or {}),
+            "ownerReferences": [{**owner, "controller": True}],
+        },
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {names.GPU_RESOURCE: gpus}}}
+            ]
+        },
+    }
